@@ -1,0 +1,742 @@
+//! Bub's background sub-agents: the `subagent` tool family (`bub.md`).
+//!
+//! The [`Board`] is the one place that holds a session's background tasks: their states, the
+//! concurrency cap with its FIFO queue, the sessions children run in, and the results not yet
+//! read by the parent. Children run as tokio tasks; the parent keeps working and takes in
+//! finished results before its next step (`Loop::absorb`). Every state change happens under
+//! the board's lock, so "running", "queued" and "slot freed" are always consistent.
+//!
+//! This module does not run loops itself (that is `agent_loop`) and does not know how tasks
+//! are scheduled at one instant (that is tokio's, or the harness's schedule explorer's).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, oneshot};
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio::time::Instant;
+
+use super::agent_loop::{self, Loop, pseudo, string_arg};
+use super::budget::{Budget, truncate_result};
+use super::conversation::Conversation;
+use super::event::{Event, Family, Status, TaskStatus, Via};
+use super::foreground::seconds;
+use super::llm::{Message, ToolCall, ToolSpec};
+use super::tool::ToolOutput;
+use super::{AgentId, Inbox, Profile, Shared, system_prompt};
+
+const FAMILY: [&str; 4] = ["subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
+
+/// Whether `name` is one of the `subagent` tools.
+pub(crate) fn is_family(name: &str) -> bool {
+    FAMILY.contains(&name)
+}
+
+/// The family's schemas, in the order they are offered.
+pub(crate) fn specs() -> Vec<ToolSpec> {
+    let mut start = pseudo(
+        "subagent",
+        "Start a sub-agent in the background; returns its task id at once.",
+        &[("prompt", true), ("agent", false), ("session", false), ("model", false), ("reasoning_effort", false)],
+    );
+    let props = start.parameters["properties"].as_object_mut().expect("object schema");
+    props.insert("allowed_tools".into(), json!({"type": "array", "items": {"type": "string"}}));
+    props.insert("allowed_skills".into(), json!({"type": "array", "items": {"type": "string"}}));
+    props.insert("timeout_seconds".into(), json!({"type": "number"}));
+    let mut wait = pseudo("subagent.wait", "Return results of background tasks, waiting at most timeout_seconds.", &[]);
+    let props = wait.parameters["properties"].as_object_mut().expect("object schema");
+    props.insert("task_ids".into(), json!({"type": "array", "items": {"type": "string"}}));
+    props.insert("timeout_seconds".into(), json!({"type": "number"}));
+    vec![
+        start,
+        wait,
+        pseudo(
+            "subagent.send",
+            "Send a message to a task, or continue a finished named-session task.",
+            &[("task_id", true), ("message", true)],
+        ),
+        pseudo("subagent.cancel", "Stop a running or queued task.", &[("task_id", true)]),
+    ]
+}
+
+/// Where a task's conversation comes from and where it goes afterwards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum SessionMode {
+    /// A new empty session, discarded afterwards.
+    Temp,
+    /// A copy of the parent's conversation at the call, discarded afterwards.
+    Fork,
+    /// A named session, kept afterwards.
+    Named(String),
+}
+
+impl SessionMode {
+    fn parse(session: &str) -> SessionMode {
+        match session {
+            "temp" => SessionMode::Temp,
+            "fork" | "inherit" => SessionMode::Fork,
+            name => SessionMode::Named(name.to_string()),
+        }
+    }
+
+    fn key(&self, task_id: &str) -> String {
+        match self {
+            SessionMode::Temp => format!("temp/{task_id}"),
+            SessionMode::Fork => format!("fork/{task_id}"),
+            SessionMode::Named(name) => name.clone(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            SessionMode::Temp => "temp",
+            SessionMode::Fork => "fork",
+            SessionMode::Named(_) => "named",
+        }
+    }
+}
+
+/// How to (re)start a task's loop: what the call and the profile decided.
+#[derive(Clone)]
+struct Launch {
+    request_id: String,
+    model: Option<String>,
+    reasoning_effort: Option<String>,
+    profile: Option<String>,
+    system: String,
+    catalog: Option<BTreeSet<String>>,
+    skills: Vec<String>,
+    timeout: Option<Duration>,
+}
+
+enum TaskState {
+    Queued { start: oneshot::Sender<()> },
+    Running,
+    Done { status: TaskStatus, body: String, at: Instant, read: bool },
+}
+
+struct Task {
+    alias: AgentId,
+    /// Spawn order, for ties between results ending at one instant.
+    seq: usize,
+    session: SessionMode,
+    state: TaskState,
+    inbox: Arc<Inbox>,
+    abort: Option<AbortHandle>,
+    launch: Launch,
+}
+
+impl Task {
+    fn status_word(&self) -> &'static str {
+        match &self.state {
+            TaskState::Queued { .. } => "queued",
+            TaskState::Running => "running",
+            TaskState::Done { status, .. } => status.as_str(),
+        }
+    }
+
+    fn active(&self) -> bool {
+        !matches!(self.state, TaskState::Done { .. })
+    }
+
+    fn unread(&self) -> bool {
+        matches!(self.state, TaskState::Done { read: false, .. })
+    }
+}
+
+/// A session record of the store.
+struct Record {
+    conversation: Conversation,
+    in_use_by: Option<String>,
+}
+
+#[derive(Default)]
+struct BoardState {
+    tasks: BTreeMap<String, Task>,
+    /// Task ids in spawn order.
+    order: Vec<String>,
+    running: usize,
+    queue: VecDeque<String>,
+    /// Finished task ids in completion order (may hold ids read meanwhile by `wait`).
+    finished: Vec<String>,
+    sessions: BTreeMap<String, Record>,
+    ids: u64,
+    handles: Vec<JoinHandle<()>>,
+}
+
+/// A session's background tasks and sessions.
+pub(crate) struct Board {
+    state: Mutex<BoardState>,
+    news: Notify,
+}
+
+impl Board {
+    pub fn new(seed: u64) -> Board {
+        Board { state: Mutex::new(BoardState { ids: seed, ..BoardState::default() }), news: Notify::new() }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BoardState> {
+        self.state.lock().expect("board lock poisoned")
+    }
+
+    /// Tasks queued or running, plus finished results the parent has not read.
+    pub fn outstanding(&self) -> usize {
+        self.lock().tasks.values().filter(|t| t.active() || t.unread()).count()
+    }
+
+    /// Names of the sessions still held (named ones, and temp/fork ones of unfinished tasks).
+    pub fn live_sessions(&self) -> Vec<String> {
+        self.lock().sessions.keys().cloned().collect()
+    }
+
+    /// Waits until an unread result exists or nothing is outstanding.
+    pub async fn news(&self) {
+        loop {
+            let notified = self.news.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let st = self.lock();
+                if st.tasks.values().any(Task::unread) || !st.tasks.values().any(Task::active) {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Finished results not yet read, in completion order (ties in spawn order), marked read,
+    /// as notification messages.
+    pub fn take_notifications(&self, shared: &Shared) -> Vec<String> {
+        let mut st = self.lock();
+        let finished = std::mem::take(&mut st.finished);
+        let mut ready: Vec<(Instant, usize, String)> = finished
+            .into_iter()
+            .filter_map(|id| match &st.tasks[&id].state {
+                TaskState::Done { at, read: false, .. } => Some((*at, st.tasks[&id].seq, id)),
+                _ => None,
+            })
+            .collect();
+        ready.sort();
+        ready.dedup();
+        let mut out = Vec::new();
+        for (_, _, id) in ready {
+            let task = st.tasks.get_mut(&id).expect("finished task exists");
+            let TaskState::Done { status, body, read, .. } = &mut task.state else { unreachable!("filtered to done") };
+            *read = true;
+            out.push(format!(
+                "<subagent-notification task_id=\"{id}\" status=\"{}\">\n{body}\n</subagent-notification>",
+                status.as_str()
+            ));
+            shared
+                .observer
+                .event(&AgentId::root(), Event::Delivered { task_id: id, status: *status, via: Via::Notification });
+        }
+        out
+    }
+
+    fn next_id(st: &mut BoardState) -> String {
+        loop {
+            st.ids = st.ids.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = st.ids;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            let id = format!("sub-{:08x}", z >> 32);
+            if !st.tasks.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Starts queued tasks while slots are free, in FIFO order.
+    fn start_queued(st: &mut BoardState, shared: &Shared) {
+        while st.running < shared.rules.max_concurrency {
+            let Some(id) = st.queue.pop_front() else { return };
+            let task = st.tasks.get_mut(&id).expect("queued task exists");
+            let TaskState::Queued { start } = std::mem::replace(&mut task.state, TaskState::Running) else {
+                unreachable!("only queued tasks are in the queue")
+            };
+            st.running += 1;
+            // The receiver lives in the task's future until it starts; a failed send means
+            // the future is gone, which only cancellation does, and it removes from the queue.
+            let _ = start.send(());
+            shared.observer.event(
+                &task.alias,
+                Event::TaskStarted { task_id: id, child: task.alias.clone(), timeout: task.launch.timeout },
+            );
+        }
+    }
+
+    /// Queues a task's run and starts it if a slot is free. Returns `running` or `queued`.
+    fn launch(&self, shared: &Arc<Shared>, id: &str, child: Loop) -> &'static str {
+        let (start, started) = oneshot::channel();
+        let mut st = self.lock();
+        let timeout = st.tasks[id].launch.timeout;
+        let handle = tokio::spawn(run_task(shared.clone(), id.to_string(), child, timeout, started));
+        let task = st.tasks.get_mut(id).expect("launched task exists");
+        task.abort = Some(handle.abort_handle());
+        task.state = TaskState::Queued { start };
+        let session = task.session.key(id);
+        shared
+            .observer
+            .event(&task.alias, Event::TaskQueued { task_id: id.to_string(), child: task.alias.clone(), session });
+        st.handles.push(handle);
+        st.queue.push_back(id.to_string());
+        Board::start_queued(&mut st, shared);
+        st.tasks[id].status_word()
+    }
+
+    /// Records the end of a task's run, frees its slot, and wakes the parent.
+    fn finish(&self, shared: &Shared, id: &str, status: TaskStatus, body: String, history: Option<Conversation>) {
+        let mut st = self.lock();
+        let (body, _) = truncate_result(&body, shared.rules.result_limit_chars);
+        let task = st.tasks.get_mut(id).expect("finished task exists");
+        task.state = TaskState::Done { status, body: body.clone(), at: Instant::now(), read: false };
+        task.abort = None;
+        let (alias, session) = (task.alias.clone(), task.session.clone());
+        shared.observer.event(&alias, Event::TaskEnded { task_id: id.to_string(), child: alias.clone(), status, body });
+        Board::close_session(&mut st, shared, &alias, id, &session, history);
+        st.finished.push(id.to_string());
+        st.running -= 1;
+        Board::start_queued(&mut st, shared);
+        drop(st);
+        self.news.notify_waiters();
+    }
+
+    fn close_session(
+        st: &mut BoardState,
+        shared: &Shared,
+        alias: &AgentId,
+        id: &str,
+        session: &SessionMode,
+        history: Option<Conversation>,
+    ) {
+        let key = session.key(id);
+        match session {
+            SessionMode::Named(_) => {
+                let record = st.sessions.get_mut(&key).expect("named session exists while used");
+                if let Some(history) = history {
+                    record.conversation = history;
+                }
+                record.in_use_by = None;
+                shared.observer.event(alias, Event::SessionClosed { name: key, kept: true });
+            }
+            SessionMode::Temp | SessionMode::Fork => {
+                st.sessions.remove(&key);
+                shared.observer.event(alias, Event::SessionClosed { name: key, kept: false });
+            }
+        }
+    }
+
+    /// Stops a queued or running task: status `cancelled`, no notification, slot freed.
+    fn cancel(&self, shared: &Shared, id: &str) -> Result<(), String> {
+        let mut st = self.lock();
+        let Some(task) = st.tasks.get_mut(id) else { return Err(format!("unknown task id: '{id}'")) };
+        let was_running = match &task.state {
+            TaskState::Done { .. } => return Err(format!("task {id} has already finished")),
+            TaskState::Queued { .. } => false,
+            TaskState::Running => true,
+        };
+        if let Some(abort) = task.abort.take() {
+            abort.abort();
+        }
+        let body = "Cancelled.".to_string();
+        task.state =
+            TaskState::Done { status: TaskStatus::Cancelled, body: body.clone(), at: Instant::now(), read: true };
+        let (alias, session) = (task.alias.clone(), task.session.clone());
+        shared.observer.event(
+            &alias,
+            Event::TaskEnded { task_id: id.to_string(), child: alias.clone(), status: TaskStatus::Cancelled, body },
+        );
+        Board::close_session(&mut st, shared, &alias, id, &session, None);
+        if was_running {
+            st.running -= 1;
+        } else {
+            st.queue.retain(|queued| queued != id);
+        }
+        Board::start_queued(&mut st, shared);
+        drop(st);
+        self.news.notify_waiters();
+        Ok(())
+    }
+
+    /// Cancels every unfinished task and waits until none of their tokio tasks is alive.
+    pub async fn quit(&self, shared: &Shared) {
+        let active: Vec<String> = {
+            let st = self.lock();
+            st.order.iter().filter(|id| st.tasks[*id].active()).cloned().collect()
+        };
+        for id in active {
+            self.cancel(shared, &id).expect("active tasks can be cancelled");
+        }
+        let handles = std::mem::take(&mut self.lock().handles);
+        for handle in handles {
+            // A cancelled task reports `JoinError::Cancelled`; either way it is gone.
+            let _ = handle.await;
+        }
+    }
+}
+
+/// One run of a background task: wait for a slot, run under the time limit, report.
+async fn run_task(
+    shared: Arc<Shared>,
+    id: String,
+    child: Loop,
+    timeout: Option<Duration>,
+    started: oneshot::Receiver<()>,
+) {
+    if started.await.is_err() {
+        return;
+    }
+    let alias = child.agent.clone();
+    let run = agent_loop::run(shared.clone(), child);
+    let ended = match timeout {
+        None => Some(run.await),
+        Some(limit) => tokio::time::timeout(limit, run).await.ok(),
+    };
+    let (status, body, history) = match ended {
+        Some((outcome, lp)) => {
+            let status = if outcome.status == Status::Ok { TaskStatus::Completed } else { TaskStatus::Failed };
+            (status, outcome.message, Some(lp.history))
+        }
+        None => {
+            let limit = timeout.expect("only a limit times out");
+            shared.observer.event(&AgentId::root(), Event::TimedOut { child: alias.clone(), after: limit });
+            tracing::warn!(alias = %alias, task_id = %id, after_s = limit.as_secs_f64(), "sub-agent timed out");
+            (TaskStatus::TimedOut, format!("Timed out after {} seconds.", seconds(limit)), None)
+        }
+    };
+    shared.board.finish(&shared, &id, status, body, history);
+}
+
+fn error(content: impl Into<String>) -> ToolOutput {
+    ToolOutput { content: content.into(), is_error: true }
+}
+
+fn ok(value: Value) -> ToolOutput {
+    ToolOutput { content: value.to_string(), is_error: false }
+}
+
+/// A list argument: a JSON array of strings, or a comma-separated string.
+fn list_arg(args: &Value, name: &str) -> Vec<String> {
+    match args.get(name) {
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+        Some(Value::String(s)) => s.split(',').map(str::to_string).filter(|s| !s.trim().is_empty()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn seconds_arg(args: &Value, name: &str) -> Option<Duration> {
+    args.get(name).and_then(Value::as_f64).filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64)
+}
+
+/// Bub's name matching: trimmed, case-insensitive, `.` and `_` alike.
+fn normalize(name: &str) -> String {
+    name.trim().to_lowercase().replace('.', "_")
+}
+
+/// Resolves requested names against the available ones; the error lists every name that is
+/// unknown or not permitted, sorted and quoted.
+fn resolve(requested: &[String], available: &[String], what: &str) -> Result<BTreeSet<String>, String> {
+    let mut granted = BTreeSet::new();
+    let mut bad = BTreeSet::new();
+    for name in requested {
+        match available.iter().find(|a| normalize(a) == normalize(name)) {
+            Some(found) => {
+                granted.insert(found.clone());
+            }
+            None => {
+                bad.insert(name.trim().to_string());
+            }
+        }
+    }
+    if bad.is_empty() {
+        return Ok(granted);
+    }
+    let names: Vec<String> = bad.iter().map(|n| format!("'{n}'")).collect();
+    Err(format!("unknown {what} name(s): {}", names.join(", ")))
+}
+
+/// Runs one call of the family from the root loop (already approved by the gate).
+pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall, assistant_len: usize) -> ToolOutput {
+    match call.name.as_str() {
+        "subagent" => start(parent, shared, &call.args, assistant_len),
+        "subagent.send" => send(parent, shared, &call.args),
+        "subagent.cancel" => {
+            parent.budget.spend(1);
+            let id = string_arg(&call.args, "task_id").unwrap_or_default();
+            match shared.board.cancel(shared, id.trim()) {
+                Ok(()) => ok(json!({"task_id": id.trim(), "status": "cancelled"})),
+                Err(e) => error(e),
+            }
+        }
+        _ => wait(parent, shared, &call.args).await,
+    }
+}
+
+fn find_profile<'a>(shared: &'a Shared, name: &str) -> Option<&'a Profile> {
+    shared.config.profiles.iter().find(|p| p.name == name)
+}
+
+/// `subagent`: validate everything, pay, then start or queue the child.
+fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize) -> ToolOutput {
+    let rules = &shared.rules;
+    let budget_before = parent.budget.remaining;
+    parent.budget.spend(rules.spawn_cost);
+    let prompt = string_arg(args, "prompt").unwrap_or_default().trim().to_string();
+    if prompt.is_empty() {
+        return error("error: empty prompt");
+    }
+    let profile = match string_arg(args, "agent").map(|a| a.trim().to_string()).filter(|a| !a.is_empty()) {
+        None => None,
+        Some(name) => match find_profile(shared, &name) {
+            Some(profile) => Some(profile),
+            None => return error(format!("unknown agent profile: '{name}'")),
+        },
+    };
+    let tools = Some(list_arg(args, "allowed_tools"))
+        .filter(|l| !l.is_empty())
+        .or_else(|| profile.and_then(|p| p.tools.clone()).filter(|l| !l.is_empty()));
+    let catalog = match tools {
+        None => parent.catalog.clone(),
+        Some(requested) => match resolve(&requested, &parent.catalog_names(shared), "tool") {
+            Ok(granted) => Some(granted),
+            Err(e) => return error(e),
+        },
+    };
+    let skills = Some(list_arg(args, "allowed_skills"))
+        .filter(|l| !l.is_empty())
+        .or_else(|| profile.and_then(|p| p.skills.clone()).filter(|l| !l.is_empty()));
+    let skills = match skills {
+        None => parent.skills.clone(),
+        Some(requested) => match resolve(&requested, &parent.skills, "skill") {
+            Ok(granted) => parent.skills.iter().filter(|s| granted.contains(*s)).cloned().collect(),
+            Err(e) => return error(e),
+        },
+    };
+    let session = SessionMode::parse(string_arg(args, "session").as_deref().map(str::trim).unwrap_or("temp"));
+    let mut st = shared.board.lock();
+    if let SessionMode::Named(name) = &session
+        && let Some(Record { in_use_by: Some(user), .. }) = st.sessions.get(name)
+    {
+        return error(format!("session '{name}' is in use by task {user}"));
+    }
+
+    let grant = parent.budget.grant(rules.child_step_cap);
+    let id = Board::next_id(&mut st);
+    parent.children += 1;
+    let alias = parent.agent.child(parent.children);
+    let launch = Launch {
+        request_id: format!("{}-{id}", parent.request_id),
+        model: string_arg(args, "model")
+            .or_else(|| profile.and_then(|p| p.model.clone()))
+            .or_else(|| parent.model.clone()),
+        reasoning_effort: string_arg(args, "reasoning_effort")
+            .or_else(|| profile.and_then(|p| p.reasoning_effort.clone()))
+            .or_else(|| parent.reasoning_effort.clone()),
+        profile: profile.map(|p| p.name.clone()),
+        system: system_prompt(&shared.config, None, profile.map(|p| p.body.as_str()), &skills),
+        catalog,
+        skills,
+        timeout: seconds_arg(args, "timeout_seconds")
+            .or_else(|| profile.and_then(|p| p.timeout))
+            .or(rules.subagent_default_timeout),
+    };
+    let conversation = match &session {
+        SessionMode::Temp => Conversation::new(),
+        SessionMode::Fork => parent.history.fork_prefix(assistant_len),
+        SessionMode::Named(name) => st.sessions.get_mut(name).map(|r| r.conversation.fork()).unwrap_or_default(),
+    };
+    let key = session.key(&id);
+    let record =
+        st.sessions.entry(key.clone()).or_insert_with(|| Record { conversation: Conversation::new(), in_use_by: None });
+    record.in_use_by = Some(id.clone());
+    if session != SessionMode::Named(key.clone()) {
+        record.conversation = conversation.clone();
+    }
+    let seq = st.order.len();
+    st.order.push(id.clone());
+    st.tasks.insert(
+        id.clone(),
+        Task {
+            alias: alias.clone(),
+            seq,
+            session: session.clone(),
+            state: TaskState::Running,
+            inbox: Arc::new(Inbox::default()),
+            abort: None,
+            launch,
+        },
+    );
+    drop(st);
+
+    shared.observer.event(
+        &parent.agent,
+        Event::Spawned {
+            child: alias.clone(),
+            family: Family::Background,
+            task: prompt.clone(),
+            cost: rules.spawn_cost,
+            grant,
+            budget_before,
+            budget_after: parent.budget.remaining,
+        },
+    );
+    shared.observer.event(&alias, Event::SessionOpened { name: key.clone(), kind: session.kind() });
+    tracing::info!(parent = %parent.agent, child = %alias, task_id = %id, grant, "spawn");
+    let status = shared.board.launch(&shared.arc(), &id, child_loop(shared, &id, alias, &prompt, grant, conversation));
+    ok(json!({"task_id": id, "status": status, "session": key}))
+}
+
+/// The loop of one run of task `id`, continuing `conversation` with `prompt`.
+fn child_loop(
+    shared: &Shared,
+    id: &str,
+    alias: AgentId,
+    prompt: &str,
+    grant: u32,
+    mut conversation: Conversation,
+) -> Loop {
+    let st = shared.board.lock();
+    let task = &st.tasks[id];
+    let launch = task.launch.clone();
+    conversation.push(Message::user(prompt));
+    Loop {
+        agent: alias,
+        depth: 1,
+        goal: prompt.to_string(),
+        request_id: launch.request_id,
+        model: launch.model,
+        reasoning_effort: launch.reasoning_effort,
+        profile: launch.profile,
+        system: launch.system,
+        history: conversation,
+        budget: Budget { remaining: grant, recovery: shared.rules.recovery_budget },
+        step_index: 0,
+        catalog: launch.catalog,
+        skills: launch.skills,
+        ask_user: false,
+        inbox: task.inbox.clone(),
+        children: 0,
+        llm_calls: 0,
+    }
+}
+
+/// `subagent.send`: a message for a running or queued task, or a new run of a finished task
+/// with a named session (granted afresh, counted against the cap).
+fn send(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
+    let rules = &shared.rules;
+    let budget_before = parent.budget.remaining;
+    parent.budget.spend(rules.spawn_cost);
+    let id = string_arg(args, "task_id").unwrap_or_default().trim().to_string();
+    let message = string_arg(args, "message").unwrap_or_default();
+    let mut st = shared.board.lock();
+    let Some(task) = st.tasks.get(&id) else { return error(format!("unknown task id: '{id}'")) };
+    if message.trim().is_empty() {
+        return error("error: empty message");
+    }
+    if task.active() {
+        task.inbox.push(message.clone());
+        let status = task.status_word();
+        shared.observer.event(&task.alias, Event::Steered { message });
+        return ok(json!({"task_id": id, "status": status}));
+    }
+    let SessionMode::Named(name) = task.session.clone() else {
+        return error(format!("task {id} has finished and its session was discarded"));
+    };
+    let alias = task.alias.clone();
+    let record = st.sessions.get_mut(&name).expect("named sessions are kept");
+    if let Some(user) = &record.in_use_by {
+        return error(format!("session '{name}' is in use by task {user}"));
+    }
+    record.in_use_by = Some(id.clone());
+    let conversation = record.conversation.fork();
+    drop(st);
+
+    let grant = parent.budget.grant(rules.child_step_cap);
+    shared.observer.event(
+        &parent.agent,
+        Event::Spawned {
+            child: alias.clone(),
+            family: Family::Background,
+            task: message.clone(),
+            cost: rules.spawn_cost,
+            grant,
+            budget_before,
+            budget_after: parent.budget.remaining,
+        },
+    );
+    shared.observer.event(&alias, Event::SessionOpened { name: name.clone(), kind: "named" });
+    let child = child_loop(shared, &id, alias, &message, grant, conversation);
+    let status = shared.board.launch(&shared.arc(), &id, child);
+    ok(json!({"task_id": id, "status": status, "session": name}))
+}
+
+/// `subagent.wait`: results of the listed tasks (or of every task not yet read), waiting at
+/// most `timeout_seconds` for all of them to finish.
+async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
+    parent.budget.spend(1);
+    let listed = list_arg(args, "task_ids");
+    let targets: Vec<String> = {
+        let st = shared.board.lock();
+        if listed.is_empty() {
+            st.order.iter().filter(|id| st.tasks[*id].active() || st.tasks[*id].unread()).cloned().collect()
+        } else {
+            let mut targets = Vec::new();
+            for id in listed.iter().map(|id| id.trim().to_string()) {
+                if !st.tasks.contains_key(&id) {
+                    return error(format!("unknown task id: '{id}'"));
+                }
+                if !targets.contains(&id) {
+                    targets.push(id);
+                }
+            }
+            targets
+        }
+    };
+    let limit = seconds_arg(args, "timeout_seconds").unwrap_or(Duration::from_secs(crate::rules::WAIT_DEFAULT_SECONDS));
+    let deadline = Instant::now() + limit;
+    loop {
+        let notified = shared.board.news.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if targets.iter().all(|id| !shared.board.lock().tasks[id].active()) {
+            break;
+        }
+        tokio::select! {
+            biased;
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    let mut st = shared.board.lock();
+    let mut done: Vec<(Instant, usize, String)> = Vec::new();
+    let mut entries = Vec::new();
+    for id in &targets {
+        let task = &st.tasks[id];
+        match &task.state {
+            TaskState::Done { at, .. } => done.push((*at, task.seq, id.clone())),
+            _ => entries.push(json!({"task_id": id, "status": task.status_word()})),
+        }
+    }
+    done.sort();
+    let mut results = Vec::new();
+    for (_, _, id) in done {
+        let task = st.tasks.get_mut(&id).expect("target exists");
+        let TaskState::Done { status, body, read, .. } = &mut task.state else { unreachable!("sorted from done") };
+        if *read {
+            results.push(json!({"task_id": id, "status": status.as_str(), "already_delivered": true}));
+            continue;
+        }
+        *read = true;
+        results.push(json!({"task_id": id, "status": status.as_str(), "result": body}));
+        shared.observer.event(&parent.agent, Event::Delivered { task_id: id, status: *status, via: Via::Wait });
+    }
+    results.extend(entries);
+    let BoardState { finished, tasks, .. } = &mut *st;
+    finished.retain(|id| tasks[id].unread());
+    ok(Value::Array(results))
+}

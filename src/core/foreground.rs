@@ -1,0 +1,96 @@
+//! Roku's foreground `Agent` sub-agent (`roku.md` section 2).
+//!
+//! The parent pays the spawn cost, passes the depth guard and the empty-task check, then
+//! pre-deducts the child's grant (never refunded) and runs the child to its end, inline,
+//! under the child timeout. The parent sees one string and an error flag, truncated to the
+//! result limit. This module does not queue, notify or keep sessions: that is `background`.
+
+use std::time::Duration;
+
+use super::agent_loop::{self, Loop, string_arg};
+use super::budget::truncate_result;
+use super::event::{Event, Family, Status};
+use super::llm::ToolCall;
+use super::tool::ToolOutput;
+use super::{Outcome, Shared};
+
+pub(crate) const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
+pub(crate) const EMPTY_TASK_ERROR: &str = "[Sub-agent error] No task provided.";
+
+fn error(content: impl Into<String>) -> ToolOutput {
+    ToolOutput { content: content.into(), is_error: true }
+}
+
+/// Runs one `Agent` call of `parent` (already approved by the gate).
+pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) -> ToolOutput {
+    let rules = &shared.rules;
+    let budget_before = parent.budget.remaining;
+    parent.budget.spend(rules.spawn_cost);
+    let refuse = |reason: &str| {
+        shared
+            .observer
+            .event(&parent.agent, Event::SpawnRefused { tool: call.name.clone(), reason: reason.to_string() });
+        tracing::warn!(alias = %parent.agent, reason, "spawn refused");
+        error(reason)
+    };
+    if parent.depth >= rules.depth_limit {
+        return refuse(DEPTH_ERROR);
+    }
+    let task = string_arg(&call.args, "task").unwrap_or_default();
+    let task = task.trim();
+    if task.is_empty() {
+        return refuse(EMPTY_TASK_ERROR);
+    }
+    // The `tools` argument is reserved: parsed by the model's schema, ignored here.
+
+    let grant = parent.budget.grant(rules.child_step_cap);
+    parent.children += 1;
+    let child_id = parent.agent.child(parent.children);
+    shared.observer.event(
+        &parent.agent,
+        Event::Spawned {
+            child: child_id.clone(),
+            family: Family::Foreground,
+            task: task.to_string(),
+            cost: rules.spawn_cost,
+            grant,
+            budget_before,
+            budget_after: parent.budget.remaining,
+        },
+    );
+    tracing::info!(parent = %parent.agent, child = %child_id, grant, budget_left = parent.budget.remaining, "spawn");
+
+    let child = parent.child(child_id.clone(), task, grant, shared);
+    let run = agent_loop::run(shared.arc(), child);
+    let outcome = match rules.agent_timeout.filter(|limit| !limit.is_zero()) {
+        None => run.await.0,
+        Some(limit) => match tokio::time::timeout(limit, run).await {
+            Ok((outcome, _)) => outcome,
+            Err(_) => {
+                shared.observer.event(&parent.agent, Event::TimedOut { child: child_id.clone(), after: limit });
+                tracing::warn!(alias = %child_id, after_s = limit.as_secs_f64(), "sub-agent timed out");
+                return error(format!("[Sub-agent error] Timed out after {} seconds.", seconds(limit)));
+            }
+        },
+    };
+    hand_over(shared, parent, &child_id, &outcome)
+}
+
+/// The child's final message as its parent sees it: truncated to the result limit, an error
+/// when the child ended with status Error.
+fn hand_over(shared: &Shared, parent: &Loop, child: &super::AgentId, outcome: &Outcome) -> ToolOutput {
+    let (content, truncated) = truncate_result(&outcome.message, shared.rules.result_limit_chars);
+    let chars = outcome.message.chars().count();
+    let truncated_to = shared.rules.result_limit_chars.filter(|_| truncated);
+    if truncated {
+        tracing::info!(alias = %child, chars, "sub-agent result truncated");
+    }
+    let is_error = outcome.status == Status::Error;
+    shared.observer.event(&parent.agent, Event::ChildResult { child: child.clone(), is_error, chars, truncated_to });
+    ToolOutput { content, is_error }
+}
+
+/// Seconds as Roku prints them: `120`, or `0.5` for a fractional limit.
+pub(crate) fn seconds(d: Duration) -> String {
+    if d.subsec_nanos() == 0 { d.as_secs().to_string() } else { format!("{}", d.as_secs_f64()) }
+}

@@ -1,0 +1,316 @@
+//! The scripted mock LLM: one script ("lane") per agent, chosen by a selector.
+//!
+//! The first request of an agent binds it to the one lane whose selector matches: `agent`
+//! (its alias: `main`, or `main/2` for the root's second child), `task_contains` (a child
+//! whose task holds the text), or `profile` (a child running that profile). No lane, or two,
+//! is an authoring error naming the agent and its task. Each request takes the lane's next
+//! reply, after checking what the core sent against the reply's `check`; an exhausted lane
+//! halts the run naming the lane and the call number. Replies arrive after their virtual
+//! latency; `hang` never arrives.
+//!
+//! The engine also keeps every request and reply, so checks can compare a fork child's first
+//! request with its parent's conversation at the call, and oracles can read what was sent.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::core::AgentId;
+use crate::core::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall};
+use crate::scenario::{Check, Lane, Reply};
+
+use super::Stop;
+
+/// One request the core sent, as the engine saw it.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    /// The request.
+    pub request: LlmRequest,
+    /// The lane that answered it.
+    pub lane: usize,
+    /// The request's number within its lane (from 1).
+    pub call: usize,
+    /// The assistant message of the reply, once it arrived (none for errors and hangs).
+    pub reply: Option<Message>,
+}
+
+#[derive(Default)]
+struct State {
+    bindings: BTreeMap<AgentId, usize>,
+    used: Vec<usize>,
+    exchanges: Vec<Exchange>,
+}
+
+/// The engine.
+pub struct ScriptedLlm {
+    lanes: Vec<Lane>,
+    state: Mutex<State>,
+    stop: Arc<Stop>,
+}
+
+impl ScriptedLlm {
+    /// An engine playing `lanes`; authoring errors halt through `stop`.
+    pub fn new(lanes: Vec<Lane>, stop: Arc<Stop>) -> ScriptedLlm {
+        let used = vec![0; lanes.len()];
+        ScriptedLlm { lanes, state: Mutex::new(State { used, ..State::default() }), stop }
+    }
+
+    /// Every request so far, in the order sent.
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.state.lock().expect("mock lock poisoned").exchanges.clone()
+    }
+
+    /// Lanes whose replies were not all used, as messages.
+    pub fn unused(&self) -> Vec<String> {
+        let st = self.state.lock().expect("mock lock poisoned");
+        self.lanes
+            .iter()
+            .enumerate()
+            .filter(|(i, lane)| st.used[*i] < lane.replies.len())
+            .map(|(i, lane)| {
+                format!(
+                    "lanes[{i}] ({}): {} of its {} replies were not used",
+                    lane.selector(),
+                    lane.replies.len() - st.used[i],
+                    lane.replies.len()
+                )
+            })
+            .collect()
+    }
+
+    fn selects(lane: &Lane, request: &LlmRequest) -> bool {
+        let child = request.agent.depth() > 0;
+        lane.agent.as_deref() == Some(request.agent.as_str())
+            || (child && lane.task_contains.as_deref().is_some_and(|t| request.goal.contains(t)))
+            || (child && lane.profile.is_some() && lane.profile == request.profile)
+    }
+
+    /// Binds the request's agent to its lane and takes the lane's next reply.
+    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, Reply), String> {
+        let mut st = self.state.lock().expect("mock lock poisoned");
+        let lane = match st.bindings.get(&request.agent) {
+            Some(lane) => *lane,
+            None => {
+                let matching: Vec<usize> =
+                    (0..self.lanes.len()).filter(|i| ScriptedLlm::selects(&self.lanes[*i], request)).collect();
+                match matching[..] {
+                    [lane] => {
+                        st.bindings.insert(request.agent.clone(), lane);
+                        lane
+                    }
+                    [] => {
+                        return Err(format!(
+                            "lanes: no lane selects agent {} (task {:?}); add a lane with `agent`, `task_contains` or `profile` that selects it",
+                            request.agent, request.goal
+                        ));
+                    }
+                    [a, b, ..] => {
+                        return Err(format!(
+                            "lanes[{a}] ({}) and lanes[{b}] ({}) both select agent {} (task {:?}); make the selectors exclusive",
+                            self.lanes[a].selector(),
+                            self.lanes[b].selector(),
+                            request.agent,
+                            request.goal
+                        ));
+                    }
+                }
+            }
+        };
+        let call = st.used[lane] + 1;
+        let Some(reply) = self.lanes[lane].replies.get(call - 1) else {
+            return Err(format!(
+                "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {} replies",
+                self.lanes[lane].selector(),
+                request.agent,
+                self.lanes[lane].replies.len()
+            ));
+        };
+        st.used[lane] = call;
+        let mut failures = Vec::new();
+        if let Some(check) = &self.lanes[lane].check_every {
+            failures
+                .extend(self.check(&st, check, request).into_iter().map(|f| (format!("lanes[{lane}].check_every"), f)));
+        }
+        if let Some(check) = &reply.check {
+            failures.extend(
+                self.check(&st, check, request)
+                    .into_iter()
+                    .map(|f| (format!("lanes[{lane}].replies[{}].check", call - 1), f)),
+            );
+        }
+        for (place, failure) in failures {
+            self.stop.check_failed(format!("{place}: {} request #{call}: {failure}", request.agent));
+        }
+        st.exchanges.push(Exchange { request: request.clone(), lane, call, reply: None });
+        Ok((lane, call, reply.clone()))
+    }
+
+    fn check(&self, st: &State, check: &Check, request: &LlmRequest) -> Vec<String> {
+        let mut out = Vec::new();
+        let messages = &request.messages;
+        let tool_names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        if let Some(n) = check.messages
+            && messages.len() != n
+        {
+            out.push(format!("expected {n} messages, the request holds {}", messages.len()));
+        }
+        for text in &check.contains {
+            if !messages.iter().any(|m| m.content.contains(text.as_str())) {
+                out.push(format!("no message contains {text:?}"));
+            }
+        }
+        for text in &check.absent {
+            if let Some(i) = messages.iter().position(|m| m.content.contains(text.as_str())) {
+                out.push(format!("message {i} contains {text:?}, which must be absent"));
+            }
+        }
+        let exact = [("first", &check.first_message, messages.first()), ("last", &check.last_message, messages.last())];
+        for (which, want, got) in exact {
+            if let Some(want) = want
+                && got.map(|m| &m.content) != Some(want)
+            {
+                out.push(format!("the {which} message is {:?}, expected {want:?}", got.map(|m| m.content.as_str())));
+            }
+        }
+        if let Some(tools) = &check.tools
+            && tool_names != *tools
+        {
+            out.push(format!("tools offered are {tool_names:?}, expected {tools:?}"));
+        }
+        for tool in &check.tools_include {
+            if !tool_names.contains(&tool.as_str()) {
+                out.push(format!("tool `{tool}` is not offered (offered: {tool_names:?})"));
+            }
+        }
+        for tool in &check.tools_exclude {
+            if tool_names.contains(&tool.as_str()) {
+                out.push(format!("tool `{tool}` is offered, but must not be"));
+            }
+        }
+        let fields = [
+            ("model", &check.model, &request.model),
+            ("reasoning_effort", &check.reasoning_effort, &request.reasoning_effort),
+        ];
+        for (name, want, got) in fields {
+            if want.is_some() && want != got {
+                out.push(format!("{name} is {got:?}, expected {want:?}"));
+            }
+        }
+        for (name, want, got) in [
+            ("request_id", &check.request_id, &request.request_id),
+            ("session_id", &check.session_id, &request.session_id),
+        ] {
+            if let Some(want) = want
+                && want != got
+            {
+                out.push(format!("{name} is {got:?}, expected {want:?}"));
+            }
+        }
+        if let Some(memory) = &check.memory
+            && *memory != request.memory
+        {
+            out.push(format!("memory is {:?}, expected {memory:?}", request.memory));
+        }
+        for text in &check.system_contains {
+            if !request.system.contains(text.as_str()) {
+                out.push(format!("the system prompt does not contain {text:?} (it is {:?})", request.system));
+            }
+        }
+        for text in &check.system_absent {
+            if request.system.contains(text.as_str()) {
+                out.push(format!("the system prompt contains {text:?}, which must be absent"));
+            }
+        }
+        if check.fork_of_parent {
+            out.extend(self.check_fork(st, request));
+        }
+        out
+    }
+
+    /// The request must be the parent's conversation up to and including the assistant
+    /// message that made the forking `subagent` call, then the child's prompt.
+    fn check_fork(&self, st: &State, request: &LlmRequest) -> Option<String> {
+        let Some(parent) = request.agent.parent() else {
+            return Some("fork_of_parent: the root has no parent".to_string());
+        };
+        let forks = st.exchanges.iter().filter(|e| e.request.agent == parent).filter_map(|e| {
+            let reply = e.reply.as_ref()?;
+            let forked = reply.tool_calls.iter().any(|c| {
+                c.name == "subagent"
+                    && c.args.get("prompt").and_then(|p| p.as_str()).map(str::trim) == Some(request.goal.as_str())
+                    && matches!(c.args.get("session").and_then(|s| s.as_str()).map(str::trim), Some("fork" | "inherit"))
+            });
+            forked.then(|| {
+                let mut expected = e.request.messages.clone();
+                expected.push(reply.clone());
+                expected.push(Message::user(request.goal.clone()));
+                expected
+            })
+        });
+        let mut last_difference = None;
+        for expected in forks {
+            if expected == request.messages {
+                return None;
+            }
+            last_difference = Some(describe_difference(&expected, &request.messages));
+        }
+        Some(last_difference.unwrap_or_else(|| {
+            format!("fork_of_parent: {parent} made no forking `subagent` call with prompt {:?}", request.goal)
+        }))
+    }
+
+    fn answered(&self, request: &LlmRequest, call: usize, lane: usize, reply: &LlmReply) {
+        let mut st = self.state.lock().expect("mock lock poisoned");
+        if let Some(e) =
+            st.exchanges.iter_mut().rev().find(|e| e.lane == lane && e.call == call && e.request.agent == request.agent)
+        {
+            e.reply = Some(Message::assistant(reply.text.clone(), reply.tool_calls.clone()));
+        }
+    }
+}
+
+fn describe_difference(expected: &[Message], got: &[Message]) -> String {
+    let at = expected.iter().zip(got).position(|(e, g)| e != g).unwrap_or(expected.len().min(got.len()));
+    let show = |m: Option<&Message>| m.map(|m| format!("{:?}: {:?}", m.role, m.content)).unwrap_or("(none)".into());
+    format!(
+        "fork_of_parent: the request differs from the parent's conversation at the call at message {at} (expected {} messages, got {}): expected {}, got {}",
+        expected.len(),
+        got.len(),
+        show(expected.get(at)),
+        show(got.get(at))
+    )
+}
+
+impl Llm for ScriptedLlm {
+    fn complete<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<LlmReply, LlmError>> {
+        Box::pin(async move {
+            let (lane, call, reply) = match self.next(request) {
+                Ok(next) => next,
+                Err(message) => {
+                    self.stop.halt(message);
+                    return std::future::pending().await;
+                }
+            };
+            tokio::time::sleep(Duration::from_millis(reply.latency_ms)).await;
+            if reply.hang {
+                return std::future::pending().await;
+            }
+            if let Some(error) = reply.error {
+                return Err(LlmError(error));
+            }
+            let tool_calls = reply
+                .calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ToolCall {
+                    id: format!("{}#{call}.{}", request.agent, i + 1),
+                    name: c.tool.clone(),
+                    args: c.args.clone(),
+                })
+                .collect();
+            let answer = LlmReply { text: reply.text.as_ref().map(|t| t.render()).unwrap_or_default(), tool_calls };
+            self.answered(request, call, lane, &answer);
+            Ok(answer)
+        })
+    }
+}

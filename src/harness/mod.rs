@@ -1,0 +1,54 @@
+//! What plugs into the core's traits under test. Nothing here is called by the core except
+//! through `Llm`, `Tool`, `Asker` and `Observer`.
+//!
+//! - [`mock_llm`]: the scripted LLM engine, one script per agent lane.
+//! - [`sim_tools`]: simulated tools with virtual latency and scripted results.
+//! - [`asker`]: the user's scripted answers to the risk-based approval gate.
+//!
+//! An authoring error found during a run (an exhausted lane, an agent without a lane, an
+//! approval nobody scripted) halts the run through [`Stop`]; a failed request check is
+//! recorded and the run goes on, so all failures of a run are reported together.
+
+pub mod asker;
+pub mod mock_llm;
+pub mod sim_tools;
+
+use std::sync::Mutex;
+
+use tokio::sync::Notify;
+
+/// The harness's signals out of a run: reasons to stop it now, and failed checks.
+#[derive(Default)]
+pub struct Stop {
+    halts: Mutex<Vec<String>>,
+    checks: Mutex<Vec<String>>,
+    notify: Notify,
+}
+
+impl Stop {
+    /// Stops the run for `reason` (the runner is waiting on [`Stop::halted`]).
+    pub fn halt(&self, reason: String) {
+        self.halts.lock().expect("stop lock poisoned").push(reason);
+        self.notify.notify_one();
+    }
+
+    /// Records a failed check; the run goes on.
+    pub fn check_failed(&self, message: String) {
+        self.checks.lock().expect("stop lock poisoned").push(message);
+    }
+
+    /// Resolves once the run was halted.
+    pub async fn halted(&self) {
+        self.notify.notified().await;
+    }
+
+    /// Why the run was halted, in order.
+    pub fn halts(&self) -> Vec<String> {
+        self.halts.lock().expect("stop lock poisoned").clone()
+    }
+
+    /// The failed checks, in order.
+    pub fn failed_checks(&self) -> Vec<String> {
+        self.checks.lock().expect("stop lock poisoned").clone()
+    }
+}

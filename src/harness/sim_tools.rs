@@ -1,0 +1,66 @@
+//! Simulated tools: each call takes its virtual latency, then returns the next scripted
+//! result (the last one repeats). They do no I/O.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::core::llm::{BoxFuture, ToolSpec};
+use crate::core::tool::{Tool, ToolContext, ToolOutput};
+use crate::scenario::{self, RiskTag};
+
+/// One simulated tool.
+pub struct SimTool {
+    spec: ToolSpec,
+    latency: Duration,
+    results: Vec<scenario::ToolResult>,
+    calls: Mutex<usize>,
+}
+
+impl SimTool {
+    /// The tool a scenario declares.
+    pub fn new(decl: &scenario::ToolSpec) -> SimTool {
+        let tags = match decl.risk {
+            Some(RiskTag::Safe) => vec!["risk:safe".to_string()],
+            Some(RiskTag::Write) => vec!["risk:write".to_string()],
+            None => Vec::new(),
+        };
+        SimTool {
+            spec: ToolSpec {
+                name: decl.name.clone(),
+                description: decl.description.clone(),
+                parameters: serde_json::json!({"type": "object"}),
+                tags,
+            },
+            latency: Duration::from_millis(decl.latency_ms),
+            results: decl.results.clone(),
+            calls: Mutex::new(0),
+        }
+    }
+}
+
+impl Tool for SimTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call<'a>(&'a self, _ctx: &'a ToolContext, _args: &'a serde_json::Value) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let call = {
+                let mut calls = self.calls.lock().expect("tool lock poisoned");
+                *calls += 1;
+                *calls
+            };
+            let result = self.results.get(call - 1).or(self.results.last());
+            let latency = result.and_then(|r| r.latency_ms).map_or(self.latency, Duration::from_millis);
+            tokio::time::sleep(latency).await;
+            match result {
+                None => ToolOutput { content: "ok".to_string(), is_error: false },
+                Some(r) => match (&r.text, &r.error) {
+                    (_, Some(error)) => ToolOutput { content: error.render(), is_error: true },
+                    (Some(text), None) => ToolOutput { content: text.render(), is_error: false },
+                    (None, None) => unreachable!("validated: exactly one of text and error"),
+                },
+            }
+        })
+    }
+}

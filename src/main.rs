@@ -1,0 +1,19 @@
+//! The `rehearsal` binary: parse the command line, run it, map the outcome to an exit code
+//! (0 passed, 1 a scenario failed, 2 bad input or usage). The library does the work.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = match rehearsal::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // clap exits 0 for --help and --version, 2 for usage errors.
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let code = rehearsal::cli::main(cli, &mut std::io::stdout().lock(), &mut std::io::stderr().lock());
+    ExitCode::from(code as u8)
+}

@@ -1,0 +1,161 @@
+//! Agent profile files: `.agents/agents/*.md` with YAML front matter (`bub.md` section 5).
+//!
+//! Files are read before a run starts, never during one. A file without a `description`, or
+//! whose front matter does not parse, is an error naming the file (and the line, where the
+//! YAML parser knows it). Precedence between folders is the runner's business.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::core::Profile;
+use crate::scenario::{ProfileSpec, ScenarioError};
+
+/// A list written as a YAML list or as a comma-separated string.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum List {
+    Items(Vec<String>),
+    Joined(String),
+}
+
+impl List {
+    fn items(self) -> Vec<String> {
+        match self {
+            List::Items(items) => items,
+            List::Joined(s) => s.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct FrontMatter {
+    name: Option<String>,
+    description: Option<String>,
+    model: Option<String>,
+    reasoning_effort: Option<String>,
+    tools: Option<List>,
+    skills: Option<List>,
+    timeout_seconds: Option<f64>,
+}
+
+fn invalid(path: &Path, field: &str, message: impl Into<String>) -> ScenarioError {
+    ScenarioError::Invalid { path: path.to_path_buf(), field: field.to_string(), message: message.into() }
+}
+
+/// Parses one profile file's text; `path` names it in errors and gives the default name.
+pub fn parse(path: &Path, text: &str) -> Result<Profile, ScenarioError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.split_inclusive('\n');
+    if lines.next().map(str::trim_end) != Some("---") {
+        return Err(invalid(
+            path,
+            "front matter",
+            "a profile file starts with a `---` line, then YAML front matter, then `---`",
+        ));
+    }
+    let mut yaml = String::new();
+    let mut closed = false;
+    for line in lines.by_ref() {
+        if line.trim_end() == "---" {
+            closed = true;
+            break;
+        }
+        yaml.push_str(line);
+    }
+    if !closed {
+        return Err(invalid(path, "front matter", "the front matter has no closing `---` line"));
+    }
+    let body: String = lines.collect();
+    let front: FrontMatter = serde_norway::from_str(&yaml).map_err(|e| {
+        let (line, column) = e.location().map_or((2, 1), |l| (l.line() + 1, l.column()));
+        let message = e.to_string();
+        let message = message.rsplit_once(" at line ").map_or(message.clone(), |(m, _)| m.to_string());
+        ScenarioError::Parse { path: path.to_path_buf(), line, column, field: "front matter".into(), message }
+    })?;
+    let description = front.description.map(|d| d.trim().to_string()).filter(|d| !d.is_empty());
+    let Some(description) = description else {
+        return Err(invalid(path, "description", "a profile needs a `description` in its front matter"));
+    };
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let timeout = match front.timeout_seconds {
+        Some(s) if !(s.is_finite() && s >= 0.0) => {
+            return Err(invalid(path, "timeout_seconds", "must be a number of seconds, 0 or more"));
+        }
+        other => other.map(Duration::from_secs_f64),
+    };
+    Ok(Profile {
+        name: front.name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).unwrap_or(stem),
+        description,
+        model: front.model,
+        reasoning_effort: front.reasoning_effort,
+        tools: front.tools.map(List::items),
+        skills: front.skills.map(List::items),
+        timeout,
+        body: body.trim().to_string(),
+    })
+}
+
+/// Loads every `*.md` profile of a folder, in file-name order.
+pub fn load_dir(dir: &Path) -> Result<Vec<Profile>, ScenarioError> {
+    let io = |e: std::io::Error| ScenarioError::Io { path: dir.to_path_buf(), message: e.to_string() };
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ScenarioError::Io { path: path.clone(), message: e.to_string() })?;
+            parse(path, &text)
+        })
+        .collect()
+}
+
+/// A profile declared inline in a scenario.
+pub fn from_spec(spec: &ProfileSpec) -> Profile {
+    Profile {
+        name: spec.name.clone(),
+        description: spec.description.clone(),
+        model: spec.model.clone(),
+        reasoning_effort: spec.reasoning_effort.clone(),
+        tools: spec.tools.clone(),
+        skills: spec.skills.clone(),
+        timeout: spec.timeout_seconds.map(Duration::from_secs_f64),
+        body: spec.body.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn front_matter_fields_and_defaults() {
+        let p = parse(
+            Path::new("x/reviewer.md"),
+            "---\ndescription: Reviews diffs\ntools: fs.read, grep\ntimeout_seconds: 30\n---\nBe terse.\n",
+        )
+        .unwrap();
+        assert_eq!(p.name, "reviewer");
+        assert_eq!(p.tools, Some(vec!["fs.read".to_string(), "grep".to_string()]));
+        assert_eq!(p.timeout, Some(Duration::from_secs(30)));
+        assert_eq!(p.body, "Be terse.");
+    }
+
+    #[test]
+    fn missing_description_names_the_file() {
+        let e = parse(Path::new("a/b.md"), "---\nname: b\n---\n").unwrap_err().to_string();
+        assert!(e.contains("a/b.md") && e.contains("description"), "{e}");
+    }
+
+    #[test]
+    fn broken_front_matter_names_the_file_and_line() {
+        let e = parse(Path::new("a/c.md"), "---\ndescription: ok\ntools: [a, b\n---\n").unwrap_err().to_string();
+        assert!(e.starts_with("a/c.md:"), "{e}");
+    }
+}

@@ -1,0 +1,303 @@
+//! Runs one scenario through the core on a fresh current-thread tokio runtime with the clock
+//! paused, and judges the result against the scenario's expectations.
+//!
+//! Every run ends: a virtual-time horizon and an event cap stop it, and so does any authoring
+//! error the harness finds on the way. The run does no I/O: profile files and the scenario are
+//! read before the runtime starts. This module does not parse files (that is `scenario`) or
+//! render (that is `trace`).
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::AgentId;
+use crate::core::approval::{ApprovalGate, AutoGate, RiskGate};
+use crate::core::tool::ToolCatalog;
+use crate::core::{Outcome, Profile, Session, SessionConfig};
+use crate::harness::Stop;
+use crate::harness::asker::ScriptedAsker;
+use crate::harness::mock_llm::{Exchange, ScriptedLlm};
+use crate::harness::sim_tools::SimTool;
+use crate::profiles;
+use crate::scenario::{GateMode, Scenario, ScenarioError};
+use crate::trace::{Recorder, Trace, What};
+
+/// Everything a run produced.
+pub struct Run {
+    /// The trace.
+    pub trace: Trace,
+    /// Each finished turn's outcome, in order.
+    pub outcomes: Vec<Outcome>,
+    /// Every request the core sent.
+    pub exchanges: Vec<Exchange>,
+    /// Virtual time from start to the end of the last turn (or to the stop).
+    pub elapsed: Duration,
+    /// Sessions the store still held after the session ended.
+    pub live_sessions: Vec<String>,
+    /// Why the harness stopped the run early, if it did.
+    pub halts: Vec<String>,
+    /// Request checks and authoring rules that failed without stopping the run.
+    pub failed_checks: Vec<String>,
+    /// Lanes with replies left over.
+    pub unused_lanes: Vec<String>,
+}
+
+/// One reason a scenario failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// What failed (the expectation, check or oracle), and how.
+    pub what: String,
+    /// The trace lines involved.
+    pub lines: Vec<String>,
+}
+
+/// A judged run.
+pub struct Verdict {
+    /// The run.
+    pub run: Run,
+    /// Why it failed; empty when it passed.
+    pub failures: Vec<Failure>,
+}
+
+impl Verdict {
+    /// Whether every expectation held.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+/// Resolves a scenario's profiles: files from home, then workspace (which overrides home),
+/// then inline ones (which override both). Reads files; call before a run, never during.
+pub fn resolve_profiles(scenario: &Scenario, dir: &Path) -> Result<Vec<Profile>, ScenarioError> {
+    let mut by_name: Vec<Profile> = Vec::new();
+    let mut add = |profile: Profile| match by_name.iter_mut().find(|p| p.name == profile.name) {
+        Some(slot) => *slot = profile,
+        None => by_name.push(profile),
+    };
+    for folder in [&scenario.profile_dirs.home, &scenario.profile_dirs.workspace].into_iter().flatten() {
+        for profile in profiles::load_dir(&dir.join(folder).join(".agents").join("agents"))? {
+            add(profile);
+        }
+    }
+    for spec in &scenario.profiles {
+        add(profiles::from_spec(spec));
+    }
+    Ok(by_name)
+}
+
+/// Runs a scenario once with the given profiles.
+pub fn run(scenario: &Scenario, profiles: &[Profile]) -> Run {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds");
+    runtime.block_on(run_paused(scenario, profiles))
+}
+
+async fn run_paused(scenario: &Scenario, profiles: &[Profile]) -> Run {
+    let stop = Arc::new(Stop::default());
+    let recorder = Arc::new(Recorder::new(scenario.limits.max_events, stop.clone()));
+    let llm = Arc::new(ScriptedLlm::new(scenario.lanes.clone(), stop.clone()));
+    let mut tools = ToolCatalog::new();
+    for decl in &scenario.tools {
+        tools.add(Arc::new(SimTool::new(decl)));
+    }
+    let gate: Arc<dyn ApprovalGate> = match scenario.approval.mode {
+        GateMode::Auto => Arc::new(AutoGate),
+        GateMode::Risk => {
+            let asker = ScriptedAsker::new(scenario.approval.answers.clone(), recorder.clone(), stop.clone());
+            Arc::new(RiskGate::new(scenario.approval.policy_deny.clone(), Arc::new(asker)))
+        }
+    };
+    let config = SessionConfig {
+        rules: scenario.rules.resolve(),
+        session_id: scenario.session.id.clone(),
+        model: scenario.session.model.clone(),
+        reasoning_effort: scenario.session.reasoning_effort.clone(),
+        memory: scenario.session.memory.clone(),
+        system_prompt: scenario.session.system_prompt.clone(),
+        skills: scenario.session.skills.clone(),
+        profiles: profiles.to_vec(),
+        seed: scenario.seed,
+    };
+    let session = Session::new(config, llm.clone(), tools, gate, recorder.clone())
+        .expect("rules were validated with the scenario");
+    let start = tokio::time::Instant::now();
+    let steering: Vec<_> = scenario
+        .steer
+        .iter()
+        .map(|s| {
+            let handle = session.steering();
+            let (at, message) = (Duration::from_millis(s.at_ms), s.message.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start + at).await;
+                handle.steer(&message);
+            })
+        })
+        .collect();
+
+    let outcomes = RefCell::new(Vec::new());
+    let ended = RefCell::new(None);
+    let live = RefCell::new(Vec::new());
+    let work = async {
+        let mut session = session;
+        for (i, turn) in scenario.turns.iter().enumerate() {
+            if let Some(at) = turn.at_ms {
+                tokio::time::sleep_until(start + Duration::from_millis(at)).await;
+            }
+            let request_id = turn.request_id.clone().unwrap_or_else(|| format!("req-{}", i + 1));
+            let outcome = session.turn(&turn.user, &request_id).await;
+            outcomes.borrow_mut().push(outcome);
+        }
+        *ended.borrow_mut() = Some(recorder.elapsed());
+        session.quit().await;
+        *live.borrow_mut() = session.live_sessions();
+    };
+    let horizon = Duration::from_millis(scenario.limits.horizon_ms);
+    tokio::select! {
+        biased;
+        _ = stop.halted() => {}
+        _ = tokio::time::sleep(horizon) => {
+            stop.halt(format!("the run did not end within its horizon of {} ms of virtual time (limits.horizon_ms)", scenario.limits.horizon_ms));
+        }
+        _ = work => {}
+    }
+    for handle in steering {
+        handle.abort();
+    }
+    let halts = stop.halts();
+    if let Some(reason) = halts.first() {
+        recorder.record(&AgentId::root(), What::Stopped(reason.clone()));
+    }
+    let elapsed = ended.borrow().unwrap_or_else(|| recorder.elapsed());
+    Run {
+        trace: recorder.trace(),
+        outcomes: outcomes.into_inner(),
+        exchanges: llm.exchanges(),
+        elapsed,
+        live_sessions: live.into_inner(),
+        halts,
+        failed_checks: stop.failed_checks(),
+        unused_lanes: llm.unused(),
+    }
+}
+
+/// Judges a run against the scenario's expectations.
+pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
+    let lines = run.trace.lines();
+    let mut failures = Vec::new();
+    let mut fail = |what: String, lines: Vec<String>| failures.push(Failure { what, lines });
+    for halt in &run.halts {
+        fail(format!("stopped: {halt}"), lines.iter().rev().take(6).rev().cloned().collect());
+    }
+    for check in &run.failed_checks {
+        fail(format!("check failed: {check}"), Vec::new());
+    }
+    if run.halts.is_empty() {
+        for unused in &run.unused_lanes {
+            fail(format!("unused script: {unused}"), Vec::new());
+        }
+    }
+    for (i, turn) in scenario.turns.iter().enumerate() {
+        let place = format!("turns[{i}].expect");
+        let Some(outcome) = run.outcomes.get(i) else {
+            if run.halts.is_empty() {
+                fail(format!("{place}: the turn never ended"), Vec::new());
+            }
+            continue;
+        };
+        let turn_lines: Vec<String> = lines
+            .iter()
+            .filter(|l| l.contains(&format!("turn.end       #{}", i + 1)) || l.contains(" main     agent.end "))
+            .cloned()
+            .collect();
+        let e = &turn.expect;
+        let mut mismatch = |field: &str, want: String, got: String| {
+            if want != got {
+                fail(format!("{place}.{field}: expected {want}, got {got}"), turn_lines.clone());
+            }
+        };
+        if let Some(want) = e.outcome {
+            mismatch("outcome", format!("{want:?}"), format!("{:?}", outcome.kind));
+        }
+        if let Some(want) = e.status {
+            mismatch("status", format!("{want:?}"), format!("{:?}", outcome.status));
+        }
+        if let Some(want) = &e.message {
+            mismatch("message", format!("{:?}", want.render()), format!("{:?}", outcome.message));
+        }
+        if let Some(want) = &e.message_contains
+            && !outcome.message.contains(want.as_str())
+        {
+            mismatch("message_contains", format!("a message containing {want:?}"), format!("{:?}", outcome.message));
+        }
+        if let Some(want) = e.budget_left {
+            mismatch("budget_left", want.to_string(), outcome.budget_left.to_string());
+        }
+        if let Some(want) = e.steps {
+            mismatch("steps", want.to_string(), outcome.steps.to_string());
+        }
+    }
+    let text = run.trace.text();
+    let mut from = 0;
+    for (i, fragment) in scenario.expect.trace.iter().enumerate() {
+        match text[from..].find(fragment.as_str()) {
+            Some(at) => from += at + fragment.len(),
+            None => {
+                let seen = text[..from].lines().count().saturating_sub(1);
+                let context = lines.iter().skip(seen).take(8).cloned().collect();
+                let whole = if text.contains(fragment.as_str()) { " (it appears, but earlier)" } else { "" };
+                fail(
+                    format!("expect.trace[{i}]: {fragment:?} does not appear after the previous fragment{whole}"),
+                    context,
+                );
+            }
+        }
+    }
+    for (i, fragment) in scenario.expect.trace_absent.iter().enumerate() {
+        let hits: Vec<String> = lines.iter().filter(|l| l.contains(fragment.as_str())).cloned().collect();
+        if !hits.is_empty() {
+            fail(format!("expect.trace_absent[{i}]: {fragment:?} appears"), hits);
+        }
+    }
+    if let Some(want) = scenario.expect.elapsed_ms {
+        let got = run.elapsed.as_millis() as u64;
+        if want != got {
+            fail(format!("expect.elapsed_ms: expected {want} ms of virtual time, got {got} ms"), Vec::new());
+        }
+    }
+    if let Some(want) = &scenario.expect.live_sessions
+        && *want != run.live_sessions
+    {
+        fail(format!("expect.live_sessions: expected {want:?}, got {:?}", run.live_sessions), Vec::new());
+    }
+    Verdict { run, failures }
+}
+
+/// Runs a scenario twice, judges the first run, and fails it if the two traces differ.
+pub fn verify(scenario: &Scenario, profiles: &[Profile]) -> Verdict {
+    let first = run(scenario, profiles);
+    let second = run(scenario, profiles);
+    let (a, b) = (first.trace.lines(), second.trace.lines());
+    let mut verdict = judge(scenario, first);
+    if a != b {
+        let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+        let show = |l: Option<&String>| l.cloned().unwrap_or_else(|| "(end of trace)".into());
+        verdict.failures.push(Failure {
+            what: format!("determinism: two runs of the same scenario differ at trace line {}", at + 1),
+            lines: vec![format!("first:  {}", show(a.get(at))), format!("second: {}", show(b.get(at)))],
+        });
+    }
+    verdict
+}
+
+/// Loads a scenario file with its profiles and verifies it.
+pub fn verify_file(path: &Path) -> Result<(Scenario, Verdict), ScenarioError> {
+    let scenario = crate::scenario::load(path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let profiles = resolve_profiles(&scenario, dir)?;
+    let verdict = verify(&scenario, &profiles);
+    Ok((scenario, verdict))
+}

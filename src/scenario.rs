@@ -1,0 +1,706 @@
+//! The scenario file format: JSON, unknown fields rejected, documented in
+//! `docs/scenarios.md`.
+//!
+//! A scenario holds the rules, the simulated tools, the scripted lanes of the mock LLM, the
+//! user turns and what must come out. This module parses and validates; it does not run
+//! anything. Every error names the file and the place (line and column for syntax and type
+//! errors, the field path for both), never panics, and is a value the CLI maps to exit 2.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::core::event::{OutcomeKind, Status};
+use crate::rules::{Preset, Rules};
+
+/// A scenario, as written in a file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Its name, shown in verdicts.
+    pub name: String,
+    /// What behaviour it shows.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// The rule preset and knob overrides.
+    #[serde(default)]
+    pub rules: RulesSpec,
+    /// Root seed of everything the run draws (task ids).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seed: u64,
+    /// Session context passed to every request.
+    #[serde(default)]
+    pub session: SessionSpec,
+    /// The approval gate.
+    #[serde(default)]
+    pub approval: ApprovalSpec,
+    /// Simulated tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// Agent profiles declared inline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<ProfileSpec>,
+    /// Folders to load profile files from, relative to the scenario file.
+    #[serde(default, skip_serializing_if = "ProfileDirs::is_empty")]
+    pub profile_dirs: ProfileDirs,
+    /// Scripts of the mock LLM, one per agent lane.
+    pub lanes: Vec<Lane>,
+    /// The user turns, in order.
+    pub turns: Vec<Turn>,
+    /// Messages injected into the root at a virtual time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steer: Vec<Steer>,
+    /// What the whole run must show.
+    #[serde(default)]
+    pub expect: Expect,
+    /// Limits that make every run end.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// Which preset to start from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PresetName {
+    /// Roku's rules.
+    #[default]
+    Roku,
+    /// Bub's rules.
+    Bub,
+}
+
+/// A preset and the knobs it overrides; `null` for a limit means "none".
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct RulesSpec {
+    #[serde(default)]
+    pub preset: PresetName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_step_budget: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_budget: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth_limit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_step_cap: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawn_cost: Option<u32>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub result_limit_chars: Option<Option<usize>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub agent_timeout_ms: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub subagent_default_timeout_ms: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_tool: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_tools: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_tool_message: Option<String>,
+}
+
+impl RulesSpec {
+    /// The preset with the overrides applied.
+    pub fn resolve(&self) -> Rules {
+        use std::time::Duration;
+        let mut r = Rules::preset(match self.preset {
+            PresetName::Roku => Preset::Roku,
+            PresetName::Bub => Preset::Bub,
+        });
+        let ms = |v: Option<u64>| v.map(Duration::from_millis);
+        r.root_step_budget = self.root_step_budget.unwrap_or(r.root_step_budget);
+        r.recovery_budget = self.recovery_budget.unwrap_or(r.recovery_budget);
+        r.depth_limit = self.depth_limit.unwrap_or(r.depth_limit);
+        r.child_step_cap = self.child_step_cap.unwrap_or(r.child_step_cap);
+        r.spawn_cost = self.spawn_cost.unwrap_or(r.spawn_cost);
+        r.result_limit_chars = self.result_limit_chars.unwrap_or(r.result_limit_chars);
+        r.agent_timeout = self.agent_timeout_ms.map(ms).unwrap_or(r.agent_timeout);
+        r.subagent_default_timeout = self.subagent_default_timeout_ms.map(ms).unwrap_or(r.subagent_default_timeout);
+        r.max_concurrency = self.max_concurrency.unwrap_or(r.max_concurrency);
+        r.agent_tool = self.agent_tool.unwrap_or(r.agent_tool);
+        r.subagent_tools = self.subagent_tools.unwrap_or(r.subagent_tools);
+        if let Some(message) = &self.unknown_tool_message {
+            r.unknown_tool_message = message.clone();
+        }
+        r
+    }
+}
+
+/// Session context.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSpec {
+    /// Session id (default `session-1`).
+    #[serde(default = "default_session_id")]
+    pub id: String,
+    /// Model override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Reasoning effort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// Memory sections.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<String>,
+    /// Base system prompt.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub system_prompt: String,
+    /// Skills the root may use.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<String>,
+}
+
+fn default_session_id() -> String {
+    "session-1".to_string()
+}
+
+impl Default for SessionSpec {
+    fn default() -> SessionSpec {
+        SessionSpec {
+            id: default_session_id(),
+            model: None,
+            reasoning_effort: None,
+            memory: Vec::new(),
+            system_prompt: String::new(),
+            skills: Vec::new(),
+        }
+    }
+}
+
+/// Which gate decides on calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateMode {
+    /// Approve everything.
+    #[default]
+    Auto,
+    /// Roku's risk-based gate.
+    Risk,
+}
+
+/// The approval gate and the user's scripted answers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSpec {
+    /// `auto` or `risk`.
+    #[serde(default)]
+    pub mode: GateMode,
+    /// Tools the policy refuses outright (risk gate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_deny: Vec<String>,
+    /// The user's answers, in the order the gate asks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<Answer>,
+}
+
+/// One scripted answer of the user.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    /// The tool the gate must be asking about.
+    pub tool: String,
+    /// Whether the user approves.
+    pub approve: bool,
+}
+
+/// Scenario text: a string, `{"repeat": "ab", "count": 3}`, or a list of those, joined.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Text {
+    /// Literal text.
+    Plain(String),
+    /// `repeat` written `count` times.
+    Repeat {
+        /// The unit.
+        repeat: String,
+        /// How many times.
+        count: usize,
+    },
+    /// Pieces, joined.
+    Parts(Vec<Text>),
+}
+
+impl Text {
+    /// The text it stands for.
+    pub fn render(&self) -> String {
+        match self {
+            Text::Plain(s) => s.clone(),
+            Text::Repeat { repeat, count } => repeat.repeat(*count),
+            Text::Parts(parts) => parts.iter().map(Text::render).collect(),
+        }
+    }
+}
+
+/// How risky a simulated tool is, for the risk gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskTag {
+    /// `risk:safe`.
+    Safe,
+    /// `risk:write`.
+    Write,
+}
+
+/// A simulated tool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// Its name.
+    pub name: String,
+    /// Its description.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Virtual time each call takes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub latency_ms: u64,
+    /// Results of successive calls; the last one repeats. Empty: the text `ok`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<ToolResult>,
+    /// Risk tag for the risk gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<RiskTag>,
+}
+
+/// One result of a simulated tool: `{"text": ...}` or `{"error": ...}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResult {
+    /// A successful result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<Text>,
+    /// A failed result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Text>,
+    /// Overrides the tool's latency for this call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+}
+
+/// An agent profile declared in the scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct ProfileSpec {
+    pub name: String,
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub body: String,
+}
+
+/// Folders holding `.agents/agents/*.md` profile files, relative to the scenario file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileDirs {
+    /// The workspace folder (its profiles win).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    /// The home folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
+}
+
+impl ProfileDirs {
+    fn is_empty(&self) -> bool {
+        self.workspace.is_none() && self.home.is_none()
+    }
+}
+
+/// A script for the agents one selector picks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lane {
+    /// Selects the agent with this alias (`main`, `main/2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Selects children whose task contains this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_contains: Option<String>,
+    /// Selects children running this profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The replies, one per request, in order.
+    pub replies: Vec<Reply>,
+    /// Checked on every request of this lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_every: Option<Check>,
+}
+
+impl Lane {
+    /// The selector, as written.
+    pub fn selector(&self) -> String {
+        match (&self.agent, &self.task_contains, &self.profile) {
+            (Some(a), _, _) => format!("agent {a:?}"),
+            (_, Some(t), _) => format!("task_contains {t:?}"),
+            (_, _, Some(p)) => format!("profile {p:?}"),
+            _ => "no selector".to_string(),
+        }
+    }
+}
+
+/// One scripted reply.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reply {
+    /// The reply's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<Text>,
+    /// The reply's tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<Call>,
+    /// Virtual time before the reply arrives.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub latency_ms: u64,
+    /// Instead of a reply: the LLM call fails with this error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Instead of a reply: no answer ever comes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hang: bool,
+    /// What the request this reply answers must hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+}
+
+/// One scripted tool call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    /// The tool name.
+    pub tool: String,
+    /// Its arguments.
+    #[serde(default = "empty_object", skip_serializing_if = "is_empty_object")]
+    pub args: serde_json::Value,
+    /// The tool is deliberately not declared (to show the unknown-tool answer).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undeclared: bool,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+fn is_empty_object(v: &serde_json::Value) -> bool {
+    v.as_object().is_some_and(|o| o.is_empty())
+}
+
+/// Assertions on one request the core sent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct Check {
+    /// Number of messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<usize>,
+    /// Texts some message must contain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contains: Vec<String>,
+    /// Texts no message may contain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<String>,
+    /// The first message's exact content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_message: Option<String>,
+    /// The last message's exact content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message: Option<String>,
+    /// The exact tool names offered, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_include: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_exclude: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Vec<String>>,
+    /// Texts the system prompt must contain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub system_contains: Vec<String>,
+    /// Texts the system prompt may not contain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub system_absent: Vec<String>,
+    /// The request's messages are exactly the parent's conversation at the `subagent` call
+    /// that forked this child, followed by the child's prompt.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fork_of_parent: bool,
+}
+
+/// One user turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Turn {
+    /// The user's message.
+    pub user: String,
+    /// Virtual time the turn starts (default: when the previous one ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_ms: Option<u64>,
+    /// Request id (default `req-<turn number>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// What the turn must end with.
+    #[serde(default)]
+    pub expect: TurnExpect,
+}
+
+/// What a turn must end with.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct TurnExpect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<OutcomeKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// The exact final message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Text>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_contains: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_left: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u32>,
+}
+
+/// A message injected into the root at a virtual time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Steer {
+    /// When, from the start of the run.
+    pub at_ms: u64,
+    /// The message.
+    pub message: String,
+}
+
+/// What the whole run must show.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Fragments of the text trace that must appear, in this order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<String>,
+    /// Fragments that must not appear anywhere in the trace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace_absent: Vec<String>,
+    /// Virtual time from start to the end of the last turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+    /// Sessions the store still holds when the session has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_sessions: Option<Vec<String>>,
+}
+
+/// Limits that make every run end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Virtual time after which the run is stopped (default one hour).
+    #[serde(default = "default_horizon_ms")]
+    pub horizon_ms: u64,
+    /// Trace events after which the run is stopped (default 10,000).
+    #[serde(default = "default_max_events")]
+    pub max_events: usize,
+}
+
+fn default_horizon_ms() -> u64 {
+    3_600_000
+}
+
+fn default_max_events() -> usize {
+    10_000
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { horizon_ms: default_horizon_ms(), max_events: default_max_events() }
+    }
+}
+
+/// A scenario file that cannot be used.
+#[derive(Debug)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// Bad JSON, a wrong type or an unknown field.
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// JSON path of the field (`lanes[0].replies[2]`), `.` for the top.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Well-formed but inconsistent (an undeclared tool, a lane without selector, ...).
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// JSON path of the field.
+        field: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScenarioError::Io { path, message } => write!(f, "{}: cannot read: {message}", path.display()),
+            ScenarioError::Parse { path, line, column, field, message } => {
+                write!(f, "{}:{line}:{column}: at `{field}`: {message}", path.display())
+            }
+            ScenarioError::Invalid { path, field, message } => write!(f, "{}: at `{field}`: {message}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Parses scenario JSON; `path` only names the source in errors.
+pub fn parse(path: &Path, json: &str) -> Result<Scenario, ScenarioError> {
+    let de = &mut serde_json::Deserializer::from_str(json);
+    let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        let message = inner.to_string();
+        // serde_json appends " at line L column C"; the place is printed in front instead.
+        let message = message.rsplit_once(" at line ").map_or(message.clone(), |(m, _)| m.to_string());
+        ScenarioError::Parse { path: path.to_path_buf(), line: inner.line(), column: inner.column(), field, message }
+    })?;
+    validate(&scenario).map_err(|(field, message)| ScenarioError::Invalid {
+        path: path.to_path_buf(),
+        field,
+        message,
+    })?;
+    Ok(scenario)
+}
+
+/// Reads and parses a scenario file.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let json = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError::Io { path: path.to_path_buf(), message: e.to_string() })?;
+    parse(path, &json)
+}
+
+/// Names a scripted call may use without declaring a tool.
+const BUILTIN: [&str; 8] =
+    ["final_answer", "ask_user", "fail", "Agent", "subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
+
+/// Checks what types alone cannot: returns `(field path, message)`.
+pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
+    let rules = s.rules.resolve();
+    rules.validate().map_err(|m| ("rules".to_string(), m))?;
+    if s.turns.is_empty() {
+        return Err(("turns".into(), "a scenario needs at least one user turn".into()));
+    }
+    for (i, tool) in s.tools.iter().enumerate() {
+        if tool.name.trim().is_empty() {
+            return Err((format!("tools[{i}].name"), "a tool needs a name".into()));
+        }
+        if BUILTIN.contains(&tool.name.as_str()) {
+            return Err((format!("tools[{i}].name"), format!("`{}` is a built-in tool of the core", tool.name)));
+        }
+        if s.tools[..i].iter().any(|t| t.name == tool.name) {
+            return Err((format!("tools[{i}].name"), format!("tool `{}` is declared twice", tool.name)));
+        }
+        for (j, result) in tool.results.iter().enumerate() {
+            if result.text.is_some() == result.error.is_some() {
+                return Err((format!("tools[{i}].results[{j}]"), "give exactly one of `text` and `error`".into()));
+            }
+        }
+    }
+    for (i, profile) in s.profiles.iter().enumerate() {
+        if profile.description.trim().is_empty() {
+            return Err((format!("profiles[{i}].description"), "a profile needs a description".into()));
+        }
+    }
+    for (i, lane) in s.lanes.iter().enumerate() {
+        let selectors = [&lane.agent, &lane.task_contains, &lane.profile].iter().filter(|s| s.is_some()).count();
+        if selectors != 1 {
+            return Err((
+                format!("lanes[{i}]"),
+                "give exactly one selector: `agent`, `task_contains` or `profile`".into(),
+            ));
+        }
+        for (j, reply) in lane.replies.iter().enumerate() {
+            let place = format!("lanes[{i}].replies[{j}]");
+            let answers = reply.text.is_some() || !reply.calls.is_empty();
+            if [answers, reply.error.is_some(), reply.hang].iter().filter(|b| **b).count() > 1 {
+                return Err((place, "a reply is text and/or calls, or an `error`, or a `hang`: not several".into()));
+            }
+            for (k, call) in reply.calls.iter().enumerate() {
+                let declared = BUILTIN.contains(&call.tool.as_str()) || s.tools.iter().any(|t| t.name == call.tool);
+                if !declared && !call.undeclared {
+                    return Err((
+                        format!("{place}.calls[{k}].tool"),
+                        format!(
+                            "the script calls `{}`, which is not a declared tool; declare it under `tools`, or mark the call `\"undeclared\": true` to show the unknown-tool answer",
+                            call.tool
+                        ),
+                    ));
+                }
+                if !call.args.is_object() {
+                    return Err((format!("{place}.calls[{k}].args"), "arguments must be a JSON object".into()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_forms_render() {
+        let t: Text = serde_json::from_str(r#"["a", {"repeat": "字", "count": 3}]"#).unwrap();
+        assert_eq!(t.render(), "a字字字");
+    }
+
+    #[test]
+    fn explicit_null_turns_a_limit_off() {
+        let r: RulesSpec = serde_json::from_str(r#"{"result_limit_chars": null}"#).unwrap();
+        assert_eq!(r.resolve().result_limit_chars, None);
+        let r: RulesSpec = serde_json::from_str("{}").unwrap();
+        assert_eq!(r.resolve().result_limit_chars, Some(4000));
+    }
+}

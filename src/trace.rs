@@ -1,0 +1,328 @@
+//! The record of a run: every core event and every harness event, stamped with virtual time.
+//!
+//! One line per event: virtual time, agent alias, event name, the few fields that matter.
+//! The same input gives byte-identical text (nothing here reads a clock other than tokio's,
+//! and nothing is ordered by a hash). The JSON-lines form carries every field in full; the
+//! text form shortens long strings in the middle, keeping both ends, so notices at the end of
+//! a 4000-character result stay visible. This module records and renders; it judges nothing.
+
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::core::AgentId;
+use crate::core::event::{Event, Family, Observer, OutcomeKind, Status, Via};
+use crate::harness::Stop;
+
+/// What happened, from the core or from the harness.
+#[derive(Clone, Debug, PartialEq)]
+pub enum What {
+    /// An event of the core.
+    Core(Event),
+    /// The risk gate asked the (scripted) user about a call.
+    Asked {
+        /// The tool asked about.
+        tool: String,
+        /// The scripted answer.
+        approve: bool,
+    },
+    /// The harness stopped the run (authoring error, horizon, event cap).
+    Stopped(String),
+}
+
+/// One trace entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    /// Virtual time since the run began.
+    pub at: Duration,
+    /// The agent it belongs to.
+    pub agent: AgentId,
+    /// What happened.
+    pub what: What,
+}
+
+/// A whole run's record.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trace {
+    /// Entries in the order they happened.
+    pub entries: Vec<Entry>,
+}
+
+/// Collects entries during a run; the core's [`Observer`].
+pub struct Recorder {
+    start: Instant,
+    entries: Mutex<Vec<Entry>>,
+    max_events: usize,
+    stop: Arc<Stop>,
+}
+
+impl Recorder {
+    /// A recorder whose clock starts now (on the tokio clock) and which stops the run past
+    /// `max_events` entries.
+    pub fn new(max_events: usize, stop: Arc<Stop>) -> Recorder {
+        Recorder { start: Instant::now(), entries: Mutex::new(Vec::new()), max_events, stop }
+    }
+
+    /// Virtual time since the recorder started.
+    pub fn elapsed(&self) -> Duration {
+        Instant::now() - self.start
+    }
+
+    /// Records a harness entry.
+    pub fn record(&self, agent: &AgentId, what: What) {
+        let mut entries = self.entries.lock().expect("trace lock poisoned");
+        if entries.len() >= self.max_events {
+            drop(entries);
+            self.stop.halt(format!("the run exceeded the event limit of {} events", self.max_events));
+            return;
+        }
+        entries.push(Entry { at: self.elapsed(), agent: agent.clone(), what });
+    }
+
+    /// The trace so far.
+    pub fn trace(&self) -> Trace {
+        Trace { entries: self.entries.lock().expect("trace lock poisoned").clone() }
+    }
+}
+
+impl Observer for Recorder {
+    fn event(&self, agent: &AgentId, event: Event) {
+        self.record(agent, What::Core(event));
+    }
+}
+
+/// Quotes a string for the text trace, shortening it in the middle past 160 characters.
+fn q(s: &str) -> String {
+    let n = s.chars().count();
+    if n <= 160 {
+        return Value::from(s).to_string();
+    }
+    let head: String = s.chars().take(70).collect();
+    let tail: String = s.chars().skip(n - 70).collect();
+    let head = Value::from(head).to_string();
+    let tail = Value::from(tail).to_string();
+    format!("{}…{} ({n} chars)", &head[..head.len() - 1], &tail[1..])
+}
+
+fn secs(d: Duration) -> String {
+    format!("{}.{:03}s", d.as_secs(), d.subsec_millis())
+}
+
+fn kind(k: OutcomeKind) -> &'static str {
+    match k {
+        OutcomeKind::FinalAnswer => "final_answer",
+        OutcomeKind::Fail => "fail",
+        OutcomeKind::AwaitingUser => "awaiting_user",
+    }
+}
+
+fn status(s: Status) -> &'static str {
+    match s {
+        Status::Ok => "ok",
+        Status::Error => "error",
+    }
+}
+
+/// The event name and its fields, for one entry.
+fn describe(what: &What) -> (&'static str, String) {
+    match what {
+        What::Asked { tool, approve } => {
+            ("ask", format!("{tool} answer={}", if *approve { "approve" } else { "deny" }))
+        }
+        What::Stopped(reason) => ("stopped", q(reason)),
+        What::Core(event) => match event {
+            Event::TurnStarted { turn, message, budget } => {
+                ("turn.start", format!("#{turn} budget={budget} {}", q(message)))
+            }
+            Event::TurnEnded { turn, kind: k, status: s, budget } => {
+                ("turn.end", format!("#{turn} {} {} budget={budget}", kind(*k), status(*s)))
+            }
+            Event::AgentStarted { depth, goal, budget, request_id } => {
+                ("agent.start", format!("depth={depth} budget={budget} request={request_id} goal={}", q(goal)))
+            }
+            Event::LlmRequest { call, messages, tools, budget } => {
+                ("llm.request", format!("#{call} messages={messages} tools={tools} budget={budget}"))
+            }
+            Event::LlmReply { text, calls } => ("llm.reply", format!("calls=[{}] text={}", calls.join(", "), q(text))),
+            Event::LlmFailed { error } => ("llm.error", q(error)),
+            Event::Denied { tool, reason, budget } => ("denied", format!("{tool} budget={budget} {}", q(reason))),
+            Event::ToolStarted { tool, args, .. } => ("tool.start", format!("{tool} {args}")),
+            Event::ToolEnded { tool, is_error, result, budget, recovery, .. } => (
+                "tool.end",
+                format!(
+                    "{tool} {} budget={budget} recovery={recovery} {}",
+                    if *is_error { "error" } else { "ok" },
+                    q(result)
+                ),
+            ),
+            Event::Nudge { budget, recovery } => ("nudge", format!("budget={budget} recovery={recovery}")),
+            Event::StepCompleted { step_index, budget } => ("step", format!("index={step_index} budget={budget}")),
+            Event::Spawned { child, family, task, cost, grant, budget_before, budget_after } => (
+                "spawn",
+                format!(
+                    "{child} {} cost={cost} grant={grant} budget={budget_before}→{budget_after} task={}",
+                    match family {
+                        Family::Foreground => "foreground",
+                        Family::Background => "background",
+                    },
+                    q(task)
+                ),
+            ),
+            Event::SpawnRefused { tool, reason } => ("spawn.refused", format!("{tool} {}", q(reason))),
+            Event::ChildResult { child, is_error, chars, truncated_to } => (
+                "child.result",
+                format!(
+                    "{child} {} chars={chars}{}",
+                    if *is_error { "error" } else { "ok" },
+                    truncated_to.map(|t| format!(" truncated_to={t}")).unwrap_or_default()
+                ),
+            ),
+            Event::TimedOut { child, after } => ("timeout", format!("{child} after={}", secs(*after))),
+            Event::AgentEnded { kind: k, status: s, message, steps, budget } => {
+                ("agent.end", format!("{} {} steps={steps} budget={budget} {}", kind(*k), status(*s), q(message)))
+            }
+            Event::TaskQueued { task_id, session, .. } => ("task.queued", format!("{task_id} session={session}")),
+            Event::TaskStarted { task_id, timeout, .. } => (
+                "task.started",
+                format!("{task_id}{}", timeout.map(|t| format!(" timeout={}", secs(t))).unwrap_or_default()),
+            ),
+            Event::TaskEnded { task_id, status: s, body, .. } => {
+                ("task.ended", format!("{task_id} {} {}", s.as_str(), q(body)))
+            }
+            Event::Delivered { task_id, status: s, via } => (
+                "delivered",
+                format!(
+                    "{task_id} {} via={}",
+                    s.as_str(),
+                    match via {
+                        Via::Notification => "notification",
+                        Via::Wait => "wait",
+                    }
+                ),
+            ),
+            Event::Steered { message } => ("steered", q(message)),
+            Event::AwaitingChildren { unfinished } => ("awaiting", format!("unfinished={unfinished}")),
+            Event::SessionOpened { name, kind } => ("session.open", format!("{name} kind={kind}")),
+            Event::SessionClosed { name, kept } => {
+                ("session.close", format!("{name} {}", if *kept { "kept" } else { "discarded" }))
+            }
+        },
+    }
+}
+
+impl Entry {
+    /// The entry as one text line.
+    pub fn line(&self) -> String {
+        let (name, fields) = describe(&self.what);
+        format!("{:>10} {:<8} {:<14} {fields}", secs(self.at), self.agent.as_str(), name).trim_end().to_string()
+    }
+
+    /// The entry as a JSON object with every field in full.
+    pub fn json(&self) -> Value {
+        let (name, _) = describe(&self.what);
+        let mut fields = match &self.what {
+            What::Asked { tool, approve } => json!({"tool": tool, "approve": approve}),
+            What::Stopped(reason) => json!({"reason": reason}),
+            What::Core(event) => core_json(event),
+        };
+        let object = fields.as_object_mut().expect("fields are an object");
+        object.insert("t_ms".into(), json!(self.at.as_millis() as u64));
+        object.insert("agent".into(), json!(self.agent.as_str()));
+        object.insert("event".into(), json!(name));
+        fields
+    }
+}
+
+fn core_json(event: &Event) -> Value {
+    match event {
+        Event::TurnStarted { turn, message, budget } => json!({"turn": turn, "message": message, "budget": budget}),
+        Event::TurnEnded { turn, kind: k, status: s, budget } => {
+            json!({"turn": turn, "outcome": kind(*k), "status": status(*s), "budget": budget})
+        }
+        Event::AgentStarted { depth, goal, budget, request_id } => {
+            json!({"depth": depth, "goal": goal, "budget": budget, "request_id": request_id})
+        }
+        Event::LlmRequest { call, messages, tools, budget } => {
+            json!({"call": call, "messages": messages, "tools": tools, "budget": budget})
+        }
+        Event::LlmReply { text, calls } => json!({"text": text, "calls": calls}),
+        Event::LlmFailed { error } => json!({"error": error}),
+        Event::Denied { tool, reason, budget } => json!({"tool": tool, "reason": reason, "budget": budget}),
+        Event::ToolStarted { call_id, tool, args } => json!({"call_id": call_id, "tool": tool, "args": args}),
+        Event::ToolEnded { call_id, tool, is_error, result, budget, recovery } => json!({
+            "call_id": call_id, "tool": tool, "is_error": is_error, "result": result, "budget": budget, "recovery": recovery
+        }),
+        Event::Nudge { budget, recovery } => json!({"budget": budget, "recovery": recovery}),
+        Event::StepCompleted { step_index, budget } => json!({"step_index": step_index, "budget": budget}),
+        Event::Spawned { child, family, task, cost, grant, budget_before, budget_after } => json!({
+            "child": child, "family": format!("{family:?}").to_lowercase(), "task": task, "cost": cost, "grant": grant,
+            "budget_before": budget_before, "budget_after": budget_after
+        }),
+        Event::SpawnRefused { tool, reason } => json!({"tool": tool, "reason": reason}),
+        Event::ChildResult { child, is_error, chars, truncated_to } => {
+            json!({"child": child, "is_error": is_error, "chars": chars, "truncated_to": truncated_to})
+        }
+        Event::TimedOut { child, after } => json!({"child": child, "after_ms": after.as_millis() as u64}),
+        Event::AgentEnded { kind: k, status: s, message, steps, budget } => {
+            json!({"outcome": kind(*k), "status": status(*s), "message": message, "steps": steps, "budget": budget})
+        }
+        Event::TaskQueued { task_id, child, session } => {
+            json!({"task_id": task_id, "child": child, "session": session})
+        }
+        Event::TaskStarted { task_id, child, timeout } => {
+            json!({"task_id": task_id, "child": child, "timeout_ms": timeout.map(|t| t.as_millis() as u64)})
+        }
+        Event::TaskEnded { task_id, child, status: s, body } => {
+            json!({"task_id": task_id, "child": child, "status": s.as_str(), "body": body})
+        }
+        Event::Delivered { task_id, status: s, via } => {
+            json!({"task_id": task_id, "status": s.as_str(), "via": format!("{via:?}").to_lowercase()})
+        }
+        Event::Steered { message } => json!({"message": message}),
+        Event::AwaitingChildren { unfinished } => json!({"unfinished": unfinished}),
+        Event::SessionOpened { name, kind } => json!({"name": name, "kind": kind}),
+        Event::SessionClosed { name, kept } => json!({"name": name, "kept": kept}),
+    }
+}
+
+impl Trace {
+    /// One text line per entry.
+    pub fn lines(&self) -> Vec<String> {
+        self.entries.iter().map(Entry::line).collect()
+    }
+
+    /// The text trace.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for line in self.lines() {
+            let _ = writeln!(out, "{line}");
+        }
+        out
+    }
+
+    /// The trace as JSON lines.
+    pub fn json_lines(&self) -> String {
+        let mut out = String::new();
+        for entry in &self.entries {
+            let _ = writeln!(out, "{}", entry.json());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_strings_keep_both_ends() {
+        let s = format!("{}END", "a".repeat(300));
+        let quoted = q(&s);
+        assert!(quoted.starts_with("\"aaaa"));
+        assert!(quoted.ends_with("END\" (303 chars)"), "{quoted}");
+        assert_eq!(q("short\nline"), "\"short\\nline\"");
+    }
+}
