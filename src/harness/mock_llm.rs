@@ -269,6 +269,40 @@ impl ScriptedLlm {
     }
 }
 
+/// The background task ids a model could read in these messages, in order of appearance.
+fn task_ids_seen(messages: &[Message]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for message in messages {
+        let mut rest = message.content.as_str();
+        while let Some(at) = rest.find("sub-") {
+            let candidate = &rest[at..];
+            let hex = candidate[4..].chars().take_while(|c| c.is_ascii_hexdigit()).count();
+            if hex == 8 && !ids.iter().any(|id| id == &candidate[..12]) {
+                ids.push(candidate[..12].to_string());
+            }
+            rest = &candidate[4..];
+        }
+    }
+    ids
+}
+
+/// Replaces every string `$taskN` in the arguments by the N-th task id (from 1) the request
+/// shows, as a model would copy it from an earlier result. Returns the bad reference.
+fn resolve_task_refs(args: &serde_json::Value, ids: &[String]) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    Ok(match args {
+        Value::String(s) => match s.strip_prefix("$task").and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) => Value::String(ids.get(n.wrapping_sub(1)).cloned().ok_or_else(|| s.clone())?),
+            None => args.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(|v| resolve_task_refs(v, ids)).collect::<Result<_, _>>()?),
+        Value::Object(map) => Value::Object(
+            map.iter().map(|(k, v)| Ok((k.clone(), resolve_task_refs(v, ids)?))).collect::<Result<_, String>>()?,
+        ),
+        _ => args.clone(),
+    })
+}
+
 fn describe_difference(expected: &[Message], got: &[Message]) -> String {
     let at = expected.iter().zip(got).position(|(e, g)| e != g).unwrap_or(expected.len().min(got.len()));
     let show = |m: Option<&Message>| m.map(|m| format!("{:?}: {:?}", m.role, m.content)).unwrap_or("(none)".into());
@@ -298,16 +332,26 @@ impl Llm for ScriptedLlm {
             if let Some(error) = reply.error {
                 return Err(LlmError(error));
             }
-            let tool_calls = reply
-                .calls
-                .iter()
-                .enumerate()
-                .map(|(i, c)| ToolCall {
+            let task_ids = task_ids_seen(&request.messages);
+            let mut tool_calls = Vec::new();
+            for (i, c) in reply.calls.iter().enumerate() {
+                let args = match resolve_task_refs(&c.args, &task_ids) {
+                    Ok(args) => args,
+                    Err(reference) => {
+                        self.stop.halt(format!(
+                            "lanes[{lane}].replies[{}].calls[{i}]: {reference} refers to a task id the request does not show ({} task ids seen: {task_ids:?})",
+                            call - 1,
+                            task_ids.len()
+                        ));
+                        return std::future::pending().await;
+                    }
+                };
+                tool_calls.push(ToolCall {
                     id: format!("{}#{call}.{}", request.agent, i + 1),
                     name: c.tool.clone(),
-                    args: c.args.clone(),
-                })
-                .collect();
+                    args,
+                });
+            }
             let answer = LlmReply { text: reply.text.as_ref().map(|t| t.render()).unwrap_or_default(), tool_calls };
             self.answered(request, call, lane, &answer);
             Ok(answer)
