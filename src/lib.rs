@@ -11,6 +11,7 @@
 //!   approval answers ([`harness::asker`]).
 //! - [`profiles`]: agent profile files (`.agents/agents/*.md`), read before a run.
 //! - [`trace`]: the record of a run, one line per event, as text and as JSON lines.
+//! - [`oracles`]: the nine rules of core.md, checked on the evidence of every run.
 //! - [`runner`]: runs one scenario on a fresh paused-clock runtime and checks its
 //!   expectations; the verdict.
 //!
@@ -22,6 +23,7 @@
 pub mod cli;
 pub mod core;
 pub mod harness;
+pub mod oracles;
 pub mod profiles;
 pub mod rules;
 pub mod runner;

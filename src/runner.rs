@@ -19,6 +19,7 @@ use crate::harness::Stop;
 use crate::harness::asker::ScriptedAsker;
 use crate::harness::mock_llm::{Exchange, ScriptedLlm};
 use crate::harness::sim_tools::SimTool;
+use crate::oracles::{self, Evidence};
 use crate::profiles;
 use crate::scenario::{GateMode, Scenario, ScenarioError};
 use crate::trace::{Recorder, Trace, What};
@@ -41,6 +42,29 @@ pub struct Run {
     pub failed_checks: Vec<String>,
     /// Lanes with replies left over.
     pub unused_lanes: Vec<String>,
+    /// The rules the run used.
+    pub rules: crate::rules::Rules,
+    /// Whether the session ran all its turns and quit.
+    pub session_ended: bool,
+    /// The run limit that stopped the run (horizon or event cap), if one did.
+    pub limit_hit: Option<String>,
+    /// Tokio tasks still alive once the session quit.
+    pub alive_tasks: usize,
+}
+
+impl Run {
+    /// What the oracles read.
+    pub fn evidence(&self) -> Evidence<'_> {
+        Evidence {
+            rules: &self.rules,
+            trace: &self.trace,
+            exchanges: &self.exchanges,
+            live_sessions: &self.live_sessions,
+            session_ended: self.session_ended,
+            limit_hit: self.limit_hit.as_deref(),
+            alive_tasks: self.alive_tasks,
+        }
+    }
 }
 
 /// One reason a scenario failed.
@@ -141,6 +165,7 @@ async fn run_paused(scenario: &Scenario, profiles: &[Profile]) -> Run {
     let outcomes = RefCell::new(Vec::new());
     let ended = RefCell::new(None);
     let live = RefCell::new(Vec::new());
+    let session_ended = RefCell::new(false);
     let work = async {
         let mut session = session;
         for (i, turn) in scenario.turns.iter().enumerate() {
@@ -154,20 +179,33 @@ async fn run_paused(scenario: &Scenario, profiles: &[Profile]) -> Run {
         *ended.borrow_mut() = Some(recorder.elapsed());
         session.quit().await;
         *live.borrow_mut() = session.live_sessions();
+        *session_ended.borrow_mut() = true;
     };
     let horizon = Duration::from_millis(scenario.limits.horizon_ms);
+    let mut limit_hit = None;
     tokio::select! {
         biased;
         _ = stop.halted() => {}
         _ = tokio::time::sleep(horizon) => {
-            stop.halt(format!("the run did not end within its horizon of {} ms of virtual time (limits.horizon_ms)", scenario.limits.horizon_ms));
+            let reason = format!(
+                "the run did not end within its horizon of {} ms of virtual time (limits.horizon_ms)",
+                scenario.limits.horizon_ms
+            );
+            limit_hit = Some(reason.clone());
+            stop.halt(reason);
         }
         _ = work => {}
     }
     for handle in steering {
         handle.abort();
+        // An aborted task reports cancellation; either way it is gone once awaited.
+        let _ = handle.await;
     }
+    let alive_tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
     let halts = stop.halts();
+    if limit_hit.is_none() {
+        limit_hit = halts.iter().find(|h| h.contains("event limit")).cloned();
+    }
     if let Some(reason) = halts.first() {
         recorder.record(&AgentId::root(), What::Stopped(reason.clone()));
     }
@@ -181,6 +219,10 @@ async fn run_paused(scenario: &Scenario, profiles: &[Profile]) -> Run {
         halts,
         failed_checks: stop.failed_checks(),
         unused_lanes: llm.unused(),
+        rules: scenario.rules.resolve(),
+        session_ended: session_ended.into_inner(),
+        limit_hit,
+        alive_tasks,
     }
 }
 
@@ -240,6 +282,10 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
             mismatch("steps", want.to_string(), outcome.steps.to_string());
         }
     }
+    for violation in oracles::check(&run.evidence()) {
+        let context = violation.lines.iter().filter_map(|i| lines.get(*i).cloned()).collect();
+        fail(violation.to_string(), context);
+    }
     let text = run.trace.text();
     let mut from = 0;
     for (i, fragment) in scenario.expect.trace.iter().enumerate() {
@@ -276,19 +322,17 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
     Verdict { run, failures }
 }
 
-/// Runs a scenario twice, judges the first run, and fails it if the two traces differ.
+/// Runs a scenario twice, judges the first run, and fails it if the two traces differ
+/// (the determinism oracle).
 pub fn verify(scenario: &Scenario, profiles: &[Profile]) -> Verdict {
     let first = run(scenario, profiles);
     let second = run(scenario, profiles);
-    let (a, b) = (first.trace.lines(), second.trace.lines());
+    let differs = oracles::determinism(&first.trace, &second.trace);
     let mut verdict = judge(scenario, first);
-    if a != b {
-        let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
-        let show = |l: Option<&String>| l.cloned().unwrap_or_else(|| "(end of trace)".into());
-        verdict.failures.push(Failure {
-            what: format!("determinism: two runs of the same scenario differ at trace line {}", at + 1),
-            lines: vec![format!("first:  {}", show(a.get(at))), format!("second: {}", show(b.get(at)))],
-        });
+    if let Some(violation) = differs {
+        let lines =
+            violation.lines.iter().filter_map(|i| verdict.run.trace.entries.get(*i)).map(|e| e.line()).collect();
+        verdict.failures.push(Failure { what: violation.to_string(), lines });
     }
     verdict
 }

@@ -217,7 +217,7 @@ pub struct Answer {
 }
 
 /// Scenario text: a string, `{"repeat": "ab", "count": 3}`, or a list of those, joined.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Text {
     /// Literal text.
@@ -231,6 +231,48 @@ pub enum Text {
     },
     /// Pieces, joined.
     Parts(Vec<Text>),
+}
+
+/// Hand-written so that a bad text says which forms are accepted and an unknown key inside
+/// `{"repeat", "count"}` is rejected like everywhere else (an untagged derive would say only
+/// "did not match any variant").
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Text, D::Error> {
+        use serde::de::{self, MapAccess, SeqAccess, Visitor};
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a text: a string, {"repeat": "…", "count": N}, or a list of those"#)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Text, E> {
+                Ok(Text::Plain(s.to_string()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Text, A::Error> {
+                let mut parts = Vec::new();
+                while let Some(part) = seq.next_element()? {
+                    parts.push(part);
+                }
+                Ok(Text::Parts(parts))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Text, A::Error> {
+                const FIELDS: &[&str] = &["repeat", "count"];
+                let (mut repeat, mut count) = (None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "repeat" if repeat.is_none() => repeat = Some(map.next_value::<String>()?),
+                        "count" if count.is_none() => count = Some(map.next_value::<usize>()?),
+                        "repeat" | "count" => return Err(de::Error::custom(format!("duplicate field `{key}`"))),
+                        _ => return Err(de::Error::unknown_field(&key, FIELDS)),
+                    }
+                }
+                let repeat = repeat.ok_or_else(|| de::Error::missing_field("repeat"))?;
+                let count = count.ok_or_else(|| de::Error::missing_field("count"))?;
+                Ok(Text::Repeat { repeat, count })
+            }
+        }
+        d.deserialize_any(TextVisitor)
+    }
 }
 
 impl Text {
@@ -596,21 +638,38 @@ impl std::error::Error for ScenarioError {}
 
 /// Parses scenario JSON; `path` only names the source in errors.
 pub fn parse(path: &Path, json: &str) -> Result<Scenario, ScenarioError> {
-    let de = &mut serde_json::Deserializer::from_str(json);
-    let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
-        let field = e.path().to_string();
-        let inner = e.into_inner();
-        let message = inner.to_string();
+    let parse_error = |e: serde_json::Error, field: String| {
+        let message = e.to_string();
         // serde_json appends " at line L column C"; the place is printed in front instead.
         let message = message.rsplit_once(" at line ").map_or(message.clone(), |(m, _)| m.to_string());
-        ScenarioError::Parse { path: path.to_path_buf(), line: inner.line(), column: inner.column(), field, message }
+        ScenarioError::Parse {
+            path: path.to_path_buf(),
+            line: e.line().max(1),
+            column: e.column().max(1),
+            field,
+            message,
+        }
+    };
+    let de = &mut serde_json::Deserializer::from_str(json);
+    let scenario: Scenario = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
+        let field = field_path(&e.path().to_string());
+        parse_error(e.into_inner(), field)
     })?;
+    // Anything after the scenario object (a stray brace, a second object) is an error too.
+    de.end().map_err(|e| parse_error(e, ".".to_string()))?;
     validate(&scenario).map_err(|(field, message)| ScenarioError::Invalid {
         path: path.to_path_buf(),
         field,
         message,
     })?;
     Ok(scenario)
+}
+
+/// A JSON path without the `?` segments serde_path_to_error writes where a syntax error left
+/// no key; `.` for the top.
+fn field_path(path: &str) -> String {
+    let kept: Vec<&str> = path.split('.').filter(|segment| *segment != "?" && !segment.is_empty()).collect();
+    if kept.is_empty() { ".".to_string() } else { kept.join(".") }
 }
 
 /// Reads and parses a scenario file.

@@ -69,10 +69,10 @@ impl ScriptedLlm {
             .filter(|(i, lane)| st.used[*i] < lane.replies.len())
             .map(|(i, lane)| {
                 format!(
-                    "lanes[{i}] ({}): {} of its {} replies were not used",
+                    "lanes[{i}] ({}): {} of its {} not used",
                     lane.selector(),
                     lane.replies.len() - st.used[i],
-                    lane.replies.len()
+                    plural(lane.replies.len(), "reply was", "replies were")
                 )
             })
             .collect()
@@ -119,10 +119,10 @@ impl ScriptedLlm {
         let call = st.used[lane] + 1;
         let Some(reply) = self.lanes[lane].replies.get(call - 1) else {
             return Err(format!(
-                "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {} replies",
+                "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {}",
                 self.lanes[lane].selector(),
                 request.agent,
-                self.lanes[lane].replies.len()
+                plural(self.lanes[lane].replies.len(), "reply", "replies")
             ));
         };
         st.used[lane] = call;
@@ -222,41 +222,9 @@ impl ScriptedLlm {
             }
         }
         if check.fork_of_parent {
-            out.extend(self.check_fork(st, request));
+            out.extend(crate::oracles::fork_mismatch(&st.exchanges, request).map(|d| format!("fork_of_parent: {d}")));
         }
         out
-    }
-
-    /// The request must be the parent's conversation up to and including the assistant
-    /// message that made the forking `subagent` call, then the child's prompt.
-    fn check_fork(&self, st: &State, request: &LlmRequest) -> Option<String> {
-        let Some(parent) = request.agent.parent() else {
-            return Some("fork_of_parent: the root has no parent".to_string());
-        };
-        let forks = st.exchanges.iter().filter(|e| e.request.agent == parent).filter_map(|e| {
-            let reply = e.reply.as_ref()?;
-            let forked = reply.tool_calls.iter().any(|c| {
-                c.name == "subagent"
-                    && c.args.get("prompt").and_then(|p| p.as_str()).map(str::trim) == Some(request.goal.as_str())
-                    && matches!(c.args.get("session").and_then(|s| s.as_str()).map(str::trim), Some("fork" | "inherit"))
-            });
-            forked.then(|| {
-                let mut expected = e.request.messages.clone();
-                expected.push(reply.clone());
-                expected.push(Message::user(request.goal.clone()));
-                expected
-            })
-        });
-        let mut last_difference = None;
-        for expected in forks {
-            if expected == request.messages {
-                return None;
-            }
-            last_difference = Some(describe_difference(&expected, &request.messages));
-        }
-        Some(last_difference.unwrap_or_else(|| {
-            format!("fork_of_parent: {parent} made no forking `subagent` call with prompt {:?}", request.goal)
-        }))
     }
 
     fn answered(&self, request: &LlmRequest, call: usize, lane: usize, reply: &LlmReply) {
@@ -267,6 +235,10 @@ impl ScriptedLlm {
             e.reply = Some(Message::assistant(reply.text.clone(), reply.tool_calls.clone()));
         }
     }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The background task ids a model could read in these messages, in order of appearance.
@@ -301,18 +273,6 @@ fn resolve_task_refs(args: &serde_json::Value, ids: &[String]) -> Result<serde_j
         ),
         _ => args.clone(),
     })
-}
-
-fn describe_difference(expected: &[Message], got: &[Message]) -> String {
-    let at = expected.iter().zip(got).position(|(e, g)| e != g).unwrap_or(expected.len().min(got.len()));
-    let show = |m: Option<&Message>| m.map(|m| format!("{:?}: {:?}", m.role, m.content)).unwrap_or("(none)".into());
-    format!(
-        "fork_of_parent: the request differs from the parent's conversation at the call at message {at} (expected {} messages, got {}): expected {}, got {}",
-        expected.len(),
-        got.len(),
-        show(expected.get(at)),
-        show(got.get(at))
-    )
 }
 
 impl Llm for ScriptedLlm {

@@ -1,3 +1,8 @@
 //! Integration tests, one module per area.
 
+mod bad_input;
+mod cli;
+mod determinism;
+mod logging;
 mod scenarios;
+mod support;

@@ -1,0 +1,810 @@
+//! The nine oracles of `reference/core.md`, checked on every run.
+//!
+//! Each oracle reads the evidence of a finished run (the trace, the requests the core sent,
+//! what was left alive) and reports every violation with the oracle's name, the agent, the
+//! virtual time and the trace lines involved. The oracles re-derive each rule from the
+//! reference on their own: they never call the core's arithmetic, so a bug there cannot hide
+//! behind shared code.
+//!
+//! This module judges; it does not run anything, and it does not know which scenario
+//! expectations exist (that is `runner::judge`).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::time::Duration;
+
+use crate::core::AgentId;
+use crate::core::event::{Event, Family, TaskStatus, Via};
+use crate::core::llm::{Message, Role};
+use crate::harness::mock_llm::Exchange;
+use crate::rules::Rules;
+use crate::trace::{Entry, Trace, What};
+
+/// Which rule a violation breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Oracle {
+    /// No agent deeper than the depth limit; refused spawns answered with the error.
+    Depth,
+    /// Pre-deduction, grants, monotonic budgets.
+    Budget,
+    /// Results handed to a parent are the original or exactly `limit` chars + notice.
+    Truncation,
+    /// Timeouts fire at exactly start + limit, and only then.
+    Timeouts,
+    /// At most `cap` running; FIFO starts; no free slot while a child is queued.
+    Concurrency,
+    /// Fork children see exactly the parent's conversation at the call, and no more.
+    ForkIsolation,
+    /// Every finished background result reaches the parent exactly once, in completion order.
+    Delivery,
+    /// Every run ends within its limits and leaves no task alive.
+    Termination,
+    /// The same scenario and seed give the same trace.
+    Determinism,
+}
+
+impl Oracle {
+    /// All nine, in the order of core.md.
+    pub const ALL: [Oracle; 9] = [
+        Oracle::Depth,
+        Oracle::Budget,
+        Oracle::Truncation,
+        Oracle::Timeouts,
+        Oracle::Concurrency,
+        Oracle::ForkIsolation,
+        Oracle::Delivery,
+        Oracle::Termination,
+        Oracle::Determinism,
+    ];
+
+    /// The oracle's name, as reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Oracle::Depth => "depth",
+            Oracle::Budget => "budget",
+            Oracle::Truncation => "truncation",
+            Oracle::Timeouts => "timeouts",
+            Oracle::Concurrency => "concurrency",
+            Oracle::ForkIsolation => "fork-isolation",
+            Oracle::Delivery => "delivery",
+            Oracle::Termination => "termination",
+            Oracle::Determinism => "determinism",
+        }
+    }
+}
+
+impl fmt::Display for Oracle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One broken rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The oracle that caught it.
+    pub oracle: Oracle,
+    /// The agent involved.
+    pub agent: String,
+    /// Virtual time of the offending event.
+    pub at: Duration,
+    /// What is wrong.
+    pub message: String,
+    /// Indices of the trace entries involved.
+    pub lines: Vec<usize>,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "oracle {}: {} at {}.{:03}s: {}",
+            self.oracle,
+            self.agent,
+            self.at.as_secs(),
+            self.at.subsec_millis(),
+            self.message
+        )
+    }
+}
+
+/// What a finished run leaves for the oracles to read.
+pub struct Evidence<'a> {
+    /// The rules the run used.
+    pub rules: &'a Rules,
+    /// The trace.
+    pub trace: &'a Trace,
+    /// Every request the core sent.
+    pub exchanges: &'a [Exchange],
+    /// Sessions the store held after the session ended.
+    pub live_sessions: &'a [String],
+    /// Whether the session ran all its turns and quit.
+    pub session_ended: bool,
+    /// The run limit (horizon, event cap) that stopped the run, if one did.
+    pub limit_hit: Option<&'a str>,
+    /// Tokio tasks still alive after the session quit.
+    pub alive_tasks: usize,
+}
+
+const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
+
+struct Report<'a> {
+    entries: &'a [Entry],
+    found: Vec<Violation>,
+}
+
+impl Report<'_> {
+    fn add(&mut self, oracle: Oracle, line: usize, message: String, mut lines: Vec<usize>) {
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+        lines.sort_unstable();
+        let entry = &self.entries[line];
+        self.found.push(Violation { oracle, agent: entry.agent.to_string(), at: entry.at, message, lines });
+    }
+
+    fn add_run(&mut self, oracle: Oracle, message: String) {
+        let at = self.entries.last().map_or(Duration::ZERO, |e| e.at);
+        self.found.push(Violation { oracle, agent: "main".into(), at, message, lines: Vec::new() });
+    }
+}
+
+fn core_events(trace: &Trace) -> impl Iterator<Item = (usize, &Entry, &Event)> {
+    trace.entries.iter().enumerate().filter_map(|(i, e)| match &e.what {
+        What::Core(event) => Some((i, e, event)),
+        _ => None,
+    })
+}
+
+/// Checks oracles 1–8 on one run. (Determinism needs two runs: [`determinism`].)
+pub fn check(evidence: &Evidence) -> Vec<Violation> {
+    let mut report = Report { entries: &evidence.trace.entries, found: Vec::new() };
+    depth(evidence, &mut report);
+    budget(evidence, &mut report);
+    truncation(evidence, &mut report);
+    timeouts(evidence, &mut report);
+    concurrency(evidence, &mut report);
+    fork_isolation(evidence, &mut report);
+    delivery(evidence, &mut report);
+    termination(evidence, &mut report);
+    report.found
+}
+
+/// Oracle 9: two runs of the same scenario and seed give byte-identical traces.
+pub fn determinism(first: &Trace, second: &Trace) -> Option<Violation> {
+    let (a, b) = (first.lines(), second.lines());
+    if a == b && first.json_lines() == second.json_lines() {
+        return None;
+    }
+    let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let entry = first.entries.get(at).or(second.entries.get(at));
+    Some(Violation {
+        oracle: Oracle::Determinism,
+        agent: entry.map_or("main".into(), |e| e.agent.to_string()),
+        at: entry.map_or(Duration::ZERO, |e| e.at),
+        message: format!(
+            "two runs differ at trace line {}: {:?} vs {:?}",
+            at + 1,
+            a.get(at).map_or("(end)", String::as_str),
+            b.get(at).map_or("(end)", String::as_str)
+        ),
+        lines: vec![at],
+    })
+}
+
+/// Oracle 1.
+fn depth(e: &Evidence, r: &mut Report) {
+    let limit = e.rules.depth_limit;
+    let mut reported = BTreeSet::new();
+    // The `Agent` call an agent is running, by agent: (tool.start line, spawned?).
+    let mut open: BTreeMap<AgentId, (usize, bool)> = BTreeMap::new();
+    for (i, entry, event) in core_events(e.trace) {
+        let agent = &entry.agent;
+        if agent.depth() > limit && reported.insert(agent.clone()) {
+            r.add(
+                Oracle::Depth,
+                i,
+                format!("{agent} runs at depth {}, beyond the depth limit {limit}", agent.depth()),
+                vec![],
+            );
+        }
+        match event {
+            Event::ToolStarted { tool, .. } if tool == "Agent" => {
+                open.insert(agent.clone(), (i, false));
+            }
+            Event::Spawned { child, .. } => {
+                if child.depth() > limit {
+                    r.add(
+                        Oracle::Depth,
+                        i,
+                        format!("{agent} spawned {child} although it is at the depth limit {limit}"),
+                        vec![],
+                    );
+                }
+                if let Some(call) = open.get_mut(agent) {
+                    call.1 = true;
+                }
+            }
+            Event::SpawnRefused { reason, .. } if reason == DEPTH_ERROR && agent.depth() < limit => {
+                r.add(
+                    Oracle::Depth,
+                    i,
+                    format!(
+                        "{agent} at depth {} was refused a child although the depth limit is {limit}",
+                        agent.depth()
+                    ),
+                    vec![],
+                );
+            }
+            Event::ToolEnded { tool, result, is_error, .. } if tool == "Agent" => {
+                let Some((start, spawned)) = open.remove(agent) else { continue };
+                if agent.depth() >= limit && (spawned || result != DEPTH_ERROR || !is_error) {
+                    r.add(
+                        Oracle::Depth,
+                        i,
+                        format!("an `Agent` call of {agent} at the depth limit must give the depth error and no child, got {result:?}"),
+                        vec![start],
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The budget an event reports for its own agent: `(before, after)`.
+fn budget_of(event: &Event) -> Option<(u32, u32)> {
+    match event {
+        Event::LlmRequest { budget, .. }
+        | Event::Denied { budget, .. }
+        | Event::ToolEnded { budget, .. }
+        | Event::Nudge { budget, .. }
+        | Event::StepCompleted { budget, .. }
+        | Event::AgentEnded { budget, .. }
+        | Event::TurnEnded { budget, .. } => Some((*budget, *budget)),
+        Event::Spawned { budget_before, budget_after, .. } => Some((*budget_before, *budget_after)),
+        _ => None,
+    }
+}
+
+/// Oracle 2.
+fn budget(e: &Evidence, r: &mut Report) {
+    let rules = e.rules;
+    // Per agent: (initial budget, last seen, line where the loop started).
+    let mut loops: BTreeMap<AgentId, (u32, u32, usize)> = BTreeMap::new();
+    let mut grants: BTreeMap<AgentId, (u32, usize)> = BTreeMap::new();
+    for (i, entry, event) in core_events(e.trace) {
+        let agent = &entry.agent;
+        match event {
+            Event::TurnStarted { budget, .. } => {
+                if *budget != rules.root_step_budget {
+                    r.add(
+                        Oracle::Budget,
+                        i,
+                        format!("a turn starts with {budget} steps, not {}", rules.root_step_budget),
+                        vec![],
+                    );
+                }
+                loops.insert(agent.clone(), (*budget, *budget, i));
+                continue;
+            }
+            Event::AgentStarted { budget, .. } => {
+                match grants.remove(agent) {
+                    Some((grant, line)) if grant != *budget => r.add(
+                        Oracle::Budget,
+                        i,
+                        format!("{agent} starts with {budget} steps but was granted {grant}"),
+                        vec![line],
+                    ),
+                    None => r.add(Oracle::Budget, i, format!("{agent} starts without a grant"), vec![]),
+                    _ => {}
+                }
+                loops.insert(agent.clone(), (*budget, *budget, i));
+                continue;
+            }
+            Event::Spawned { child, cost, grant, budget_before, budget_after, .. } => {
+                let after_cost = budget_before.saturating_sub(rules.spawn_cost);
+                let want_grant = after_cost.min(rules.child_step_cap);
+                if *cost != rules.spawn_cost {
+                    r.add(
+                        Oracle::Budget,
+                        i,
+                        format!("a spawn cost {cost}, not the spawn cost {}", rules.spawn_cost),
+                        vec![],
+                    );
+                }
+                if *grant != want_grant {
+                    r.add(
+                        Oracle::Budget,
+                        i,
+                        format!(
+                            "grant {grant} for {child}, but min(remaining after the spawn cost {after_cost}, child step cap {}) = {want_grant}",
+                            rules.child_step_cap
+                        ),
+                        vec![],
+                    );
+                }
+                if *budget_after != after_cost - want_grant.min(after_cost) {
+                    r.add(
+                        Oracle::Budget,
+                        i,
+                        format!(
+                            "{agent} has {budget_after} left after paying {cost} + grant {grant} from {budget_before}"
+                        ),
+                        vec![],
+                    );
+                }
+                grants.insert(child.clone(), (*grant, i));
+            }
+            Event::LlmRequest { budget: 0, .. } => {
+                r.add(Oracle::Budget, i, format!("{agent} called the model with no steps left"), vec![]);
+            }
+            _ => {}
+        }
+        let Some((before, after)) = budget_of(event) else { continue };
+        let Some((initial, last, start)) = loops.get_mut(agent) else { continue };
+        if before > *last || after > before {
+            r.add(
+                Oracle::Budget,
+                i,
+                format!(
+                    "{agent}'s remaining budget rose from {last} to {} (budgets are never refunded)",
+                    before.max(after)
+                ),
+                vec![*start],
+            );
+        }
+        if after > *initial {
+            r.add(
+                Oracle::Budget,
+                i,
+                format!("{agent} has {after} steps, more than the {initial} it started with"),
+                vec![*start],
+            );
+        }
+        *last = after.min(*last);
+    }
+}
+
+/// The result a parent must receive for a child's final message (core.md oracle 3), derived
+/// from the reference independently of the core.
+pub fn expected_result(message: &str, limit: Option<usize>) -> String {
+    match limit {
+        Some(limit) if message.chars().count() > limit => {
+            let kept: String = message.chars().take(limit).collect();
+            format!("{kept}...\n[Sub-agent response truncated to {limit} chars]")
+        }
+        _ => message.to_string(),
+    }
+}
+
+/// Oracle 3.
+fn truncation(e: &Evidence, r: &mut Report) {
+    let limit = e.rules.result_limit_chars;
+    let mut last_message: BTreeMap<AgentId, (String, usize)> = BTreeMap::new();
+    let mut pending: BTreeMap<AgentId, (String, usize)> = BTreeMap::new();
+    for (i, entry, event) in core_events(e.trace) {
+        match event {
+            Event::AgentEnded { message, .. } => {
+                last_message.insert(entry.agent.clone(), (message.clone(), i));
+            }
+            Event::ChildResult { child, chars, .. } => {
+                let Some((message, line)) = last_message.get(child).cloned() else { continue };
+                if *chars != message.chars().count() {
+                    r.add(
+                        Oracle::Truncation,
+                        i,
+                        format!("{child}'s result has {} chars, reported {chars}", message.chars().count()),
+                        vec![line],
+                    );
+                }
+                pending.insert(entry.agent.clone(), (expected_result(&message, limit), line));
+            }
+            Event::ToolEnded { tool, result, .. } if tool == "Agent" => {
+                let Some((want, line)) = pending.remove(&entry.agent) else { continue };
+                if *result != want {
+                    r.add(Oracle::Truncation, i, truncation_message(result, &want, limit), vec![line]);
+                }
+            }
+            Event::TaskEnded { child, status: TaskStatus::Completed | TaskStatus::Failed, body, .. } => {
+                let Some((message, line)) = last_message.get(child) else { continue };
+                let want = expected_result(message, limit);
+                if *body != want {
+                    r.add(Oracle::Truncation, i, truncation_message(body, &want, limit), vec![*line]);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn truncation_message(got: &str, want: &str, limit: Option<usize>) -> String {
+    format!(
+        "the parent received {} chars ({} bytes) where the limit {limit:?} gives {} chars ({} bytes); they first differ at char {}",
+        got.chars().count(),
+        got.len(),
+        want.chars().count(),
+        want.len(),
+        got.chars()
+            .zip(want.chars())
+            .position(|(a, b)| a != b)
+            .unwrap_or(got.chars().count().min(want.chars().count()))
+    )
+}
+
+/// Oracle 4.
+fn timeouts(e: &Evidence, r: &mut Report) {
+    let foreground = e.rules.agent_timeout.filter(|t| !t.is_zero());
+    // Child alias -> (start, limit, line of the start).
+    let mut running: BTreeMap<AgentId, (Duration, Option<Duration>, usize)> = BTreeMap::new();
+    for (i, entry, event) in core_events(e.trace) {
+        match event {
+            Event::Spawned { child, family: Family::Foreground, .. } => {
+                running.insert(child.clone(), (entry.at, foreground, i));
+            }
+            Event::TaskStarted { child, timeout, .. } => {
+                running.insert(child.clone(), (entry.at, *timeout, i));
+            }
+            Event::TimedOut { child, after } => {
+                let Some((start, limit, line)) = running.remove(child) else {
+                    r.add(Oracle::Timeouts, i, format!("{child} timed out but was not running"), vec![]);
+                    continue;
+                };
+                match limit {
+                    None => r.add(Oracle::Timeouts, i, format!("{child} timed out without a time limit"), vec![line]),
+                    Some(limit) if *after != limit || entry.at != start + limit => r.add(
+                        Oracle::Timeouts,
+                        i,
+                        format!(
+                            "{child} started at {:?} with limit {limit:?} but timed out at {:?} (after {after:?}); it must end at exactly start + limit",
+                            start, entry.at
+                        ),
+                        vec![line],
+                    ),
+                    _ => {}
+                }
+            }
+            Event::AgentEnded { .. } if entry.agent.depth() > 0 => {
+                if let Some((start, Some(limit), line)) = running.remove(&entry.agent)
+                    && entry.at > start + limit
+                {
+                    r.add(
+                        Oracle::Timeouts,
+                        i,
+                        format!(
+                            "{} ran {:?}, past its limit {limit:?}, and was not timed out",
+                            entry.agent,
+                            entry.at - start
+                        ),
+                        vec![line],
+                    );
+                }
+            }
+            Event::TaskEnded { child, status: TaskStatus::Cancelled, .. } => {
+                running.remove(child);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Oracle 5.
+fn concurrency(e: &Evidence, r: &mut Report) {
+    let cap = e.rules.max_concurrency;
+    let mut running: BTreeSet<String> = BTreeSet::new();
+    let mut queue: VecDeque<(String, usize)> = VecDeque::new();
+    let events: Vec<_> = core_events(e.trace).collect();
+    for (n, &(i, entry, event)) in events.iter().enumerate() {
+        match event {
+            Event::TaskQueued { task_id, .. } => queue.push_back((task_id.clone(), i)),
+            Event::TaskStarted { task_id, .. } => {
+                if let Some((first, line)) = queue.front()
+                    && first != task_id
+                {
+                    r.add(
+                        Oracle::Concurrency,
+                        i,
+                        format!("{task_id} started while {first}, queued before it, was still waiting (FIFO)"),
+                        vec![*line],
+                    );
+                }
+                queue.retain(|(id, _)| id != task_id);
+                running.insert(task_id.clone());
+                if running.len() > cap {
+                    r.add(
+                        Oracle::Concurrency,
+                        i,
+                        format!("{} background children running at once, above the cap {cap}", running.len()),
+                        vec![],
+                    );
+                }
+            }
+            Event::TaskEnded { task_id, .. } => {
+                if !running.remove(task_id) {
+                    queue.retain(|(id, _)| id != task_id);
+                }
+            }
+            _ => {}
+        }
+        let instant_ends = events.get(n + 1).is_none_or(|(_, next, _)| next.at != entry.at);
+        if instant_ends
+            && running.len() < cap
+            && let Some((waiting, line)) = queue.front()
+        {
+            r.add(
+                Oracle::Concurrency,
+                i,
+                format!("{waiting} stays queued while only {} of {cap} slots are taken", running.len()),
+                vec![*line],
+            );
+        }
+    }
+}
+
+/// The owner of a message, from the ids the mock gives calls (`<alias>#<call>.<n>`).
+fn owner(message: &Message) -> Option<&str> {
+    let id = message.tool_calls.first().map(|c| c.id.as_str()).or(message.tool_call_id.as_deref())?;
+    id.rsplit_once('#').map(|(alias, _)| alias)
+}
+
+/// Whether a fork child's request is exactly its parent's conversation up to and including
+/// the assistant message that made the forking call, then the child's prompt. `None` when it
+/// is; else what differs.
+pub fn fork_mismatch(exchanges: &[Exchange], request: &crate::core::llm::LlmRequest) -> Option<String> {
+    let Some(parent) = request.agent.parent() else {
+        return Some("the root has no parent to fork from".to_string());
+    };
+    let mut last_difference = None;
+    for e in exchanges.iter().filter(|e| e.request.agent == parent) {
+        let Some(reply) = &e.reply else { continue };
+        let forked = reply.tool_calls.iter().any(|c| {
+            c.name == "subagent"
+                && c.args.get("prompt").and_then(|p| p.as_str()).map(str::trim) == Some(request.goal.as_str())
+                && matches!(c.args.get("session").and_then(|s| s.as_str()).map(str::trim), Some("fork" | "inherit"))
+        });
+        if !forked {
+            continue;
+        }
+        let mut expected = e.request.messages.clone();
+        expected.push(reply.clone());
+        expected.push(Message::user(request.goal.clone()));
+        if expected == request.messages {
+            return None;
+        }
+        let got = &request.messages;
+        let at = expected.iter().zip(got).position(|(a, b)| a != b).unwrap_or(expected.len().min(got.len()));
+        let show = |m: Option<&Message>| m.map_or("(none)".to_string(), |m| format!("{:?}: {:?}", m.role, m.content));
+        last_difference = Some(format!(
+            "the request differs from the parent's conversation at the call at message {at} (expected {} messages, got {}): expected {}, got {}",
+            expected.len(),
+            got.len(),
+            show(expected.get(at)),
+            show(got.get(at))
+        ));
+    }
+    Some(
+        last_difference
+            .unwrap_or_else(|| format!("{parent} made no forking `subagent` call with prompt {:?}", request.goal)),
+    )
+}
+
+/// Oracle 6.
+fn fork_isolation(e: &Evidence, r: &mut Report) {
+    let mut kinds: BTreeMap<AgentId, (&str, usize)> = BTreeMap::new();
+    let mut named = BTreeSet::new();
+    for (i, entry, event) in core_events(e.trace) {
+        if let Event::SessionOpened { name, kind } = event {
+            kinds.entry(entry.agent.clone()).or_insert((kind, i));
+            if *kind == "named" {
+                named.insert(name.clone());
+            }
+        }
+    }
+    let line_of = |agent: &AgentId| kinds.get(agent).map_or(0, |(_, line)| *line);
+    let mut first: BTreeMap<&AgentId, &Vec<Message>> = BTreeMap::new();
+    for exchange in e.exchanges {
+        let request = &exchange.request;
+        let agent = &request.agent;
+        if agent.depth() == 0 {
+            if let Some(foreign) = request.messages.iter().filter_map(owner).find(|o| *o != "main") {
+                r.add(
+                    Oracle::ForkIsolation,
+                    0,
+                    format!("the root's request holds a message written by {foreign}"),
+                    vec![],
+                );
+            }
+            continue;
+        }
+        let kind = kinds.get(agent).map(|(k, _)| *k);
+        match first.get(agent) {
+            None => {
+                first.insert(agent, &request.messages);
+                if kind == Some("fork")
+                    && let Some(difference) = fork_mismatch(e.exchanges, request)
+                {
+                    r.add(
+                        Oracle::ForkIsolation,
+                        line_of(agent),
+                        format!("{agent}'s first request: {difference}"),
+                        vec![],
+                    );
+                }
+                if kind == Some("temp") && request.messages.len() != 1 {
+                    r.add(
+                        Oracle::ForkIsolation,
+                        line_of(agent),
+                        format!(
+                            "{agent} runs in a temp session but its first request holds {} messages",
+                            request.messages.len()
+                        ),
+                        vec![],
+                    );
+                }
+            }
+            Some(start) if kind == Some("fork") => {
+                let prefix = start.len();
+                if !request.messages.starts_with(start) {
+                    r.add(
+                        Oracle::ForkIsolation,
+                        line_of(agent),
+                        format!("{agent}'s request no longer starts with its fork snapshot"),
+                        vec![],
+                    );
+                } else if let Some(parent) =
+                    request.messages[prefix..].iter().filter_map(owner).find(|o| *o != agent.as_str())
+                {
+                    r.add(
+                        Oracle::ForkIsolation,
+                        line_of(agent),
+                        format!("{agent}'s request holds a message {parent} wrote after the fork"),
+                        vec![],
+                    );
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    if e.session_ended {
+        for session in e.live_sessions {
+            if session.starts_with("temp/") || session.starts_with("fork/") {
+                r.add_run(Oracle::ForkIsolation, format!("session {session} outlived its task"));
+            }
+        }
+        for session in named.iter().filter(|n| !e.live_sessions.contains(n)) {
+            r.add_run(Oracle::ForkIsolation, format!("named session {session} was not kept"));
+        }
+    }
+}
+
+/// The notification text for a result, as bub.md section 4 writes it.
+fn notification(task_id: &str, status: TaskStatus, body: &str) -> String {
+    format!(
+        "<subagent-notification task_id=\"{task_id}\" status=\"{}\">\n{body}\n</subagent-notification>",
+        status.as_str()
+    )
+}
+
+/// Oracle 7.
+fn delivery(e: &Evidence, r: &mut Report) {
+    struct Ended {
+        task_id: String,
+        status: TaskStatus,
+        body: String,
+        at: Duration,
+        seq: usize,
+        line: usize,
+        delivered: bool,
+    }
+    let mut spawn_seq: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ended: Vec<Ended> = Vec::new();
+    let mut last_notified: Option<(Duration, usize)> = None;
+    let mut root_requests = e.exchanges.iter().filter(|x| x.request.agent.depth() == 0);
+    let mut awaiting_text: Vec<(String, usize)> = Vec::new();
+    for (i, entry, event) in core_events(e.trace) {
+        match event {
+            Event::TaskQueued { task_id, .. } => {
+                let next = spawn_seq.len();
+                spawn_seq.entry(task_id.clone()).or_insert(next);
+            }
+            Event::TaskEnded { task_id, status, body, .. } => ended.push(Ended {
+                task_id: task_id.clone(),
+                status: *status,
+                body: body.clone(),
+                at: entry.at,
+                seq: spawn_seq.get(task_id).copied().unwrap_or(usize::MAX),
+                line: i,
+                delivered: false,
+            }),
+            Event::Delivered { task_id, status, via } => {
+                let Some(run) = ended.iter_mut().find(|x| x.task_id == *task_id && !x.delivered) else {
+                    r.add(Oracle::Delivery, i, format!("{task_id} was delivered again, or before it ended"), vec![]);
+                    continue;
+                };
+                run.delivered = true;
+                if run.status == TaskStatus::Cancelled {
+                    r.add(Oracle::Delivery, i, format!("cancelled task {task_id} was delivered"), vec![run.line]);
+                }
+                if run.status != *status {
+                    r.add(
+                        Oracle::Delivery,
+                        i,
+                        format!("{task_id} ended {:?} but was delivered as {status:?}", run.status),
+                        vec![run.line],
+                    );
+                }
+                if *via == Via::Notification {
+                    let key = (run.at, run.seq);
+                    if last_notified.is_some_and(|last| key < last) {
+                        r.add(
+                            Oracle::Delivery,
+                            i,
+                            format!("{task_id} was notified out of completion order"),
+                            vec![run.line],
+                        );
+                    }
+                    last_notified = Some(key);
+                    awaiting_text.push((notification(task_id, run.status, &run.body), i));
+                }
+            }
+            Event::LlmRequest { .. } if entry.agent.depth() == 0 => {
+                let request = root_requests.next();
+                for (text, line) in awaiting_text.drain(..) {
+                    let shown = request
+                        .is_some_and(|x| x.request.messages.iter().any(|m| m.role == Role::User && m.content == text));
+                    if !shown {
+                        r.add(
+                            Oracle::Delivery,
+                            line,
+                            "a notified result is missing from the parent's next request".into(),
+                            vec![i],
+                        );
+                    }
+                }
+                for run in ended.iter().filter(|x| !x.delivered && x.status != TaskStatus::Cancelled) {
+                    r.add(
+                        Oracle::Delivery,
+                        i,
+                        format!("{} finished before this step of the parent but was not delivered", run.task_id),
+                        vec![run.line],
+                    );
+                }
+                for run in ended.iter_mut() {
+                    run.delivered |= run.status == TaskStatus::Cancelled;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Oracle 8.
+fn termination(e: &Evidence, r: &mut Report) {
+    if let Some(limit) = e.limit_hit {
+        r.add_run(Oracle::Termination, format!("the run did not end by itself: {limit}"));
+    }
+    if !e.session_ended {
+        return;
+    }
+    if e.alive_tasks > 0 {
+        r.add_run(
+            Oracle::Termination,
+            format!("{} tasks of the run are still alive after the session ended", e.alive_tasks),
+        );
+    }
+    let mut open: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, _, event) in core_events(e.trace) {
+        match event {
+            Event::TaskQueued { task_id, .. } => {
+                open.insert(task_id.clone(), i);
+            }
+            Event::TaskEnded { task_id, .. } => {
+                open.remove(task_id);
+            }
+            _ => {}
+        }
+    }
+    for (task_id, line) in open {
+        r.add(Oracle::Termination, line, format!("task {task_id} never ended, although the session did"), vec![]);
+    }
+}
