@@ -519,11 +519,8 @@ fn concurrency(e: &Evidence, r: &mut Report) {
                     );
                 }
             }
-            Event::TaskEnded { task_id, .. } => {
-                if !running.remove(task_id) {
-                    queue.retain(|(id, _)| id != task_id);
-                }
-            }
+            // A task that ends without running was cancelled in the queue.
+            Event::TaskEnded { task_id, .. } if !running.remove(task_id) => queue.retain(|(id, _)| id != task_id),
             _ => {}
         }
         let instant_ends = events.get(n + 1).is_none_or(|(_, next, _)| next.at != entry.at);
