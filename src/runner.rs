@@ -18,6 +18,7 @@ use crate::core::{Outcome, Profile, Session, SessionConfig};
 use crate::harness::Stop;
 use crate::harness::asker::ScriptedAsker;
 use crate::harness::mock_llm::{Exchange, ScriptedLlm};
+use crate::harness::schedule::Schedule;
 use crate::harness::sim_tools::SimTool;
 use crate::oracles::{self, Evidence};
 use crate::profiles;
@@ -110,23 +111,28 @@ pub fn resolve_profiles(scenario: &Scenario, dir: &Path) -> Result<Vec<Profile>,
     Ok(by_name)
 }
 
-/// Runs a scenario once with the given profiles.
+/// Runs a scenario once with the given profiles, in the default tie order.
 pub fn run(scenario: &Scenario, profiles: &[Profile]) -> Run {
+    run_scheduled(scenario, profiles, Schedule::default_order())
+}
+
+/// Runs a scenario once, breaking same-instant ties as `schedule` says.
+pub fn run_scheduled(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("a current-thread runtime builds");
-    runtime.block_on(run_paused(scenario, profiles))
+    runtime.block_on(run_paused(scenario, profiles, schedule))
 }
 
-async fn run_paused(scenario: &Scenario, profiles: &[Profile]) -> Run {
+async fn run_paused(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
     let stop = Arc::new(Stop::default());
     let recorder = Arc::new(Recorder::new(scenario.limits.max_events, stop.clone()));
-    let llm = Arc::new(ScriptedLlm::new(scenario.lanes.clone(), stop.clone()));
+    let llm = Arc::new(ScriptedLlm::new(scenario.lanes.clone(), stop.clone(), schedule));
     let mut tools = ToolCatalog::new();
     for decl in &scenario.tools {
-        tools.add(Arc::new(SimTool::new(decl)));
+        tools.add(Arc::new(SimTool::new(decl, schedule)));
     }
     let gate: Arc<dyn ApprovalGate> = match scenario.approval.mode {
         GateMode::Auto => Arc::new(AutoGate),
@@ -157,6 +163,7 @@ async fn run_paused(scenario: &Scenario, profiles: &[Profile]) -> Run {
             let (at, message) = (Duration::from_millis(s.at_ms), s.message.clone());
             tokio::spawn(async move {
                 tokio::time::sleep_until(start + at).await;
+                schedule.tie_break(&format!("steer {}", at.as_millis())).await;
                 handle.steer(&message);
             })
         })

@@ -20,6 +20,7 @@ use crate::core::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, 
 use crate::scenario::{Check, Lane, Reply};
 
 use super::Stop;
+use super::schedule::Schedule;
 
 /// One request the core sent, as the engine saw it.
 #[derive(Clone, Debug)]
@@ -46,13 +47,14 @@ pub struct ScriptedLlm {
     lanes: Vec<Lane>,
     state: Mutex<State>,
     stop: Arc<Stop>,
+    schedule: Schedule,
 }
 
 impl ScriptedLlm {
     /// An engine playing `lanes`; authoring errors halt through `stop`.
-    pub fn new(lanes: Vec<Lane>, stop: Arc<Stop>) -> ScriptedLlm {
+    pub fn new(lanes: Vec<Lane>, stop: Arc<Stop>, schedule: Schedule) -> ScriptedLlm {
         let used = vec![0; lanes.len()];
-        ScriptedLlm { lanes, state: Mutex::new(State { used, ..State::default() }), stop }
+        ScriptedLlm { lanes, state: Mutex::new(State { used, ..State::default() }), stop, schedule }
     }
 
     /// Every request so far, in the order sent.
@@ -286,6 +288,7 @@ impl Llm for ScriptedLlm {
                 }
             };
             tokio::time::sleep(Duration::from_millis(reply.latency_ms)).await;
+            self.schedule.tie_break(&format!("llm {} #{call}", request.agent)).await;
             if reply.hang {
                 return std::future::pending().await;
             }

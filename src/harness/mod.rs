@@ -4,6 +4,7 @@
 //! - [`mock_llm`]: the scripted LLM engine, one script per agent lane.
 //! - [`sim_tools`]: simulated tools with virtual latency and scripted results.
 //! - [`asker`]: the user's scripted answers to the risk-based approval gate.
+//! - [`schedule`]: the one object that breaks same-instant ties (schedule exploration).
 //!
 //! An authoring error found during a run (an exhausted lane, an agent without a lane, an
 //! approval nobody scripted) halts the run through [`Stop`]; a failed request check is
@@ -11,6 +12,7 @@
 
 pub mod asker;
 pub mod mock_llm;
+pub mod schedule;
 pub mod sim_tools;
 
 use std::sync::Mutex;

@@ -8,17 +8,20 @@ use crate::core::llm::{BoxFuture, ToolSpec};
 use crate::core::tool::{Tool, ToolContext, ToolOutput};
 use crate::scenario::{self, RiskTag};
 
+use super::schedule::Schedule;
+
 /// One simulated tool.
 pub struct SimTool {
     spec: ToolSpec,
     latency: Duration,
     results: Vec<scenario::ToolResult>,
     calls: Mutex<usize>,
+    schedule: Schedule,
 }
 
 impl SimTool {
     /// The tool a scenario declares.
-    pub fn new(decl: &scenario::ToolSpec) -> SimTool {
+    pub fn new(decl: &scenario::ToolSpec, schedule: Schedule) -> SimTool {
         let tags = match decl.risk {
             Some(RiskTag::Safe) => vec!["risk:safe".to_string()],
             Some(RiskTag::Write) => vec!["risk:write".to_string()],
@@ -34,6 +37,7 @@ impl SimTool {
             latency: Duration::from_millis(decl.latency_ms),
             results: decl.results.clone(),
             calls: Mutex::new(0),
+            schedule,
         }
     }
 }
@@ -53,6 +57,7 @@ impl Tool for SimTool {
             let result = self.results.get(call - 1).or(self.results.last());
             let latency = result.and_then(|r| r.latency_ms).map_or(self.latency, Duration::from_millis);
             tokio::time::sleep(latency).await;
+            self.schedule.tie_break(&format!("tool {} #{call}", self.spec.name)).await;
             match result {
                 None => ToolOutput { content: "ok".to_string(), is_error: false },
                 Some(r) => match (&r.text, &r.error) {

@@ -1,0 +1,65 @@
+//! The one object through which every same-instant ordering choice of the harness passes.
+//!
+//! With the clock paused, many tasks can wake at one virtual instant (two children ending in
+//! the same millisecond, a reply arriving exactly at a timeout). Tokio runs them in an order
+//! of its own. Where the rules leave that order open, [`Schedule::seeded`] varies it on
+//! purpose: after each harness wake-up (a reply's or a tool's latency, a steering message)
+//! the waking task yields a seeded number of times, letting others at the same instant go
+//! first. The default schedule never yields, so default traces stay byte-identical from run
+//! to run. The core is not involved: it only sees its futures complete in some order.
+
+/// How same-instant ties are broken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Schedule {
+    seed: Option<u64>,
+}
+
+impl Schedule {
+    /// Tokio's own order; no yields.
+    pub fn default_order() -> Schedule {
+        Schedule { seed: None }
+    }
+
+    /// A tie order drawn from `seed`; the same seed replays the same order.
+    pub fn seeded(seed: u64) -> Schedule {
+        Schedule { seed: Some(seed) }
+    }
+
+    /// The seed, if this is an explored order.
+    pub fn seed(&self) -> Option<u64> {
+        self.seed
+    }
+
+    /// Called by a harness task that just woke at `site` (a stable name such as
+    /// `llm main/1 #2`): lets other tasks of this instant run first, as often as the seed says.
+    pub async fn tie_break(&self, site: &str) {
+        let Some(seed) = self.seed else { return };
+        let yields = splitmix64(seed ^ fnv1a(site)) % 4;
+        for _ in 0..yields {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// SplitMix64: a small, well-mixed function of one `u64`, for drawing from a seed.
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_and_site_draw_the_same_yields() {
+        assert_eq!(splitmix64(1 ^ fnv1a("a")), splitmix64(1 ^ fnv1a("a")));
+        assert_ne!(fnv1a("llm main/1 #1"), fnv1a("llm main/2 #1"));
+    }
+}
