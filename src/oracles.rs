@@ -589,12 +589,25 @@ pub fn fork_mismatch(exchanges: &[Exchange], request: &crate::core::llm::LlmRequ
 fn fork_isolation(e: &Evidence, r: &mut Report) {
     let mut kinds: BTreeMap<AgentId, (&str, usize)> = BTreeMap::new();
     let mut named = BTreeSet::new();
+    // Messages sent to a child (`subagent.send`) before its first request: legitimately part
+    // of that request, after the prompt.
+    let mut sent_early: BTreeMap<AgentId, usize> = BTreeMap::new();
+    let mut asked = BTreeSet::new();
     for (i, entry, event) in core_events(e.trace) {
-        if let Event::SessionOpened { name, kind } = event {
-            kinds.entry(entry.agent.clone()).or_insert((kind, i));
-            if *kind == "named" {
-                named.insert(name.clone());
+        match event {
+            Event::SessionOpened { name, kind } => {
+                kinds.entry(entry.agent.clone()).or_insert((kind, i));
+                if *kind == "named" {
+                    named.insert(name.clone());
+                }
             }
+            Event::Steered { .. } if !asked.contains(&entry.agent) => {
+                *sent_early.entry(entry.agent.clone()).or_default() += 1;
+            }
+            Event::LlmRequest { .. } => {
+                asked.insert(entry.agent.clone());
+            }
+            _ => {}
         }
     }
     let line_of = |agent: &AgentId| kinds.get(agent).map_or(0, |(_, line)| *line);
@@ -627,12 +640,13 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
                         vec![],
                     );
                 }
-                if kind == Some("temp") && request.messages.len() != 1 {
+                let sent = sent_early.get(agent).copied().unwrap_or(0);
+                if kind == Some("temp") && request.messages.len() != 1 + sent {
                     r.add(
                         Oracle::ForkIsolation,
                         line_of(agent),
                         format!(
-                            "{agent} runs in a temp session but its first request holds {} messages",
+                            "{agent} runs in a temp session but its first request holds {} messages, not its prompt and the {sent} sent to it",
                             request.messages.len()
                         ),
                         vec![],

@@ -143,7 +143,7 @@ impl Loop {
     /// root) finished background results, in completion order.
     fn absorb(&mut self, shared: &Shared) {
         for message in self.inbox.take() {
-            self.history.push(Message::user(message));
+            self.history.push(message);
         }
         if self.depth == 0 {
             for notification in shared.board.take_notifications(shared) {

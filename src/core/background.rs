@@ -114,7 +114,21 @@ struct Launch {
 enum TaskState {
     Queued { start: oneshot::Sender<()> },
     Running,
-    Done { status: TaskStatus, body: String, at: Instant, read: bool },
+    Done(TaskStatus),
+}
+
+/// The result of one finished run of a task. A named-session task may run several times, so
+/// results are records of their own, kept apart from the task's current state: continuing a
+/// task never loses a result the parent has not read.
+struct Finished {
+    task_id: String,
+    /// The task's spawn order, for ties between results ending at one instant.
+    seq: usize,
+    status: TaskStatus,
+    body: String,
+    at: Instant,
+    /// How the parent read it, once it did.
+    read: Option<Via>,
 }
 
 struct Task {
@@ -133,16 +147,12 @@ impl Task {
         match &self.state {
             TaskState::Queued { .. } => "queued",
             TaskState::Running => "running",
-            TaskState::Done { status, .. } => status.as_str(),
+            TaskState::Done(status) => status.as_str(),
         }
     }
 
     fn active(&self) -> bool {
-        !matches!(self.state, TaskState::Done { .. })
-    }
-
-    fn unread(&self) -> bool {
-        matches!(self.state, TaskState::Done { read: false, .. })
+        !matches!(self.state, TaskState::Done(_))
     }
 }
 
@@ -159,8 +169,8 @@ struct BoardState {
     order: Vec<String>,
     running: usize,
     queue: VecDeque<String>,
-    /// Finished task ids in completion order (may hold ids read meanwhile by `wait`).
-    finished: Vec<String>,
+    /// Results of finished runs, in completion order.
+    results: Vec<Finished>,
     sessions: BTreeMap<String, Record>,
     ids: u64,
     handles: Vec<JoinHandle<()>>,
@@ -183,7 +193,8 @@ impl Board {
 
     /// Tasks queued or running, plus finished results the parent has not read.
     pub fn outstanding(&self) -> usize {
-        self.lock().tasks.values().filter(|t| t.active() || t.unread()).count()
+        let st = self.lock();
+        st.tasks.values().filter(|t| t.active()).count() + st.results.iter().filter(|r| r.read.is_none()).count()
     }
 
     /// Names of the sessions still held (named ones, and temp/fork ones of unfinished tasks).
@@ -199,7 +210,7 @@ impl Board {
             notified.as_mut().enable();
             {
                 let st = self.lock();
-                if st.tasks.values().any(Task::unread) || !st.tasks.values().any(Task::active) {
+                if st.results.iter().any(|r| r.read.is_none()) || !st.tasks.values().any(Task::active) {
                     return;
                 }
             }
@@ -211,28 +222,23 @@ impl Board {
     /// as notification messages.
     pub fn take_notifications(&self, shared: &Shared) -> Vec<String> {
         let mut st = self.lock();
-        let finished = std::mem::take(&mut st.finished);
-        let mut ready: Vec<(Instant, usize, String)> = finished
-            .into_iter()
-            .filter_map(|id| match &st.tasks[&id].state {
-                TaskState::Done { at, read: false, .. } => Some((*at, st.tasks[&id].seq, id)),
-                _ => None,
-            })
-            .collect();
-        ready.sort();
-        ready.dedup();
+        // Broken variant (test-only build): a result read by `wait` is notified again.
+        let due = |r: &Finished| r.read.is_none() || (cfg!(broken = "notify_twice") && r.read == Some(Via::Wait));
+        let mut ready: Vec<&mut Finished> = st.results.iter_mut().filter(|r| due(r)).collect();
+        ready.sort_by_key(|r| (r.at, r.seq));
         let mut out = Vec::new();
-        for (_, _, id) in ready {
-            let task = st.tasks.get_mut(&id).expect("finished task exists");
-            let TaskState::Done { status, body, read, .. } = &mut task.state else { unreachable!("filtered to done") };
-            *read = true;
+        for result in ready {
+            result.read = Some(Via::Notification);
             out.push(format!(
-                "<subagent-notification task_id=\"{id}\" status=\"{}\">\n{body}\n</subagent-notification>",
-                status.as_str()
+                "<subagent-notification task_id=\"{}\" status=\"{}\">\n{}\n</subagent-notification>",
+                result.task_id,
+                result.status.as_str(),
+                result.body
             ));
-            shared
-                .observer
-                .event(&AgentId::root(), Event::Delivered { task_id: id, status: *status, via: Via::Notification });
+            shared.observer.event(
+                &AgentId::root(),
+                Event::Delivered { task_id: result.task_id.clone(), status: result.status, via: Via::Notification },
+            );
         }
         out
     }
@@ -253,8 +259,11 @@ impl Board {
 
     /// Starts queued tasks while slots are free, in FIFO order.
     fn start_queued(st: &mut BoardState, shared: &Shared) {
-        while st.running < shared.rules.max_concurrency {
-            let Some(id) = st.queue.pop_front() else { return };
+        // Broken variants (test-only builds): one slot too many; last-in first-out.
+        let cap = shared.rules.max_concurrency + usize::from(cfg!(broken = "cap_off_by_one"));
+        while st.running < cap {
+            let next = if cfg!(broken = "lifo_queue") { st.queue.pop_back() } else { st.queue.pop_front() };
+            let Some(id) = next else { return };
             let task = st.tasks.get_mut(&id).expect("queued task exists");
             let TaskState::Queued { start } = std::mem::replace(&mut task.state, TaskState::Running) else {
                 unreachable!("only queued tasks are in the queue")
@@ -294,12 +303,16 @@ impl Board {
         let mut st = self.lock();
         let (body, _) = truncate_result(&body, shared.rules.result_limit_chars);
         let task = st.tasks.get_mut(id).expect("finished task exists");
-        task.state = TaskState::Done { status, body: body.clone(), at: Instant::now(), read: false };
+        task.state = TaskState::Done(status);
+        let seq = task.seq;
         task.abort = None;
         let (alias, session) = (task.alias.clone(), task.session.clone());
-        shared.observer.event(&alias, Event::TaskEnded { task_id: id.to_string(), child: alias.clone(), status, body });
+        shared.observer.event(
+            &alias,
+            Event::TaskEnded { task_id: id.to_string(), child: alias.clone(), status, body: body.clone() },
+        );
         Board::close_session(&mut st, shared, &alias, id, &session, history);
-        st.finished.push(id.to_string());
+        st.results.push(Finished { task_id: id.to_string(), seq, status, body, at: Instant::now(), read: None });
         st.running -= 1;
         Board::start_queued(&mut st, shared);
         drop(st);
@@ -336,7 +349,7 @@ impl Board {
         let mut st = self.lock();
         let Some(task) = st.tasks.get_mut(id) else { return Err(format!("unknown task id: '{id}'")) };
         let was_running = match &task.state {
-            TaskState::Done { .. } => return Err(format!("task {id} has already finished")),
+            TaskState::Done(_) => return Err(format!("task {id} has already finished")),
             TaskState::Queued { .. } => false,
             TaskState::Running => true,
         };
@@ -344,8 +357,8 @@ impl Board {
             abort.abort();
         }
         let body = "Cancelled.".to_string();
-        task.state =
-            TaskState::Done { status: TaskStatus::Cancelled, body: body.clone(), at: Instant::now(), read: true };
+        // No result record: the cancel's own result reports it, and no notification follows.
+        task.state = TaskState::Done(TaskStatus::Cancelled);
         let (alias, session) = (task.alias.clone(), task.session.clone());
         shared.observer.event(
             &alias,
@@ -388,17 +401,31 @@ async fn run_task(
     timeout: Option<Duration>,
     started: oneshot::Receiver<()>,
 ) {
+    let queued_at = Instant::now();
     if started.await.is_err() {
         return;
     }
+    // The clock starts when the task starts running, not while it was queued.
+    // Broken variant (test-only build): it starts at queueing.
+    let clock_start = if cfg!(broken = "timeout_from_queue") { queued_at } else { Instant::now() };
     let alias = child.agent.clone();
+    #[cfg(broken = "fork_shares")]
+    let (snapshot_len, forked) = (child.history.len(), shared.board.lock().tasks[&id].session == SessionMode::Fork);
     let run = agent_loop::run(shared.clone(), child);
     let ended = match timeout {
         None => Some(run.await),
-        Some(limit) => tokio::time::timeout(limit, run).await.ok(),
+        Some(limit) => tokio::time::timeout_at(clock_start + limit, run).await.ok(),
     };
     let (status, body, history) = match ended {
         Some((outcome, lp)) => {
+            #[cfg(broken = "fork_shares")]
+            if forked {
+                // Broken variant (test-only build): the fork shares the parent's session, so
+                // what the child writes shows up in the parent's conversation.
+                for message in lp.history.to_vec().into_iter().skip(snapshot_len) {
+                    shared.root_inbox.push(message);
+                }
+            }
             let status = if outcome.status == Status::Ok { TaskStatus::Completed } else { TaskStatus::Failed };
             (status, outcome.message, Some(lp.history))
         }
@@ -639,7 +666,7 @@ fn send(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
         return error("error: empty message");
     }
     if task.active() {
-        task.inbox.push(message.clone());
+        task.inbox.push(Message::user(message.clone()));
         let status = task.status_word();
         shared.observer.event(&task.alias, Event::Steered { message });
         return ok(json!({"task_id": id, "status": status}));
@@ -683,7 +710,8 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
     let targets: Vec<String> = {
         let st = shared.board.lock();
         if listed.is_empty() {
-            st.order.iter().filter(|id| st.tasks[*id].active() || st.tasks[*id].unread()).cloned().collect()
+            let unread = |id: &String| st.results.iter().any(|r| &r.task_id == id && r.read.is_none());
+            st.order.iter().filter(|id| st.tasks[*id].active() || unread(id)).cloned().collect()
         } else {
             let mut targets = Vec::new();
             for id in listed.iter().map(|id| id.trim().to_string()) {
@@ -713,30 +741,28 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
         }
     }
     let mut st = shared.board.lock();
-    let mut done: Vec<(Instant, usize, String)> = Vec::new();
-    let mut entries = Vec::new();
-    for id in &targets {
-        let task = &st.tasks[id];
-        match &task.state {
-            TaskState::Done { at, .. } => done.push((*at, task.seq, id.clone())),
-            _ => entries.push(json!({"task_id": id, "status": task.status_word()})),
-        }
-    }
-    done.sort();
+    let BoardState { tasks, results: finished, .. } = &mut *st;
     let mut results = Vec::new();
-    for (_, _, id) in done {
-        let task = st.tasks.get_mut(&id).expect("target exists");
-        let TaskState::Done { status, body, read, .. } = &mut task.state else { unreachable!("sorted from done") };
-        if *read {
-            results.push(json!({"task_id": id, "status": status.as_str(), "already_delivered": true}));
-            continue;
-        }
-        *read = true;
-        results.push(json!({"task_id": id, "status": status.as_str(), "result": body}));
-        shared.observer.event(&parent.agent, Event::Delivered { task_id: id, status: *status, via: Via::Wait });
+    let mut unread: Vec<&mut Finished> =
+        finished.iter_mut().filter(|r| r.read.is_none() && targets.contains(&r.task_id)).collect();
+    unread.sort_by_key(|r| (r.at, r.seq));
+    let mut answered = BTreeSet::new();
+    for result in unread {
+        result.read = Some(Via::Wait);
+        answered.insert(result.task_id.clone());
+        results.push(json!({"task_id": result.task_id, "status": result.status.as_str(), "result": result.body}));
+        shared.observer.event(
+            &parent.agent,
+            Event::Delivered { task_id: result.task_id.clone(), status: result.status, via: Via::Wait },
+        );
     }
-    results.extend(entries);
-    let BoardState { finished, tasks, .. } = &mut *st;
-    finished.retain(|id| tasks[id].unread());
+    for id in targets.iter().filter(|id| !answered.contains(*id)) {
+        let task = &tasks[id];
+        let mut entry = json!({"task_id": id, "status": task.status_word()});
+        if !task.active() && finished.iter().any(|r| &r.task_id == id) {
+            entry["already_delivered"] = json!(true);
+        }
+        results.push(entry);
+    }
     ok(Value::Array(results))
 }

@@ -33,7 +33,13 @@ pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) ->
         tracing::warn!(alias = %parent.agent, reason, "spawn refused");
         error(reason)
     };
-    if parent.depth >= rules.depth_limit {
+    // Broken variant (test-only build): the guard lets one level too many through.
+    let at_limit = if cfg!(broken = "depth_off_by_one") {
+        parent.depth > rules.depth_limit
+    } else {
+        parent.depth >= rules.depth_limit
+    };
+    if at_limit {
         return refuse(DEPTH_ERROR);
     }
     let task = string_arg(&call.args, "task").unwrap_or_default();
@@ -73,6 +79,11 @@ pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) ->
             }
         },
     };
+    #[cfg(broken = "refund")]
+    {
+        // Broken variant (test-only build): unused steps of the grant go back to the parent.
+        parent.budget.remaining += outcome.budget_left;
+    }
     hand_over(shared, parent, &child_id, &outcome)
 }
 

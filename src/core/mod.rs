@@ -132,15 +132,15 @@ pub struct SessionConfig {
 /// Messages for one agent from outside its loop, read before its next step.
 #[derive(Default)]
 pub(crate) struct Inbox {
-    messages: Mutex<VecDeque<String>>,
+    messages: Mutex<VecDeque<Message>>,
 }
 
 impl Inbox {
-    pub fn push(&self, message: String) {
+    pub fn push(&self, message: Message) {
         self.messages.lock().expect("inbox lock poisoned").push_back(message);
     }
 
-    pub fn take(&self) -> Vec<String> {
+    pub fn take(&self) -> Vec<Message> {
         self.messages.lock().expect("inbox lock poisoned").drain(..).collect()
     }
 }
@@ -154,6 +154,8 @@ pub(crate) struct Shared {
     pub gate: Arc<dyn ApprovalGate>,
     pub observer: Arc<dyn Observer>,
     pub board: background::Board,
+    /// Messages for the root from outside its loop (steering); kept across turns.
+    pub root_inbox: Arc<Inbox>,
     this: Weak<Shared>,
 }
 
@@ -193,21 +195,22 @@ pub(crate) fn system_prompt(
 pub struct Session {
     shared: Arc<Shared>,
     history: Conversation,
-    inbox: Arc<Inbox>,
     turns: u32,
+    /// Children the root has spawned in all turns so far: aliases stay unique across turns,
+    /// since a background child may outlive the turn that started it.
+    children: u32,
 }
 
 /// Sends messages to a session's root from elsewhere (another task, a UI).
 #[derive(Clone)]
 pub struct Steering {
     shared: Arc<Shared>,
-    inbox: Arc<Inbox>,
 }
 
 impl Steering {
     /// Queues a message the root reads before its next step.
     pub fn steer(&self, message: &str) {
-        self.inbox.push(message.to_string());
+        self.shared.root_inbox.push(Message::user(message));
         self.shared.observer.event(&AgentId::root(), Event::Steered { message: message.to_string() });
     }
 }
@@ -225,6 +228,7 @@ impl Session {
         let shared = Arc::new_cyclic(|this| Shared {
             rules: config.rules.clone(),
             board: background::Board::new(config.seed),
+            root_inbox: Arc::new(Inbox::default()),
             config,
             llm,
             tools,
@@ -232,12 +236,12 @@ impl Session {
             observer,
             this: this.clone(),
         });
-        Ok(Session { shared, history: Conversation::new(), inbox: Arc::new(Inbox::default()), turns: 0 })
+        Ok(Session { shared, history: Conversation::new(), turns: 0, children: 0 })
     }
 
     /// A handle for steering messages.
     pub fn steering(&self) -> Steering {
-        Steering { shared: self.shared.clone(), inbox: self.inbox.clone() }
+        Steering { shared: self.shared.clone() }
     }
 
     /// Runs one user turn at the root with a fresh step budget.
@@ -268,12 +272,13 @@ impl Session {
             catalog: None,
             skills,
             ask_user: true,
-            inbox: self.inbox.clone(),
-            children: 0,
+            inbox: shared.root_inbox.clone(),
+            children: self.children,
             llm_calls: 0,
         };
         let (outcome, root) = agent_loop::run(shared.clone(), root).await;
         self.history = root.history;
+        self.children = root.children;
         shared.observer.event(
             &AgentId::root(),
             Event::TurnEnded {
