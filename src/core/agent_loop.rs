@@ -155,7 +155,9 @@ impl Loop {
     /// At the root, a turn does not end while its background children are unfinished or
     /// their results unread: wait for the next result and go on. Returns whether it waited.
     async fn hold_for_children(&mut self, shared: &Shared) -> bool {
-        if self.depth != 0 {
+        // With no step left the loop cannot read what arrives: the turn has reached its step
+        // limit, and unfinished results come with the next turn.
+        if self.depth != 0 || self.budget.remaining == 0 {
             return false;
         }
         let unfinished = shared.board.outstanding();
@@ -163,17 +165,19 @@ impl Loop {
             return false;
         }
         self.emit(shared, Event::AwaitingChildren { unfinished });
-        shared.board.news().await;
+        shared.board.news(&self.inbox).await;
         true
     }
 
     async fn drive(&mut self, shared: &Shared) -> Outcome {
         loop {
-            self.absorb(shared);
+            // The budget is checked before anything is taken in: what arrives for a loop that
+            // cannot take another step stays for the next turn, where the model can read it.
             if self.budget.remaining == 0 {
                 let message = format!("Step budget exhausted after {} steps; goal: {}", self.step_index, self.goal);
                 return self.end(shared, OutcomeKind::Fail, Status::Error, message);
             }
+            self.absorb(shared);
             self.llm_calls += 1;
             let request = LlmRequest {
                 agent: self.agent.clone(),

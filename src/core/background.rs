@@ -27,6 +27,9 @@ use super::llm::{Message, ToolCall, ToolSpec};
 use super::tool::ToolOutput;
 use super::{AgentId, Inbox, Profile, Shared, system_prompt};
 
+/// The pseudo tools every child keeps, whatever `allowed_tools` says.
+const TERMINAL_TOOLS: [&str; 2] = ["final_answer", "fail"];
+
 const FAMILY: [&str; 4] = ["subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
 
 /// Whether `name` is one of the `subagent` tools.
@@ -183,6 +186,11 @@ pub(crate) struct Board {
 }
 
 impl Board {
+    /// Wakes a root waiting in [`Board::news`] (a message arrived for it).
+    pub fn wake(&self) {
+        self.news.notify_waiters();
+    }
+
     pub fn new(seed: u64) -> Board {
         Board { state: Mutex::new(BoardState { ids: seed, ..BoardState::default() }), news: Notify::new() }
     }
@@ -202,15 +210,17 @@ impl Board {
         self.lock().sessions.keys().cloned().collect()
     }
 
-    /// Waits until an unread result exists or nothing is outstanding.
-    pub async fn news(&self) {
+    /// Waits until an unread result exists, a message for the root arrived, or nothing is
+    /// outstanding.
+    pub async fn news(&self, root_inbox: &Inbox) {
         loop {
             let notified = self.news.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
                 let st = self.lock();
-                if st.results.iter().any(|r| r.read.is_none()) || !st.tasks.values().any(Task::active) {
+                let unread = st.results.iter().any(|r| r.read.is_none());
+                if unread || !root_inbox.is_empty() || !st.tasks.values().any(Task::active) {
                     return;
                 }
             }
@@ -380,7 +390,12 @@ impl Board {
     pub async fn quit(&self, shared: &Shared) {
         let active: Vec<String> = {
             let st = self.lock();
-            st.order.iter().filter(|id| st.tasks[*id].active()).cloned().collect()
+            // Queued ones first: cancelling a running task first would hand its slot to a
+            // queued one, which would start only to be cancelled.
+            let queued = st.queue.iter().cloned();
+            queued
+                .chain(st.order.iter().filter(|id| matches!(st.tasks[*id].state, TaskState::Running)).cloned())
+                .collect()
         };
         for id in active {
             self.cancel(shared, &id).expect("active tasks can be cancelled");
@@ -529,8 +544,13 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
         .or_else(|| profile.and_then(|p| p.tools.clone()).filter(|l| !l.is_empty()));
     let catalog = match tools {
         None => parent.catalog.clone(),
-        Some(requested) => match resolve(&requested, &parent.catalog_names(shared), "tool") {
-            Ok(granted) => Some(granted),
+        Some(requested) => match resolve(
+            &requested,
+            &[parent.catalog_names(shared), TERMINAL_TOOLS.map(String::from).to_vec()].concat(),
+            "tool",
+        ) {
+            // Every child has `final_answer` and `fail`; naming them grants nothing more.
+            Ok(granted) => Some(granted.into_iter().filter(|t| !TERMINAL_TOOLS.contains(&t.as_str())).collect()),
             Err(e) => return error(e),
         },
     };
@@ -654,13 +674,17 @@ fn child_loop(
 
 /// `subagent.send`: a message for a running or queued task, or a new run of a finished task
 /// with a named session (granted afresh, counted against the cap).
+///
+/// A message costs 1 step like any call; a continuation is a spawn and pays the spawn cost
+/// and a fresh grant.
 fn send(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
     let rules = &shared.rules;
     let budget_before = parent.budget.remaining;
-    parent.budget.spend(rules.spawn_cost);
     let id = string_arg(args, "task_id").unwrap_or_default().trim().to_string();
     let message = string_arg(args, "message").unwrap_or_default();
     let mut st = shared.board.lock();
+    let continues = st.tasks.get(&id).is_some_and(|t| !t.active() && matches!(t.session, SessionMode::Named(_)));
+    parent.budget.spend(if continues { rules.spawn_cost } else { 1 });
     let Some(task) = st.tasks.get(&id) else { return error(format!("unknown task id: '{id}'")) };
     if message.trim().is_empty() {
         return error("error: empty message");

@@ -140,6 +140,10 @@ impl Inbox {
         self.messages.lock().expect("inbox lock poisoned").push_back(message);
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.messages.lock().expect("inbox lock poisoned").is_empty()
+    }
+
     pub fn take(&self) -> Vec<Message> {
         self.messages.lock().expect("inbox lock poisoned").drain(..).collect()
     }
@@ -211,6 +215,7 @@ impl Steering {
     /// Queues a message the root reads before its next step.
     pub fn steer(&self, message: &str) {
         self.shared.root_inbox.push(Message::user(message));
+        self.shared.board.wake();
         self.shared.observer.event(&AgentId::root(), Event::Steered { message: message.to_string() });
     }
 }
