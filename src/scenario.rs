@@ -30,10 +30,10 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub seed: u64,
     /// Session context passed to every request.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub session: SessionSpec,
     /// The approval gate.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub approval: ApprovalSpec,
     /// Simulated tools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -52,15 +52,19 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steer: Vec<Steer>,
     /// What the whole run must show.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub expect: Expect,
     /// Limits that make every run end.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub limits: Limits,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -510,7 +514,7 @@ pub struct Turn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// What the turn must end with.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub expect: TurnExpect,
 }
 

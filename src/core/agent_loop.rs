@@ -79,9 +79,9 @@ impl Loop {
     }
 
     /// Whether this loop is offered the `subagent` family: the root only, so no child of
-    /// either family can start background children.
+    /// either family can start background children; and only below the depth limit.
     pub fn offers_subagents(&self, shared: &Shared) -> bool {
-        shared.rules.subagent_tools && self.depth == 0
+        shared.rules.subagent_tools && self.depth == 0 && self.depth < shared.rules.depth_limit
     }
 
     /// Catalog tools this loop may call, in catalog order.

@@ -528,6 +528,13 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
     let rules = &shared.rules;
     let budget_before = parent.budget.remaining;
     parent.budget.spend(rules.spawn_cost);
+    // One depth guard for both families (core.md): no agent runs deeper than the limit.
+    if parent.depth >= rules.depth_limit {
+        let reason = super::foreground::DEPTH_ERROR;
+        shared.observer.event(&parent.agent, Event::SpawnRefused { tool: "subagent".into(), reason: reason.into() });
+        tracing::warn!(alias = %parent.agent, reason, "spawn refused");
+        return error(reason);
+    }
     let prompt = string_arg(args, "prompt").unwrap_or_default().trim().to_string();
     if prompt.is_empty() {
         return error("error: empty prompt");

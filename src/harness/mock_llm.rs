@@ -62,6 +62,11 @@ impl ScriptedLlm {
         self.state.lock().expect("mock lock poisoned").exchanges.clone()
     }
 
+    /// How many replies of each lane were used.
+    pub fn used(&self) -> Vec<usize> {
+        self.state.lock().expect("mock lock poisoned").used.clone()
+    }
+
     /// Lanes whose replies were not all used, as messages.
     pub fn unused(&self) -> Vec<String> {
         let st = self.state.lock().expect("mock lock poisoned");
@@ -224,7 +229,9 @@ impl ScriptedLlm {
             }
         }
         if check.fork_of_parent {
-            out.extend(crate::oracles::fork_mismatch(&st.exchanges, request).map(|d| format!("fork_of_parent: {d}")));
+            out.extend(
+                crate::oracles::fork_mismatch(&st.exchanges, request, &[]).map(|d| format!("fork_of_parent: {d}")),
+            );
         }
         out
     }
