@@ -173,21 +173,22 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
 /// Oracle 9: two runs of the same scenario and seed give byte-identical traces.
 pub fn determinism(first: &Trace, second: &Trace) -> Option<Violation> {
     let (a, b) = (first.lines(), second.lines());
-    if a == b && first.json_lines() == second.json_lines() {
+    let json = |t: &Trace| t.entries.iter().map(|e| e.json().to_string()).collect::<Vec<_>>();
+    let (ja, jb) = (json(first), json(second));
+    if a == b && ja == jb {
         return None;
     }
-    let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    // The JSON form holds every field in full; the text form shortens long strings.
+    let at = ja.iter().zip(&jb).position(|(x, y)| x != y).unwrap_or(ja.len().min(jb.len()));
     let entry = first.entries.get(at).or(second.entries.get(at));
+    let show = |lines: &[String], json: &[String]| {
+        lines.get(at).map_or("(end)".to_string(), |l| if a.get(at) == b.get(at) { json[at].clone() } else { l.clone() })
+    };
     Some(Violation {
         oracle: Oracle::Determinism,
         agent: entry.map_or("main".into(), |e| e.agent.to_string()),
         at: entry.map_or(Duration::ZERO, |e| e.at),
-        message: format!(
-            "two runs differ at trace line {}: {:?} vs {:?}",
-            at + 1,
-            a.get(at).map_or("(end)", String::as_str),
-            b.get(at).map_or("(end)", String::as_str)
-        ),
+        message: format!("two runs differ at trace line {}: {:?} vs {:?}", at + 1, show(&a, &ja), show(&b, &jb)),
         lines: vec![at],
     })
 }
@@ -378,32 +379,55 @@ pub fn expected_result(message: &str, limit: Option<usize>) -> String {
     }
 }
 
-/// Oracle 3.
+/// Oracle 3. A foreground child's result is paired with its parent's `Agent` result through
+/// the spawn inside that call, so a result handed over without a `child.result` record is
+/// still checked.
 fn truncation(e: &Evidence, r: &mut Report) {
     let limit = e.rules.result_limit_chars;
     let mut last_message: BTreeMap<AgentId, (String, usize)> = BTreeMap::new();
-    let mut pending: BTreeMap<AgentId, (String, usize)> = BTreeMap::new();
+    // Per parent: the child spawned inside its running `Agent` call, and that spawn's line.
+    let mut open: BTreeMap<AgentId, Option<(AgentId, usize)>> = BTreeMap::new();
     for (i, entry, event) in core_events(e.trace) {
         match event {
             Event::AgentEnded { message, .. } => {
                 last_message.insert(entry.agent.clone(), (message.clone(), i));
             }
-            Event::ChildResult { child, chars, .. } => {
-                let Some((message, line)) = last_message.get(child).cloned() else { continue };
-                if *chars != message.chars().count() {
+            Event::ToolStarted { tool, .. } if tool == "Agent" => {
+                open.insert(entry.agent.clone(), None);
+            }
+            Event::Spawned { child, family: Family::Foreground, .. } => {
+                open.insert(entry.agent.clone(), Some((child.clone(), i)));
+            }
+            Event::ChildResult { child, chars, truncated_to, .. } => {
+                let Some((message, line)) = last_message.get(child) else { continue };
+                let length = message.chars().count();
+                if *chars != length {
                     r.add(
                         Oracle::Truncation,
                         i,
-                        format!("{child}'s result has {} chars, reported {chars}", message.chars().count()),
-                        vec![line],
+                        format!("{child}'s result has {length} chars, reported {chars}"),
+                        vec![*line],
                     );
                 }
-                pending.insert(entry.agent.clone(), (expected_result(&message, limit), line));
+                let cut = limit.filter(|l| length > *l);
+                if *truncated_to != cut {
+                    r.add(
+                        Oracle::Truncation,
+                        i,
+                        format!("{child}'s result reports truncated_to {truncated_to:?}, expected {cut:?}"),
+                        vec![*line],
+                    );
+                }
             }
             Event::ToolEnded { tool, result, .. } if tool == "Agent" => {
-                let Some((want, line)) = pending.remove(&entry.agent) else { continue };
+                let Some(Some((child, spawn))) = open.remove(&entry.agent) else { continue };
+                // A child that did not end (timed out) hands over the timeout error instead.
+                let Some((message, line)) = last_message.get(&child).filter(|(_, line)| *line > spawn) else {
+                    continue;
+                };
+                let want = expected_result(message, limit);
                 if *result != want {
-                    r.add(Oracle::Truncation, i, truncation_message(result, &want, limit), vec![line]);
+                    r.add(Oracle::Truncation, i, truncation_message(result, &want, limit), vec![*line]);
                 }
             }
             Event::TaskEnded { child, status: TaskStatus::Completed | TaskStatus::Failed, body, .. } => {
@@ -432,11 +456,22 @@ fn truncation_message(got: &str, want: &str, limit: Option<usize>) -> String {
     )
 }
 
-/// Oracle 4.
+/// Oracle 4. A child with a limit must end at or before start + limit, and a timeout fires at
+/// exactly start + limit; a child cancelled, or still running at the end of the trace, after
+/// its time ran out was not stopped when it should have been.
 fn timeouts(e: &Evidence, r: &mut Report) {
     let foreground = e.rules.agent_timeout.filter(|t| !t.is_zero());
     // Child alias -> (start, limit, line of the start).
     let mut running: BTreeMap<AgentId, (Duration, Option<Duration>, usize)> = BTreeMap::new();
+    let overdue =
+        |r: &mut Report, i: usize, child: &AgentId, at: Duration, start: Duration, limit: Duration, line: usize| {
+            r.add(
+                Oracle::Timeouts,
+                i,
+                format!("{child} ran {:?}, past its limit {limit:?}, and was not timed out", at - start),
+                vec![line],
+            );
+        };
     for (i, entry, event) in core_events(e.trace) {
         match event {
             Event::Spawned { child, family: Family::Foreground, .. } => {
@@ -456,8 +491,8 @@ fn timeouts(e: &Evidence, r: &mut Report) {
                         Oracle::Timeouts,
                         i,
                         format!(
-                            "{child} started at {:?} with limit {limit:?} but timed out at {:?} (after {after:?}); it must end at exactly start + limit",
-                            start, entry.at
+                            "{child} started at {start:?} with limit {limit:?} but timed out at {:?} (after {after:?}); it must end at exactly start + limit",
+                            entry.at
                         ),
                         vec![line],
                     ),
@@ -468,22 +503,26 @@ fn timeouts(e: &Evidence, r: &mut Report) {
                 if let Some((start, Some(limit), line)) = running.remove(&entry.agent)
                     && entry.at > start + limit
                 {
-                    r.add(
-                        Oracle::Timeouts,
-                        i,
-                        format!(
-                            "{} ran {:?}, past its limit {limit:?}, and was not timed out",
-                            entry.agent,
-                            entry.at - start
-                        ),
-                        vec![line],
-                    );
+                    overdue(r, i, &entry.agent, entry.at, start, limit, line);
                 }
             }
             Event::TaskEnded { child, status: TaskStatus::Cancelled, .. } => {
-                running.remove(child);
+                if let Some((start, Some(limit), line)) = running.remove(child)
+                    && entry.at > start + limit
+                {
+                    overdue(r, i, child, entry.at, start, limit, line);
+                }
             }
             _ => {}
+        }
+    }
+    let Some(last) = e.trace.entries.len().checked_sub(1) else { return };
+    let end = e.trace.entries[last].at;
+    for (child, (start, limit, line)) in running {
+        if let Some(limit) = limit
+            && end > start + limit
+        {
+            overdue(r, last, &child, end, start, limit, line);
         }
     }
 }
@@ -545,9 +584,13 @@ fn owner(message: &Message) -> Option<&str> {
 }
 
 /// Whether a fork child's request is exactly its parent's conversation up to and including
-/// the assistant message that made the forking call, then the child's prompt. `None` when it
-/// is; else what differs.
-pub fn fork_mismatch(exchanges: &[Exchange], request: &crate::core::llm::LlmRequest) -> Option<String> {
+/// the assistant message that made the forking call, then the child's prompt, then the
+/// messages `sent` to it before its first step. `None` when it is; else what differs.
+pub fn fork_mismatch(
+    exchanges: &[Exchange],
+    request: &crate::core::llm::LlmRequest,
+    sent: &[String],
+) -> Option<String> {
     let Some(parent) = request.agent.parent() else {
         return Some("the root has no parent to fork from".to_string());
     };
@@ -565,6 +608,7 @@ pub fn fork_mismatch(exchanges: &[Exchange], request: &crate::core::llm::LlmRequ
         let mut expected = e.request.messages.clone();
         expected.push(reply.clone());
         expected.push(Message::user(request.goal.clone()));
+        expected.extend(sent.iter().map(|m| Message::user(m.clone())));
         if expected == request.messages {
             return None;
         }
@@ -585,95 +629,148 @@ pub fn fork_mismatch(exchanges: &[Exchange], request: &crate::core::llm::LlmRequ
     )
 }
 
-/// Oracle 6.
+/// Where the messages of each agent's requests may come from.
+struct Provenance<'a> {
+    /// Per agent: its own replies, as the assistant messages they became.
+    replies: BTreeMap<&'a AgentId, Vec<&'a Message>>,
+    /// Per agent: texts that legitimately reach it as user messages (user turns, steering,
+    /// `subagent.send`, notifications).
+    inbound: BTreeMap<AgentId, BTreeSet<String>>,
+    /// Per agent: the trace line of each of its requests, in order.
+    request_lines: BTreeMap<AgentId, Vec<usize>>,
+}
+
+impl Provenance<'_> {
+    /// Why `message` in a request of `agent` cannot come from `agent`'s own loop, if so.
+    fn foreign(&self, agent: &AgentId, message: &Message) -> Option<String> {
+        match message.role {
+            Role::Assistant => {
+                let own = self.replies.get(agent).is_some_and(|replies| replies.contains(&message));
+                (!own).then(|| format!("an assistant message {agent} never wrote ({:?})", short(&message.content)))
+            }
+            Role::Tool => {
+                let writer = owner(message).unwrap_or("?");
+                (writer != agent.as_str()).then(|| format!("a tool result of {writer}'s call"))
+            }
+            Role::User => {
+                let known = self.inbound.get(agent).is_some_and(|texts| texts.contains(&message.content))
+                    || message.content.starts_with("System: step budget exhausted (");
+                (!known).then(|| format!("a user message nobody sent to {agent} ({:?})", short(&message.content)))
+            }
+        }
+    }
+}
+
+fn short(s: &str) -> String {
+    let head: String = s.chars().take(60).collect();
+    if head.len() < s.len() { format!("{head}…") } else { head }
+}
+
+/// Oracle 6. A fork child's first request is exactly the parent's conversation at the call
+/// (plus its prompt and what was sent to it before its first step); past that snapshot, and
+/// in every request of the root, each message must come from the agent's own loop: its own
+/// replies and tool results, user turns, messages sent to it, notifications, nudges. Temp
+/// children start from their prompt alone; temp and fork sessions are gone after the run,
+/// named ones kept.
 fn fork_isolation(e: &Evidence, r: &mut Report) {
     let mut kinds: BTreeMap<AgentId, (&str, usize)> = BTreeMap::new();
     let mut named = BTreeSet::new();
-    // Messages sent to a child (`subagent.send`) before its first request: legitimately part
-    // of that request, after the prompt.
-    let mut sent_early: BTreeMap<AgentId, usize> = BTreeMap::new();
-    let mut asked = BTreeSet::new();
+    let mut prov = Provenance { replies: BTreeMap::new(), inbound: BTreeMap::new(), request_lines: BTreeMap::new() };
+    let mut sent_early: BTreeMap<AgentId, Vec<String>> = BTreeMap::new();
+    let mut results: BTreeMap<String, (TaskStatus, String)> = BTreeMap::new();
     for (i, entry, event) in core_events(e.trace) {
+        let agent = &entry.agent;
         match event {
             Event::SessionOpened { name, kind } => {
-                kinds.entry(entry.agent.clone()).or_insert((kind, i));
+                kinds.entry(agent.clone()).or_insert((kind, i));
                 if *kind == "named" {
                     named.insert(name.clone());
                 }
             }
-            Event::Steered { .. } if !asked.contains(&entry.agent) => {
-                *sent_early.entry(entry.agent.clone()).or_default() += 1;
+            Event::TurnStarted { message, .. } => {
+                prov.inbound.entry(agent.clone()).or_default().insert(message.clone());
             }
-            Event::LlmRequest { .. } => {
-                asked.insert(entry.agent.clone());
+            Event::Steered { message } => {
+                prov.inbound.entry(agent.clone()).or_default().insert(message.clone());
+                if !prov.request_lines.contains_key(agent) {
+                    sent_early.entry(agent.clone()).or_default().push(message.clone());
+                }
             }
+            Event::TaskEnded { task_id, status, body, .. } => {
+                results.insert(task_id.clone(), (*status, body.clone()));
+            }
+            Event::Delivered { task_id, via: Via::Notification, .. } => {
+                if let Some((status, body)) = results.get(task_id) {
+                    prov.inbound.entry(agent.clone()).or_default().insert(notification(task_id, *status, body));
+                }
+            }
+            Event::LlmRequest { .. } => prov.request_lines.entry(agent.clone()).or_default().push(i),
             _ => {}
         }
     }
+    for exchange in e.exchanges {
+        if let Some(reply) = &exchange.reply {
+            prov.replies.entry(&exchange.request.agent).or_default().push(reply);
+        }
+    }
     let line_of = |agent: &AgentId| kinds.get(agent).map_or(0, |(_, line)| *line);
+    let mut seen: BTreeMap<&AgentId, usize> = BTreeMap::new();
     let mut first: BTreeMap<&AgentId, &Vec<Message>> = BTreeMap::new();
     for exchange in e.exchanges {
         let request = &exchange.request;
         let agent = &request.agent;
-        if agent.depth() == 0 {
-            if let Some(foreign) = request.messages.iter().filter_map(owner).find(|o| *o != "main") {
-                r.add(
-                    Oracle::ForkIsolation,
-                    0,
-                    format!("the root's request holds a message written by {foreign}"),
-                    vec![],
-                );
-            }
-            continue;
-        }
+        let n = seen.entry(agent).or_default();
+        let line = prov.request_lines.get(agent).and_then(|lines| lines.get(*n).copied()).unwrap_or(0);
+        *n += 1;
         let kind = kinds.get(agent).map(|(k, _)| *k);
-        match first.get(agent) {
-            None => {
-                first.insert(agent, &request.messages);
-                if kind == Some("fork")
-                    && let Some(difference) = fork_mismatch(e.exchanges, request)
-                {
-                    r.add(
-                        Oracle::ForkIsolation,
-                        line_of(agent),
-                        format!("{agent}'s first request: {difference}"),
-                        vec![],
-                    );
+        let sent = sent_early.get(agent).map_or(&[][..], Vec::as_slice);
+        // Messages before `from` are the agent's starting conversation, checked separately.
+        let from = match (agent.depth(), kind) {
+            (0, _) => 0,
+            (_, Some("fork")) => match first.get(agent) {
+                None => {
+                    if let Some(difference) = fork_mismatch(e.exchanges, request, sent) {
+                        r.add(
+                            Oracle::ForkIsolation,
+                            line,
+                            format!("{agent}'s first request: {difference}"),
+                            vec![line_of(agent)],
+                        );
+                    }
+                    first.insert(agent, &request.messages);
+                    continue;
                 }
-                let sent = sent_early.get(agent).copied().unwrap_or(0);
-                if kind == Some("temp") && request.messages.len() != 1 + sent {
+                Some(start) if !request.messages.starts_with(start) => {
                     r.add(
                         Oracle::ForkIsolation,
-                        line_of(agent),
-                        format!(
-                            "{agent} runs in a temp session but its first request holds {} messages, not its prompt and the {sent} sent to it",
-                            request.messages.len()
-                        ),
-                        vec![],
-                    );
-                }
-            }
-            Some(start) if kind == Some("fork") => {
-                let prefix = start.len();
-                if !request.messages.starts_with(start) {
-                    r.add(
-                        Oracle::ForkIsolation,
-                        line_of(agent),
+                        line,
                         format!("{agent}'s request no longer starts with its fork snapshot"),
                         vec![],
                     );
-                } else if let Some(parent) =
-                    request.messages[prefix..].iter().filter_map(owner).find(|o| *o != agent.as_str())
-                {
+                    continue;
+                }
+                Some(start) => start.len(),
+            },
+            (_, Some("temp")) if !first.contains_key(agent) => {
+                first.insert(agent, &request.messages);
+                if request.messages.len() != 1 + sent.len() {
                     r.add(
                         Oracle::ForkIsolation,
-                        line_of(agent),
-                        format!("{agent}'s request holds a message {parent} wrote after the fork"),
-                        vec![],
+                        line,
+                        format!(
+                            "{agent} runs in a temp session but its first request holds {} messages, not its prompt and the {} sent to it",
+                            request.messages.len(),
+                            sent.len()
+                        ),
+                        vec![line_of(agent)],
                     );
                 }
+                continue;
             }
-            Some(_) => {}
+            _ => continue,
+        };
+        if let Some(why) = request.messages[from..].iter().find_map(|m| prov.foreign(agent, m)) {
+            r.add(Oracle::ForkIsolation, line, format!("{agent}'s request holds {why}"), vec![]);
         }
     }
     if e.session_ended {
