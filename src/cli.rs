@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
+use crate::fuzz;
+use crate::generate::Family;
+use crate::harness::schedule::Schedule;
 use crate::runner::{self, Verdict};
 use crate::scenario::ScenarioError;
 
@@ -42,7 +45,43 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Also run each scenario under K seeded orders of same-instant events, checking every
+        /// oracle in each (expectations describe the default order and are not checked there).
+        #[arg(long, value_name = "K", default_value_t = 0)]
+        explore: u32,
+        /// Run only the tie order of this seed (to replay a failing order `--explore` found).
+        #[arg(long, value_name = "SEED", conflicts_with = "explore")]
+        explore_seed: Option<u64>,
     },
+    /// Run generated scenarios against every oracle; shrink the first violation to a minimal
+    /// scenario file and print the command that replays it.
+    Fuzz {
+        /// How many scenarios to generate.
+        #[arg(long, default_value_t = 1000)]
+        cases: u64,
+        /// Root seed of every draw; the same seed generates the same cases.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Seeded tie orders to try per case, besides the default one.
+        #[arg(long, value_name = "K", default_value_t = 0)]
+        explore: u32,
+        /// Which rule sets to draw from.
+        #[arg(long, value_enum, default_value_t = FamilyArg::Any)]
+        family: FamilyArg,
+        /// Where to write the minimal scenario of a finding.
+        #[arg(long, default_value = "fuzz-findings")]
+        out: PathBuf,
+        /// Most shrinking steps.
+        #[arg(long, default_value_t = 4096)]
+        shrink_steps: u32,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FamilyArg {
+    Any,
+    Roku,
+    Bub,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -88,11 +127,74 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ScenarioError> {
 /// Runs the command line and returns the exit code.
 pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     match cli.command {
-        Command::Run { paths, trace, format } => run(&paths, trace, format, out, err),
+        Command::Run { paths, trace, format, explore, explore_seed } => {
+            let orders = Orders { explore, seed: explore_seed };
+            run(&paths, trace, format, orders, out, err)
+        }
+        Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps } => {
+            let family = match family {
+                FamilyArg::Any => Family::Any,
+                FamilyArg::Roku => Family::Roku,
+                FamilyArg::Bub => Family::Bub,
+            };
+            let options = fuzz::Options { cases, seed, explore, family, shrink_steps };
+            fuzz_command(&options, &dir, out, err)
+        }
     }
 }
 
-fn run(paths: &[PathBuf], show_trace: bool, format: Format, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+/// Which tie orders `run` checks besides (or instead of) the default.
+#[derive(Clone, Copy, Debug)]
+struct Orders {
+    explore: u32,
+    seed: Option<u64>,
+}
+
+fn fuzz_command(options: &fuzz::Options, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    let bar = indicatif::ProgressBar::new(options.cases);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases, {per_sec}, eta {eta}")
+            .expect("a valid template"),
+    );
+    // The wall clock measures the fuzzer's rate for the user; no run reads it.
+    let started = std::time::Instant::now();
+    let report = fuzz::run(options, |n| bar.set_position(n));
+    bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    let rate = report.cases as f64 / seconds.max(1e-9);
+    let _ = writeln!(
+        out,
+        "{} cases in {seconds:.2} s ({rate:.0} cases/s on one core), {} finding(s), {} invalid case(s)",
+        report.cases,
+        u8::from(report.finding.is_some()),
+        report.invalid
+    );
+    let Some(finding) = report.finding else { return Exit::Passed };
+    for violation in &finding.violations {
+        let _ = writeln!(out, "  - {violation}");
+    }
+    match fuzz::write(&finding, options.seed, dir) {
+        Ok(path) => {
+            let _ = writeln!(out, "minimal scenario: {}", path.display());
+            let order = finding.schedule.seed().map(|s| format!(" --explore-seed {s}")).unwrap_or_default();
+            let _ = writeln!(out, "replay: rehearsal run {}{order}", path.display());
+        }
+        Err(e) => {
+            let _ = writeln!(err, "error: cannot write the finding to {}: {e}", dir.display());
+            return Exit::BadInput;
+        }
+    }
+    Exit::Failed
+}
+
+fn run(
+    paths: &[PathBuf],
+    show_trace: bool,
+    format: Format,
+    orders: Orders,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Exit {
     let files = match collect(paths) {
         Ok(files) => files,
         Err(e) => {
@@ -102,7 +204,7 @@ fn run(paths: &[PathBuf], show_trace: bool, format: Format, out: &mut dyn Write,
     };
     let (mut passed, mut failed, mut bad) = (0, 0, 0);
     for file in &files {
-        match runner::verify_file(file) {
+        match verify_in_orders(file, orders) {
             Err(e) => {
                 bad += 1;
                 let _ = writeln!(err, "error: {e}");
@@ -134,6 +236,32 @@ fn run(paths: &[PathBuf], show_trace: bool, format: Format, out: &mut dyn Write,
     } else {
         Exit::Passed
     }
+}
+
+/// Verifies a file in the default order (or only in `orders.seed`), then in `orders.explore`
+/// seeded orders; failures of an explored order name the seed that replays it.
+fn verify_in_orders(file: &Path, orders: Orders) -> Result<(crate::scenario::Scenario, Verdict), ScenarioError> {
+    let scenario = crate::scenario::load(file)?;
+    let profiles = runner::resolve_profiles(&scenario, file.parent().unwrap_or(Path::new(".")))?;
+    if let Some(seed) = orders.seed {
+        let failures = runner::explore(&scenario, &profiles, seed);
+        let run = runner::run_scheduled(&scenario, &profiles, Schedule::seeded(seed));
+        return Ok((scenario, Verdict { run, failures }));
+    }
+    let mut verdict = runner::verify(&scenario, &profiles);
+    for order in 1..=u64::from(orders.explore) {
+        for failure in runner::explore(&scenario, &profiles, order) {
+            verdict.failures.push(runner::Failure {
+                what: format!(
+                    "in tie order {order} (replay: rehearsal run {} --explore-seed {order}): {}",
+                    file.display(),
+                    failure.what
+                ),
+                lines: failure.lines,
+            });
+        }
+    }
+    Ok((scenario, verdict))
 }
 
 fn report_text(out: &mut dyn Write, file: &Path, name: &str, verdict: &Verdict, show_trace: bool) {

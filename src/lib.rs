@@ -11,10 +11,12 @@
 //!   approval answers ([`harness::asker`]).
 //! - [`profiles`]: agent profile files (`.agents/agents/*.md`), read before a run.
 //! - [`trace`]: the record of a run, one line per event, as text and as JSON lines.
+//! - [`generate`]: proptest strategies producing valid scenarios across both rule sets.
 //! - [`oracles`]: the nine rules of core.md, checked on the evidence of every run.
 //! - [`runner`]: runs one scenario on a fresh paused-clock runtime and checks its
 //!   expectations; the verdict.
 //!
+//! - [`fuzz`]: `rehearsal fuzz`: generated cases against every oracle, shrunk to a file.
 //! - [`cli`]: the `rehearsal` command line; `main.rs` maps its outcome to an exit code.
 //!
 //! Architecture Invariant: `core` depends on nothing else in this crate but `rules`.
@@ -22,6 +24,8 @@
 
 pub mod cli;
 pub mod core;
+pub mod fuzz;
+pub mod generate;
 pub mod harness;
 pub mod oracles;
 pub mod profiles;

@@ -43,6 +43,8 @@ pub struct Run {
     pub failed_checks: Vec<String>,
     /// Lanes with replies left over.
     pub unused_lanes: Vec<String>,
+    /// Replies used, per lane.
+    pub lane_use: Vec<usize>,
     /// The rules the run used.
     pub rules: crate::rules::Rules,
     /// Whether the session ran all its turns and quit.
@@ -226,6 +228,7 @@ async fn run_paused(scenario: &Scenario, profiles: &[Profile], schedule: Schedul
         halts,
         failed_checks: stop.failed_checks(),
         unused_lanes: llm.unused(),
+        lane_use: llm.used(),
         rules: scenario.rules.resolve(),
         session_ended: session_ended.into_inner(),
         limit_hit,
@@ -342,6 +345,31 @@ pub fn verify(scenario: &Scenario, profiles: &[Profile]) -> Verdict {
         verdict.failures.push(Failure { what: violation.to_string(), lines });
     }
     verdict
+}
+
+/// Runs a scenario twice in the tie order of `seed` and reports what breaks the rules: oracle
+/// violations, determinism, and anything that stopped the run. Expectations are not checked
+/// (they describe the default order; another legitimate order may log ties differently).
+pub fn explore(scenario: &Scenario, profiles: &[Profile], seed: u64) -> Vec<Failure> {
+    let schedule = Schedule::seeded(seed);
+    let first = run_scheduled(scenario, profiles, schedule);
+    let second = run_scheduled(scenario, profiles, schedule);
+    let lines = first.trace.lines();
+    let mut failures: Vec<Failure> = first
+        .halts
+        .iter()
+        .map(|halt| Failure {
+            what: format!("stopped: {halt}"),
+            lines: lines.iter().rev().take(6).rev().cloned().collect(),
+        })
+        .collect();
+    let mut violations = oracles::check(&first.evidence());
+    violations.extend(oracles::determinism(&first.trace, &second.trace));
+    for violation in violations {
+        let context = violation.lines.iter().filter_map(|i| lines.get(*i).cloned()).collect();
+        failures.push(Failure { what: violation.to_string(), lines: context });
+    }
+    failures
 }
 
 /// Loads a scenario file with its profiles and verifies it.

@@ -1,0 +1,205 @@
+//! `rehearsal fuzz`: run generated scenarios against every oracle, and shrink what breaks one
+//! to a minimal scenario file.
+//!
+//! A case is a generated [`Scenario`] run twice (determinism) and checked by the oracles, in
+//! the default tie order and in `explore` seeded orders. A case whose script the core could
+//! not follow (an exhausted lane: a generator gap, not a rule violation) is counted as
+//! invalid, never as a finding. On a finding the plan is shrunk the proptest way, the lanes
+//! are trimmed to the replies the run used, and the result is an ordinary scenario file that
+//! `rehearsal run` replays. All draws come from the one `--seed`.
+
+use std::path::{Path, PathBuf};
+
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+use crate::core::Profile;
+use crate::generate::{self, Family};
+use crate::harness::schedule::{Schedule, splitmix64};
+use crate::oracles::{self, Violation};
+use crate::profiles;
+use crate::runner;
+use crate::scenario::Scenario;
+
+/// What one case showed.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Every oracle holds.
+    Holds,
+    /// Some oracle broke.
+    Violates(Vec<Violation>),
+    /// The run stopped on an authoring error of the generated script.
+    Invalid(String),
+}
+
+fn inline_profiles(scenario: &Scenario) -> Vec<Profile> {
+    scenario.profiles.iter().map(profiles::from_spec).collect()
+}
+
+/// Runs one case in one tie order and checks every oracle.
+pub fn check(scenario: &Scenario, schedule: Schedule) -> Verdict {
+    let profiles = inline_profiles(scenario);
+    let first = runner::run_scheduled(scenario, &profiles, schedule);
+    if let Some(halt) = first.halts.iter().find(|h| first.limit_hit.as_deref() != Some(h.as_str())) {
+        return Verdict::Invalid(halt.clone());
+    }
+    let mut violations = oracles::check(&first.evidence());
+    let second = runner::run_scheduled(scenario, &profiles, schedule);
+    violations.extend(oracles::determinism(&first.trace, &second.trace));
+    if violations.is_empty() { Verdict::Holds } else { Verdict::Violates(violations) }
+}
+
+/// The tie orders a case is checked in: the default, then `explore` seeded ones drawn from
+/// the case's seed.
+pub fn schedules(case_seed: u64, explore: u32) -> Vec<Schedule> {
+    let mut out = vec![Schedule::default_order()];
+    out.extend((1..=u64::from(explore)).map(|k| Schedule::seeded(splitmix64(case_seed ^ k) % 1_000_000)));
+    out
+}
+
+/// How a fuzz run is set up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Cases to generate.
+    pub cases: u64,
+    /// The root seed of every draw.
+    pub seed: u64,
+    /// Seeded tie orders per case, besides the default.
+    pub explore: u32,
+    /// Which rule sets to draw.
+    pub family: Family,
+    /// Most shrinking steps.
+    pub shrink_steps: u32,
+}
+
+/// A minimal reproduction of a violation.
+#[derive(Debug)]
+pub struct Finding {
+    /// The case number (from 0).
+    pub case: u64,
+    /// The minimal scenario.
+    pub scenario: Scenario,
+    /// What it breaks.
+    pub violations: Vec<Violation>,
+    /// The tie order it breaks them in.
+    pub schedule: Schedule,
+}
+
+/// What a fuzz run did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Cases run.
+    pub cases: u64,
+    /// Cases the generator got wrong (not findings).
+    pub invalid: u64,
+    /// The first violation found, shrunk.
+    pub finding: Option<Finding>,
+}
+
+fn runner_for(seed: u64) -> TestRunner {
+    let mut bytes = [0u8; 32];
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&splitmix64(seed.wrapping_add(i as u64)).to_le_bytes());
+    }
+    TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+}
+
+/// Runs the cases, calling `progress` after each; stops at the first finding and shrinks it.
+pub fn run(options: &Options, mut progress: impl FnMut(u64)) -> Report {
+    let strategy = generate::scenario(options.family);
+    let mut runner = runner_for(options.seed);
+    let mut report = Report::default();
+    for case in 0..options.cases {
+        let mut tree = strategy.new_tree(&mut runner).expect("scenario strategies never reject");
+        report.cases += 1;
+        progress(case + 1);
+        for schedule in schedules(options.seed ^ case, options.explore) {
+            match check(&tree.current(), schedule) {
+                Verdict::Holds => {}
+                Verdict::Invalid(_) => {
+                    report.invalid += 1;
+                    break;
+                }
+                Verdict::Violates(_) => {
+                    let (scenario, violations) = shrink(&mut tree, schedule, options.shrink_steps);
+                    report.finding = Some(Finding { case, scenario, violations, schedule });
+                    return report;
+                }
+            }
+        }
+    }
+    report
+}
+
+/// Shrinks a failing case as far as it keeps failing, then trims its lanes to what the run
+/// used. Returns the minimal scenario and its violations.
+pub fn shrink(
+    tree: &mut impl ValueTree<Value = Scenario>,
+    schedule: Schedule,
+    steps: u32,
+) -> (Scenario, Vec<Violation>) {
+    let violations_of = |s: &Scenario| match check(s, schedule) {
+        Verdict::Violates(v) => Some(v),
+        _ => None,
+    };
+    let mut best = tree.current();
+    let mut best_violations = violations_of(&best).expect("shrinking starts from a failing case");
+    if tree.simplify() {
+        for _ in 0..steps {
+            let candidate = tree.current();
+            let more = match violations_of(&candidate) {
+                Some(v) => {
+                    best = candidate;
+                    best_violations = v;
+                    tree.simplify()
+                }
+                None => tree.complicate(),
+            };
+            if !more {
+                break;
+            }
+        }
+    }
+    let trimmed = trim(&best, schedule);
+    match violations_of(&trimmed) {
+        Some(v) => (trimmed, v),
+        None => (best, best_violations),
+    }
+}
+
+/// The scenario with every lane cut to the replies its run used, unused lanes dropped, and
+/// tools and profiles no remaining reply names dropped.
+pub fn trim(scenario: &Scenario, schedule: Schedule) -> Scenario {
+    let run = runner::run_scheduled(scenario, &inline_profiles(scenario), schedule);
+    let mut out = scenario.clone();
+    out.lanes = scenario
+        .lanes
+        .iter()
+        .zip(&run.lane_use)
+        .filter(|(_, used)| **used > 0)
+        .map(|(lane, used)| {
+            let mut lane = lane.clone();
+            lane.replies.truncate(*used);
+            lane
+        })
+        .collect();
+    let calls: Vec<&crate::scenario::Call> = out.lanes.iter().flat_map(|l| &l.replies).flat_map(|r| &r.calls).collect();
+    out.tools.retain(|t| calls.iter().any(|c| c.tool == t.name));
+    out.profiles
+        .retain(|p| calls.iter().any(|c| c.args.get("agent").and_then(|a| a.as_str()) == Some(p.name.as_str())));
+    out
+}
+
+/// Names a finding and writes it as a scenario file in `dir`. Returns the path.
+pub fn write(finding: &Finding, seed: u64, dir: &Path) -> std::io::Result<PathBuf> {
+    let mut scenario = finding.scenario.clone();
+    scenario.name = format!("fuzz-seed{seed}-case{}", finding.case);
+    let broken: Vec<String> = finding.violations.iter().map(|v| v.to_string()).collect();
+    scenario.description =
+        format!("Found by `rehearsal fuzz --seed {seed}` (case {}): {}", finding.case, broken.join("; "));
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!("{}.json", scenario.name));
+    let json = serde_json::to_string_pretty(&scenario).expect("scenarios serialise");
+    std::fs::write(&path, json + "\n")?;
+    Ok(path)
+}

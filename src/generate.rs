@@ -1,0 +1,537 @@
+//! Proptest strategies that produce valid scenarios across both rule sets, for the property
+//! tests and `rehearsal fuzz`.
+//!
+//! A strategy draws a [`Plan`] (rule knobs, the root's replies, each child's script, turns,
+//! steering) and compiles it into an ordinary [`Scenario`], the same value a user writes, so
+//! a finding serialises to a scenario file. Plans shrink the proptest way: fewer replies,
+//! fewer calls, smaller numbers, simpler children.
+//!
+//! The draws sit around the edges of the rules: budgets from 1 to 40 and grants around the
+//! child cap, depth limits 0 to 2, spawns past the limit, caps 1 to 8, latencies on and next
+//! to each timeout, results one character either side of the truncation limit in ASCII,
+//! accented, CJK and emoji text, temp / fork / named sessions, wait / send / cancel, steering,
+//! several turns and LLM errors. Generated scripts never leave a run waiting forever without
+//! a time limit (a child only hangs when a timeout applies to it), so a run that hits its
+//! horizon is a real termination finding. This module generates; it judges nothing.
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::select;
+use serde_json::json;
+
+use crate::scenario::{
+    Call, Expect, Lane, Limits, PresetName, ProfileSpec, Reply, RulesSpec, Scenario, SessionSpec, Steer, Text,
+    ToolResult, ToolSpec, Turn, TurnExpect,
+};
+
+/// Latencies (ms) on and around the timeouts the knobs draw from.
+const LATENCIES: [u64; 11] = [0, 1, 50, 99, 100, 101, 249, 250, 251, 499, 500];
+/// Units of child results: 1, 2, 3 and 4 bytes per character.
+const UNITS: [&str; 4] = ["a", "é", "字", "😀"];
+
+/// Which rule sets a strategy draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Roku's preset (the `Agent` tool), sometimes with the `subagent` family added.
+    Roku,
+    /// Bub's preset (the `subagent` family), sometimes with `Agent` added.
+    Bub,
+    /// Either.
+    Any,
+}
+
+/// The rule knobs of a plan.
+#[derive(Clone, Debug)]
+struct Knobs {
+    bub: bool,
+    root_step_budget: u32,
+    child_step_cap: u32,
+    depth_limit: u32,
+    spawn_cost: u32,
+    result_limit: Option<usize>,
+    agent_timeout_ms: Option<u64>,
+    default_timeout_ms: Option<u64>,
+    max_concurrency: usize,
+    agent_tool: bool,
+    subagent_tools: bool,
+    seed: u64,
+}
+
+/// One step of a child's script.
+#[derive(Clone, Debug)]
+enum ChildStep {
+    /// Calls `Read` (which succeeds) after `latency` ms.
+    Read(u64),
+    /// Calls `Flaky` (which fails).
+    Flaky,
+    /// Calls `Agent` with a grandchild task (refused past the depth limit).
+    SpawnGrandchild(Vec<LeafStep>),
+    /// Calls `subagent`, which no child is offered.
+    CallSubagent,
+    /// Answers with `count` copies of `UNITS[unit]` around the result limit.
+    Answer { unit: usize, around: i8, latency: u64 },
+    /// Calls `fail`.
+    Fail,
+    /// Never answers (only when a timeout applies).
+    Hang,
+    /// The LLM call fails.
+    LlmError,
+}
+
+/// A step of a grandchild's script.
+#[derive(Clone, Debug)]
+enum LeafStep {
+    /// Calls `Read`.
+    Read(u64),
+    /// Answers with `count` copies of `UNITS[unit]`.
+    Answer { unit: usize, around: i8, latency: u64 },
+}
+
+/// Where a background child's conversation comes from.
+#[derive(Clone, Copy, Debug)]
+enum SessionPick {
+    /// `temp`.
+    Temp,
+    /// `fork`.
+    Fork,
+    /// `inherit` (an alias of fork).
+    Inherit,
+    /// A named session, `notes-0` or `notes-1`.
+    Named(u8),
+}
+
+/// One call of the root.
+#[derive(Clone, Debug)]
+enum RootCall {
+    /// `Read`.
+    Read(u64),
+    /// `Flaky` (fails).
+    Flaky,
+    /// A name nobody declared.
+    Unknown,
+    /// `Agent` with a child; `empty` sends a blank task instead.
+    Agent { child: Vec<ChildStep>, empty: bool },
+    /// `subagent` with a child.
+    Spawn { child: Vec<ChildStep>, session: SessionPick, timeout_ms: Option<u64>, profile: bool },
+    /// `subagent.wait`, on some earlier tasks (or all).
+    Wait { tasks: Vec<u8>, timeout_ms: u64 },
+    /// `subagent.send` to an earlier task.
+    Send(u8),
+    /// `subagent.cancel` of an earlier task.
+    Cancel(u8),
+}
+
+/// One reply of the root.
+#[derive(Clone, Debug)]
+enum RootReply {
+    /// Tool calls, run in order.
+    Calls(Vec<RootCall>, u64),
+    /// Text without calls (ends the turn, or waits for children).
+    Text,
+    /// `final_answer`.
+    FinalAnswer,
+    /// `fail`.
+    Fail,
+    /// `ask_user`.
+    AskUser,
+    /// The LLM call fails.
+    LlmError,
+    /// A terminal call after a regular one (the regular one must not run).
+    ReadThenFinal,
+}
+
+/// Everything a generated scenario is made of.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    knobs: Knobs,
+    root: Vec<RootReply>,
+    /// Virtual gaps before turns 2, 3, … (`None`: right after the previous one).
+    turns: Vec<Option<u64>>,
+    steer: Vec<u64>,
+}
+
+fn knobs(family: Family) -> impl Strategy<Value = Knobs> {
+    let bub = match family {
+        Family::Roku => Just(false).boxed(),
+        Family::Bub => Just(true).boxed(),
+        Family::Any => any::<bool>().boxed(),
+    };
+    (
+        bub,
+        1u32..=40,
+        0u32..=12,
+        0u32..=2,
+        0u32..=2,
+        prop_oneof![2 => Just(None), 3 => (1usize..=12).prop_map(Some), 1 => Just(Some(4000))],
+        prop_oneof![Just(None), select(vec![100u64, 250, 500]).prop_map(Some), Just(Some(120_000))],
+        prop_oneof![3 => Just(None), 1 => select(vec![100u64, 250]).prop_map(Some)],
+        1usize..=8,
+        0u8..4,
+        any::<u64>(),
+    )
+        .prop_map(
+            |(bub, budget, cap, depth, cost, limit, agent_timeout, default_timeout, concurrency, extra, seed)| {
+                Knobs {
+                    bub,
+                    root_step_budget: budget,
+                    child_step_cap: cap,
+                    depth_limit: depth,
+                    spawn_cost: cost,
+                    result_limit: limit,
+                    agent_timeout_ms: agent_timeout,
+                    default_timeout_ms: default_timeout,
+                    max_concurrency: concurrency,
+                    // Each preset's own family, and in one case of four the other one too.
+                    agent_tool: !bub || extra == 0,
+                    subagent_tools: bub || extra == 0,
+                    seed,
+                }
+            },
+        )
+}
+
+fn answer() -> impl Strategy<Value = (usize, i8, u64)> {
+    (0..UNITS.len(), -1i8..=1, select(LATENCIES.to_vec()))
+}
+
+fn leaf_step() -> impl Strategy<Value = LeafStep> {
+    prop_oneof![
+        select(LATENCIES.to_vec()).prop_map(LeafStep::Read),
+        answer().prop_map(|(unit, around, latency)| LeafStep::Answer { unit, around, latency }),
+    ]
+}
+
+fn child_step() -> impl Strategy<Value = ChildStep> {
+    prop_oneof![
+        3 => answer().prop_map(|(unit, around, latency)| ChildStep::Answer { unit, around, latency }),
+        2 => select(LATENCIES.to_vec()).prop_map(ChildStep::Read),
+        1 => Just(ChildStep::Flaky),
+        1 => vec(leaf_step(), 1..=2).prop_map(ChildStep::SpawnGrandchild),
+        1 => Just(ChildStep::CallSubagent),
+        1 => Just(ChildStep::Fail),
+        1 => Just(ChildStep::Hang),
+        1 => Just(ChildStep::LlmError),
+    ]
+}
+
+fn session() -> impl Strategy<Value = SessionPick> {
+    prop_oneof![
+        3 => Just(SessionPick::Temp),
+        2 => Just(SessionPick::Fork),
+        1 => Just(SessionPick::Inherit),
+        2 => (0u8..2).prop_map(SessionPick::Named),
+    ]
+}
+
+fn root_call() -> impl Strategy<Value = RootCall> {
+    prop_oneof![
+        2 => select(LATENCIES.to_vec()).prop_map(RootCall::Read),
+        1 => Just(RootCall::Flaky),
+        1 => Just(RootCall::Unknown),
+        3 => (vec(child_step(), 1..=3), prop::bool::weighted(0.1)).prop_map(|(child, empty)| RootCall::Agent { child, empty }),
+        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![100u64, 250, 500])), prop::bool::weighted(0.2))
+            .prop_map(|(child, session, timeout_ms, profile)| RootCall::Spawn { child, session, timeout_ms, profile }),
+        2 => (vec(0u8..4, 0..=2), select(vec![0u64, 50, 250, 1000, 60_000])).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
+        1 => (0u8..4).prop_map(RootCall::Send),
+        1 => (0u8..4).prop_map(RootCall::Cancel),
+    ]
+}
+
+fn root_reply() -> impl Strategy<Value = RootReply> {
+    prop_oneof![
+        8 => (vec(root_call(), 1..=3), select(LATENCIES.to_vec())).prop_map(|(calls, latency)| RootReply::Calls(calls, latency)),
+        2 => Just(RootReply::Text),
+        1 => Just(RootReply::FinalAnswer),
+        1 => Just(RootReply::Fail),
+        1 => Just(RootReply::AskUser),
+        1 => Just(RootReply::LlmError),
+        1 => Just(RootReply::ReadThenFinal),
+    ]
+}
+
+/// Plans of a family.
+pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
+    (
+        knobs(family),
+        vec(root_reply(), 1..=8),
+        vec(prop::option::of(select(vec![0u64, 100, 1000, 5000])), 0..=2),
+        vec(select(vec![0u64, 50, 100, 250, 1000]), 0..=2),
+    )
+        .prop_map(|(knobs, root, turns, steer)| Plan { knobs, root, turns, steer })
+}
+
+/// Scenarios of a family, as a user would write them.
+pub fn scenario(family: Family) -> impl Strategy<Value = Scenario> {
+    plan(family).prop_map(|plan| plan.compile())
+}
+
+fn call(tool: &str, args: serde_json::Value) -> Call {
+    Call { tool: tool.to_string(), args, undeclared: false }
+}
+
+fn reply(calls: Vec<Call>, latency_ms: u64) -> Reply {
+    Reply { calls, latency_ms, ..Reply::default() }
+}
+
+fn text(s: &str) -> Reply {
+    Reply { text: Some(Text::Plain(s.to_string())), ..Reply::default() }
+}
+
+struct Compiler<'a> {
+    knobs: &'a Knobs,
+    lanes: Vec<Lane>,
+    tasks: usize,
+    spawned: usize,
+}
+
+impl Compiler<'_> {
+    /// The result length around the limit (or around 8 without one).
+    fn answer_text(&self, unit: usize, around: i8) -> Text {
+        let limit = self.knobs.result_limit.unwrap_or(8) as i64;
+        let count = (limit + i64::from(around)).max(0) as usize;
+        Text::Repeat { repeat: UNITS[unit].to_string(), count }
+    }
+
+    /// Registers a lane for a new child task and returns the task's text.
+    fn child(&mut self, steps: &[ChildStep], timeout_applies: bool) -> String {
+        self.tasks += 1;
+        let label = format!("[task-{}]", self.tasks);
+        let mut replies = Vec::new();
+        for step in steps {
+            replies.push(match step {
+                ChildStep::Read(latency) => reply(vec![call("Read", json!({"path": "notes.md"}))], *latency),
+                ChildStep::Flaky => reply(vec![call("Flaky", json!({}))], 1),
+                ChildStep::SpawnGrandchild(leaf) => {
+                    let task = self.leaf(leaf);
+                    reply(vec![call("Agent", json!({"task": task}))], 1)
+                }
+                ChildStep::CallSubagent => reply(vec![call("subagent", json!({"prompt": "nested"}))], 1),
+                ChildStep::Answer { unit, around, latency } => {
+                    Reply { text: Some(self.answer_text(*unit, *around)), latency_ms: *latency, ..Reply::default() }
+                }
+                ChildStep::Fail => reply(vec![call("fail", json!({"reason": "cannot"}))], 1),
+                // A child hangs only when a limit will stop it: otherwise the run could not end.
+                ChildStep::Hang if timeout_applies => Reply { hang: true, ..Reply::default() },
+                ChildStep::Hang => text("done after all"),
+                ChildStep::LlmError => Reply { error: Some("rate limited".into()), latency_ms: 1, ..Reply::default() },
+            });
+        }
+        // Spare answers: a child may run again (send) or need more steps than scripted.
+        replies.extend((0..3).map(|_| text("spare answer")));
+        self.lanes.push(Lane { task_contains: Some(label.clone()), replies, ..lane() });
+        format!("{label} look into it")
+    }
+
+    fn leaf(&mut self, steps: &[LeafStep]) -> String {
+        self.tasks += 1;
+        let label = format!("[task-{}]", self.tasks);
+        let mut replies: Vec<Reply> = steps
+            .iter()
+            .map(|step| match step {
+                LeafStep::Read(latency) => reply(vec![call("Read", json!({"path": "deep.md"}))], *latency),
+                LeafStep::Answer { unit, around, latency } => {
+                    Reply { text: Some(self.answer_text(*unit, *around)), latency_ms: *latency, ..Reply::default() }
+                }
+            })
+            .collect();
+        replies.push(text("spare answer"));
+        self.lanes.push(Lane { task_contains: Some(label.clone()), replies, ..lane() });
+        format!("{label} dig deeper")
+    }
+
+    /// `$taskN` for an earlier background task, or a made-up id when none was started.
+    fn task_ref(&self, pick: u8, spawned_before: usize) -> String {
+        if spawned_before == 0 || !self.knobs.subagent_tools {
+            return "sub-00000000".to_string();
+        }
+        format!("$task{}", usize::from(pick) % spawned_before + 1)
+    }
+
+    fn root_call(&mut self, c: &RootCall, spawned_before: usize) -> Call {
+        let k = self.knobs;
+        match c {
+            RootCall::Read(latency) => call("Read", json!({"path": format!("file-{latency}.md")})),
+            RootCall::Flaky => call("Flaky", json!({})),
+            RootCall::Unknown => Call { tool: "Frobnicate".into(), args: json!({}), undeclared: true },
+            RootCall::Agent { child, empty } => {
+                let task = self.child(child, k.agent_timeout_ms.is_some());
+                call("Agent", json!({"task": if *empty { "   ".to_string() } else { task }}))
+            }
+            RootCall::Spawn { child, session, timeout_ms, profile } => {
+                let limit = timeout_ms.or(if *profile { Some(250) } else { None }).or(k.default_timeout_ms);
+                let prompt = self.child(child, limit.is_some());
+                self.spawned += 1;
+                let mut args = json!({"prompt": prompt});
+                args["session"] = json!(match session {
+                    SessionPick::Temp => "temp".to_string(),
+                    SessionPick::Fork => "fork".to_string(),
+                    SessionPick::Inherit => "inherit".to_string(),
+                    SessionPick::Named(n) => format!("notes-{n}"),
+                });
+                if let Some(ms) = timeout_ms {
+                    args["timeout_seconds"] = json!(*ms as f64 / 1000.0);
+                }
+                if *profile {
+                    args["agent"] = json!("helper");
+                }
+                call("subagent", args)
+            }
+            RootCall::Wait { tasks, timeout_ms } => {
+                let mut args = json!({"timeout_seconds": *timeout_ms as f64 / 1000.0});
+                if !tasks.is_empty() {
+                    let ids: Vec<String> = tasks.iter().map(|t| self.task_ref(*t, spawned_before)).collect();
+                    args["task_ids"] = json!(ids);
+                }
+                call("subagent.wait", args)
+            }
+            RootCall::Send(t) => call(
+                "subagent.send",
+                json!({"task_id": self.task_ref(*t, spawned_before), "message": "also check the tests"}),
+            ),
+            RootCall::Cancel(t) => call("subagent.cancel", json!({"task_id": self.task_ref(*t, spawned_before)})),
+        }
+    }
+}
+
+fn lane() -> Lane {
+    Lane { agent: None, task_contains: None, profile: None, replies: Vec::new(), check_every: None }
+}
+
+impl Plan {
+    /// The scenario this plan stands for.
+    pub fn compile(&self) -> Scenario {
+        let k = &self.knobs;
+        let mut c = Compiler { knobs: k, lanes: Vec::new(), tasks: 0, spawned: 0 };
+        let mut root = Vec::new();
+        for r in &self.root {
+            root.push(match r {
+                RootReply::Calls(calls, latency) => {
+                    // Task ids of this reply's own spawns are not visible to its other calls.
+                    let before = c.spawned;
+                    let calls = calls.iter().map(|call| c.root_call(call, before)).collect();
+                    reply(calls, *latency)
+                }
+                RootReply::Text => text("Here is what I found."),
+                RootReply::FinalAnswer => reply(vec![call("final_answer", json!({"message": "All done."}))], 1),
+                RootReply::Fail => reply(vec![call("fail", json!({"reason": "Giving up."}))], 1),
+                RootReply::AskUser => reply(vec![call("ask_user", json!({"question": "Which one?"}))], 1),
+                RootReply::LlmError => Reply { error: Some("overloaded".into()), latency_ms: 1, ..Reply::default() },
+                RootReply::ReadThenFinal => {
+                    reply(vec![call("Read", json!({"path": "x"})), call("final_answer", json!({"message": "ok"}))], 1)
+                }
+            });
+        }
+        // Enough plain answers that the root never runs out: each ends a turn or reads one
+        // more background result.
+        let spare = c.spawned + self.turns.len() + 3;
+        root.extend((0..spare).map(|_| text("Summary.")));
+        let mut lanes = vec![Lane { agent: Some("main".into()), replies: root, ..lane() }];
+        lanes.extend(c.lanes);
+
+        let mut turns = vec![Turn {
+            user: "Please investigate.".into(),
+            at_ms: None,
+            request_id: None,
+            expect: TurnExpect::default(),
+        }];
+        let mut at = 0;
+        for (i, gap) in self.turns.iter().enumerate() {
+            let at_ms = gap.map(|g| {
+                at += g;
+                at
+            });
+            turns.push(Turn {
+                user: format!("Follow-up {}.", i + 1),
+                at_ms,
+                request_id: None,
+                expect: TurnExpect::default(),
+            });
+        }
+        Scenario {
+            name: "generated".into(),
+            description: String::new(),
+            rules: RulesSpec {
+                preset: if k.bub { PresetName::Bub } else { PresetName::Roku },
+                root_step_budget: Some(k.root_step_budget),
+                recovery_budget: None,
+                depth_limit: Some(k.depth_limit),
+                child_step_cap: Some(k.child_step_cap),
+                spawn_cost: Some(k.spawn_cost),
+                result_limit_chars: Some(k.result_limit),
+                agent_timeout_ms: Some(k.agent_timeout_ms),
+                subagent_default_timeout_ms: Some(k.default_timeout_ms),
+                max_concurrency: Some(k.max_concurrency),
+                agent_tool: Some(k.agent_tool),
+                subagent_tools: Some(k.subagent_tools),
+                unknown_tool_message: None,
+            },
+            seed: k.seed,
+            session: SessionSpec { model: Some("model-a".into()), ..SessionSpec::default() },
+            approval: Default::default(),
+            tools: vec![
+                ToolSpec {
+                    name: "Read".into(),
+                    description: String::new(),
+                    latency_ms: 10,
+                    results: vec![ToolResult {
+                        text: Some(Text::Plain("contents".into())),
+                        error: None,
+                        latency_ms: None,
+                    }],
+                    risk: None,
+                },
+                ToolSpec {
+                    name: "Flaky".into(),
+                    description: String::new(),
+                    latency_ms: 1,
+                    results: vec![ToolResult {
+                        text: None,
+                        error: Some(Text::Plain("I/O error".into())),
+                        latency_ms: None,
+                    }],
+                    risk: None,
+                },
+            ],
+            profiles: vec![ProfileSpec {
+                name: "helper".into(),
+                description: "Looks things up".into(),
+                model: Some("model-b".into()),
+                reasoning_effort: None,
+                tools: None,
+                skills: None,
+                timeout_seconds: Some(0.25),
+                body: String::new(),
+            }],
+            profile_dirs: Default::default(),
+            lanes,
+            turns,
+            steer: self
+                .steer
+                .iter()
+                .map(|at_ms| Steer { at_ms: *at_ms, message: format!("steer at {at_ms}") })
+                .collect(),
+            expect: Expect::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+
+    use super::*;
+
+    #[test]
+    fn generated_scenarios_are_valid_and_round_trip_through_json() {
+        let mut runner = TestRunner::deterministic();
+        for _ in 0..200 {
+            let s = scenario(Family::Any).new_tree(&mut runner).unwrap().current();
+            crate::scenario::validate(&s).unwrap_or_else(|e| panic!("{e:?}"));
+            let json = serde_json::to_string_pretty(&s).unwrap();
+            let back = crate::scenario::parse(std::path::Path::new("generated.json"), &json).unwrap();
+            assert_eq!(back, s);
+        }
+    }
+}
