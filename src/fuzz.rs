@@ -92,6 +92,8 @@ pub struct Report {
     pub cases: u64,
     /// Cases the generator got wrong (not findings).
     pub invalid: u64,
+    /// Why they were invalid: the start of each reason, and how often.
+    pub invalid_reasons: std::collections::BTreeMap<String, u64>,
     /// The first violation found, shrunk.
     pub finding: Option<Finding>,
 }
@@ -116,8 +118,10 @@ pub fn run(options: &Options, mut progress: impl FnMut(u64)) -> Report {
         for schedule in schedules(options.seed ^ case, options.explore) {
             match check(&tree.current(), schedule) {
                 Verdict::Holds => {}
-                Verdict::Invalid(_) => {
+                Verdict::Invalid(reason) => {
                     report.invalid += 1;
+                    let kind: String = reason.split(':').next().unwrap_or_default().chars().take(60).collect();
+                    *report.invalid_reasons.entry(kind).or_default() += 1;
                     break;
                 }
                 Verdict::Violates(_) => {

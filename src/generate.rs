@@ -341,7 +341,8 @@ impl Compiler<'_> {
 
     /// `$taskN` for an earlier background task, or a made-up id when none was started.
     fn task_ref(&self, pick: u8, spawned_before: usize) -> String {
-        if spawned_before == 0 || !self.knobs.subagent_tools {
+        // Without the family (or with depth limit 0, which hides it) no task id ever appears.
+        if spawned_before == 0 || !self.knobs.subagent_tools || self.knobs.depth_limit == 0 {
             return "sub-00000000".to_string();
         }
         format!("$task{}", usize::from(pick) % spawned_before + 1)

@@ -481,6 +481,8 @@ fn timeouts(e: &Evidence, r: &mut Report) {
                 running.insert(child.clone(), (entry.at, *timeout, i));
             }
             Event::TimedOut { child, after } => {
+                // The child's own children stop with it.
+                running.retain(|agent, _| !agent.as_str().starts_with(&format!("{child}/")));
                 let Some((start, limit, line)) = running.remove(child) else {
                     r.add(Oracle::Timeouts, i, format!("{child} timed out but was not running"), vec![]);
                     continue;
@@ -507,6 +509,7 @@ fn timeouts(e: &Evidence, r: &mut Report) {
                 }
             }
             Event::TaskEnded { child, status: TaskStatus::Cancelled, .. } => {
+                running.retain(|agent, _| !agent.as_str().starts_with(&format!("{child}/")));
                 if let Some((start, Some(limit), line)) = running.remove(child)
                     && entry.at > start + limit
                 {
@@ -677,7 +680,8 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
     let mut named = BTreeSet::new();
     let mut prov = Provenance { replies: BTreeMap::new(), inbound: BTreeMap::new(), request_lines: BTreeMap::new() };
     let mut sent_early: BTreeMap<AgentId, Vec<String>> = BTreeMap::new();
-    let mut results: BTreeMap<String, (TaskStatus, String)> = BTreeMap::new();
+    // Per task, its finished runs not yet delivered, in order (a continued task runs again).
+    let mut results: BTreeMap<String, VecDeque<(TaskStatus, String)>> = BTreeMap::new();
     for (i, entry, event) in core_events(e.trace) {
         let agent = &entry.agent;
         match event {
@@ -696,12 +700,13 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
                     sent_early.entry(agent.clone()).or_default().push(message.clone());
                 }
             }
-            Event::TaskEnded { task_id, status, body, .. } => {
-                results.insert(task_id.clone(), (*status, body.clone()));
+            Event::TaskEnded { task_id, status, body, .. } if *status != TaskStatus::Cancelled => {
+                results.entry(task_id.clone()).or_default().push_back((*status, body.clone()));
             }
-            Event::Delivered { task_id, via: Via::Notification, .. } => {
-                if let Some((status, body)) = results.get(task_id) {
-                    prov.inbound.entry(agent.clone()).or_default().insert(notification(task_id, *status, body));
+            Event::Delivered { task_id, via, .. } => {
+                let run = results.get_mut(task_id).and_then(VecDeque::pop_front);
+                if let (Some((status, body)), Via::Notification) = (run, via) {
+                    prov.inbound.entry(agent.clone()).or_default().insert(notification(task_id, status, &body));
                 }
             }
             Event::LlmRequest { .. } => prov.request_lines.entry(agent.clone()).or_default().push(i),
@@ -793,7 +798,10 @@ fn notification(task_id: &str, status: TaskStatus, body: &str) -> String {
     )
 }
 
-/// Oracle 7.
+/// Oracle 7. Every finished result (cancelled runs excepted) reaches the parent exactly once,
+/// by notification or by `wait`, no later than the parent's next step; the notifications of
+/// one delivery come in completion order, ties in spawn order; and each notified text is in
+/// the parent's next request.
 fn delivery(e: &Evidence, r: &mut Report) {
     struct Ended {
         task_id: String,
@@ -802,11 +810,13 @@ fn delivery(e: &Evidence, r: &mut Report) {
         at: Duration,
         seq: usize,
         line: usize,
-        delivered: bool,
+        /// Delivered, or never deliverable (cancelled), or already reported as missed.
+        settled: bool,
     }
     let mut spawn_seq: BTreeMap<String, usize> = BTreeMap::new();
     let mut ended: Vec<Ended> = Vec::new();
-    let mut last_notified: Option<(Duration, usize)> = None;
+    // The last notification of the current delivery: the root reads each batch before a step.
+    let mut batch_last: Option<(Duration, usize)> = None;
     let mut root_requests = e.exchanges.iter().filter(|x| x.request.agent.depth() == 0);
     let mut awaiting_text: Vec<(String, usize)> = Vec::new();
     for (i, entry, event) in core_events(e.trace) {
@@ -822,17 +832,23 @@ fn delivery(e: &Evidence, r: &mut Report) {
                 at: entry.at,
                 seq: spawn_seq.get(task_id).copied().unwrap_or(usize::MAX),
                 line: i,
-                delivered: false,
+                settled: *status == TaskStatus::Cancelled,
             }),
             Event::Delivered { task_id, status, via } => {
-                let Some(run) = ended.iter_mut().find(|x| x.task_id == *task_id && !x.delivered) else {
-                    r.add(Oracle::Delivery, i, format!("{task_id} was delivered again, or before it ended"), vec![]);
+                let Some(run) = ended.iter_mut().find(|x| x.task_id == *task_id && !x.settled) else {
+                    let cancelled = ended
+                        .iter()
+                        .rev()
+                        .find(|x| x.task_id == *task_id)
+                        .filter(|x| x.status == TaskStatus::Cancelled);
+                    let message = match cancelled {
+                        Some(_) => format!("cancelled task {task_id} was delivered"),
+                        None => format!("{task_id} was delivered again, or before it ended"),
+                    };
+                    r.add(Oracle::Delivery, i, message, cancelled.map(|c| vec![c.line]).unwrap_or_default());
                     continue;
                 };
-                run.delivered = true;
-                if run.status == TaskStatus::Cancelled {
-                    r.add(Oracle::Delivery, i, format!("cancelled task {task_id} was delivered"), vec![run.line]);
-                }
+                run.settled = true;
                 if run.status != *status {
                     r.add(
                         Oracle::Delivery,
@@ -843,7 +859,7 @@ fn delivery(e: &Evidence, r: &mut Report) {
                 }
                 if *via == Via::Notification {
                     let key = (run.at, run.seq);
-                    if last_notified.is_some_and(|last| key < last) {
+                    if batch_last.is_some_and(|last| key < last) {
                         r.add(
                             Oracle::Delivery,
                             i,
@@ -851,11 +867,12 @@ fn delivery(e: &Evidence, r: &mut Report) {
                             vec![run.line],
                         );
                     }
-                    last_notified = Some(key);
+                    batch_last = Some(key);
                     awaiting_text.push((notification(task_id, run.status, &run.body), i));
                 }
             }
             Event::LlmRequest { .. } if entry.agent.depth() == 0 => {
+                batch_last = None;
                 let request = root_requests.next();
                 for (text, line) in awaiting_text.drain(..) {
                     let shown = request
@@ -869,16 +886,14 @@ fn delivery(e: &Evidence, r: &mut Report) {
                         );
                     }
                 }
-                for run in ended.iter().filter(|x| !x.delivered && x.status != TaskStatus::Cancelled) {
+                for run in ended.iter_mut().filter(|x| !x.settled) {
+                    run.settled = true;
                     r.add(
                         Oracle::Delivery,
                         i,
                         format!("{} finished before this step of the parent but was not delivered", run.task_id),
                         vec![run.line],
                     );
-                }
-                for run in ended.iter_mut() {
-                    run.delivered |= run.status == TaskStatus::Cancelled;
                 }
             }
             _ => {}
