@@ -4,5 +4,6 @@ mod bad_input;
 mod cli;
 mod determinism;
 mod logging;
+mod oracles;
 mod scenarios;
 mod support;
