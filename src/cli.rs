@@ -169,8 +169,8 @@ fn fuzz_command(options: &fuzz::Options, dir: &Path, out: &mut dyn Write, err: &
         u8::from(report.finding.is_some()),
         report.invalid
     );
-    for (reason, count) in &report.invalid_reasons {
-        let _ = writeln!(out, "  invalid ({count}): {reason}");
+    for (count, example) in report.invalid_reasons.values() {
+        let _ = writeln!(out, "  invalid ({count}), e.g.: {example}");
     }
     let Some(finding) = report.finding else { return Exit::Passed };
     for violation in &finding.violations {

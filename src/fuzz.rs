@@ -92,8 +92,8 @@ pub struct Report {
     pub cases: u64,
     /// Cases the generator got wrong (not findings).
     pub invalid: u64,
-    /// Why they were invalid: the start of each reason, and how often.
-    pub invalid_reasons: std::collections::BTreeMap<String, u64>,
+    /// Why they were invalid: the place of each reason, how often, and one full reason.
+    pub invalid_reasons: std::collections::BTreeMap<String, (u64, String)>,
     /// The first violation found, shrunk.
     pub finding: Option<Finding>,
 }
@@ -121,7 +121,7 @@ pub fn run(options: &Options, mut progress: impl FnMut(u64)) -> Report {
                 Verdict::Invalid(reason) => {
                     report.invalid += 1;
                     let kind: String = reason.split(':').next().unwrap_or_default().chars().take(60).collect();
-                    *report.invalid_reasons.entry(kind).or_default() += 1;
+                    report.invalid_reasons.entry(kind).or_insert((0, reason)).0 += 1;
                     break;
                 }
                 Verdict::Violates(_) => {

@@ -165,7 +165,8 @@ fn knobs(family: Family) -> impl Strategy<Value = Knobs> {
         prop_oneof![2 => Just(None), 3 => (1usize..=12).prop_map(Some), 1 => Just(Some(4000))],
         prop_oneof![Just(None), select(vec![100u64, 250, 500]).prop_map(Some), Just(Some(120_000))],
         prop_oneof![3 => Just(None), 1 => select(vec![100u64, 250]).prop_map(Some)],
-        1usize..=8,
+        // Small caps are where queueing happens: weight them.
+        prop_oneof![3 => 1usize..=2, 1 => 3usize..=8],
         0u8..4,
         any::<u64>(),
     )
@@ -239,7 +240,7 @@ fn root_call() -> impl Strategy<Value = RootCall> {
 
 fn root_reply() -> impl Strategy<Value = RootReply> {
     prop_oneof![
-        8 => (vec(root_call(), 1..=3), select(LATENCIES.to_vec())).prop_map(|(calls, latency)| RootReply::Calls(calls, latency)),
+        8 => (vec(root_call(), 1..=4), select(LATENCIES.to_vec())).prop_map(|(calls, latency)| RootReply::Calls(calls, latency)),
         2 => Just(RootReply::Text),
         1 => Just(RootReply::FinalAnswer),
         1 => Just(RootReply::Fail),
