@@ -363,7 +363,8 @@ fn budget(e: &Evidence, r: &mut Report) {
                 vec![*start],
             );
         }
-        *last = after.min(*last);
+        // Follow the reported value, so one refund is reported once, not at every later event.
+        *last = after;
     }
 }
 
