@@ -70,8 +70,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ScenarioError> {
     let body: String = lines.collect();
     let front: FrontMatter = serde_norway::from_str(&yaml).map_err(|e| {
         let (line, column) = e.location().map_or((2, 1), |l| (l.line() + 1, l.column()));
-        let message = e.to_string();
-        let message = message.rsplit_once(" at line ").map_or(message.clone(), |(m, _)| m.to_string());
+        // The YAML parser counts from the front matter; the place is printed in front instead.
+        let message = without_positions(&e.to_string());
         ScenarioError::Parse { path: path.to_path_buf(), line, column, field: "front matter".into(), message }
     })?;
     let description = front.description.map(|d| d.trim().to_string()).filter(|d| !d.is_empty());
@@ -95,6 +95,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ScenarioError> {
         timeout,
         body: body.trim().to_string(),
     })
+}
+
+/// The message without its ` at line L column C` parts.
+fn without_positions(message: &str) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find(" at line ") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + " at line ".len()..];
+        let skip = tail.find(|c: char| !(c.is_ascii_digit() || c == ' ' || "column".contains(c))).unwrap_or(tail.len());
+        rest = &tail[skip..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Loads every `*.md` profile of a folder, in file-name order.

@@ -408,3 +408,26 @@ fn load_of_a_missing_file_is_an_io_error() {
         other => panic!("expected an Io error, got {other:?}"),
     }
 }
+
+#[test]
+fn profile_file_without_description_exits_2_naming_the_file() {
+    let out = rehearsal(&["run", "tests/fixtures/bad-profiles/missing-description.json"]);
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    assert_contains(
+        &out.stderr,
+        "error: tests/fixtures/bad-profiles/missing-description/ws/.agents/agents/reviewer.md: at `description`: a profile needs a `description` in its front matter",
+        &out.both(),
+    );
+}
+
+#[test]
+fn profile_file_with_broken_front_matter_exits_2_naming_the_file_and_line() {
+    let out = rehearsal(&["run", "tests/fixtures/bad-profiles/broken-front-matter.json"]);
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    assert_contains(
+        &out.stderr,
+        "error: tests/fixtures/bad-profiles/broken-front-matter/ws/.agents/agents/reviewer.md:",
+        &out.both(),
+    );
+    assert_contains(&out.stderr, "at `front matter`:", &out.both());
+}
