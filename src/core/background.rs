@@ -599,18 +599,16 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
             .or_else(|| profile.and_then(|p| p.timeout))
             .or(rules.subagent_default_timeout),
     };
-    let conversation = match &session {
-        SessionMode::Temp => Conversation::new(),
-        SessionMode::Fork => parent.history.fork_prefix(assistant_len),
-        SessionMode::Named(name) => st.sessions.get_mut(name).map(|r| r.conversation.fork()).unwrap_or_default(),
-    };
+    // A temp session starts empty, a fork session from the snapshot at the call (an O(1)
+    // fork), a named one where it left off.
     let key = session.key(&id);
     let record =
         st.sessions.entry(key.clone()).or_insert_with(|| Record { conversation: Conversation::new(), in_use_by: None });
     record.in_use_by = Some(id.clone());
-    if session != SessionMode::Named(key.clone()) {
-        record.conversation = conversation.clone();
+    if session == SessionMode::Fork {
+        record.conversation = parent.history.fork_prefix(assistant_len);
     }
+    let conversation = record.conversation.fork();
     let seq = st.order.len();
     st.order.push(id.clone());
     st.tasks.insert(

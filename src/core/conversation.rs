@@ -54,13 +54,18 @@ impl Conversation {
         Conversation { frozen: self.frozen.clone(), tail: Vec::new() }
     }
 
-    /// A fork holding only the first `len` messages.
+    /// A fork holding only the first `len` messages. Shares the frozen segments and copies
+    /// only the part of the private tail it keeps (a cut inside the frozen segments, which no
+    /// caller makes, copies everything).
     pub fn fork_prefix(&mut self, len: usize) -> Conversation {
-        let all = self.to_vec();
-        if len >= all.len() {
-            return self.fork();
+        let frozen_len = self.frozen.as_ref().map_or(0, |s| s.len);
+        if len >= self.len() {
+            self.fork()
+        } else if len >= frozen_len {
+            Conversation { frozen: self.frozen.clone(), tail: self.tail[..len - frozen_len].to_vec() }
+        } else {
+            Conversation { frozen: None, tail: self.to_vec()[..len].to_vec() }
         }
-        Conversation { frozen: None, tail: all[..len].to_vec() }
     }
 
     /// The messages in order, cloned.
@@ -112,5 +117,10 @@ mod tests {
         }
         assert_eq!(texts(&c.fork_prefix(2)), ["a", "b"]);
         assert_eq!(texts(&c.fork_prefix(9)), ["a", "b", "c"]);
+        let _shared = c.fork();
+        c.push(Message::user("d"));
+        c.push(Message::user("e"));
+        assert_eq!(texts(&c.fork_prefix(4)), ["a", "b", "c", "d"]);
+        assert_eq!(texts(&c.fork_prefix(1)), ["a"]);
     }
 }
