@@ -25,7 +25,7 @@ use super::event::{Event, Family, Status, TaskStatus, Via};
 use super::foreground::seconds;
 use super::llm::{Message, ToolCall, ToolSpec};
 use super::tool::ToolOutput;
-use super::{AgentId, Inbox, Profile, Shared, system_prompt};
+use super::{AgentId, Inbox, Profile, Shared, splitmix64, system_prompt};
 
 /// The pseudo tools every child keeps, whatever `allowed_tools` says.
 const TERMINAL_TOOLS: [&str; 2] = ["final_answer", "fail"];
@@ -255,11 +255,8 @@ impl Board {
 
     fn next_id(st: &mut BoardState) -> String {
         loop {
+            let z = splitmix64(st.ids);
             st.ids = st.ids.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = st.ids;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
             let id = format!("sub-{:08x}", z >> 32);
             if !st.tasks.contains_key(&id) {
                 return id;

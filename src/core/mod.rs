@@ -33,6 +33,15 @@ use event::{Event, Observer, OutcomeKind, Status};
 use llm::{Llm, Message};
 use tool::ToolCatalog;
 
+/// SplitMix64: a small, well-mixed function of one `u64`. Every draw of a run comes from the
+/// scenario's seed through it (task ids here; tie orders in the harness's schedule).
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// An agent's alias: `main`, `main/1`, `main/1/2`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct AgentId(String);

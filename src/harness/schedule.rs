@@ -8,6 +8,8 @@
 //! first. The default schedule never yields, so default traces stay byte-identical from run
 //! to run. The core is not involved: it only sees its futures complete in some order.
 
+pub use crate::core::splitmix64;
+
 /// How same-instant ties are broken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Schedule {
@@ -43,14 +45,6 @@ impl Schedule {
 
 fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// SplitMix64: a small, well-mixed function of one `u64`, for drawing from a seed.
-pub fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]
