@@ -57,13 +57,21 @@ pub struct Recorder {
     entries: Mutex<Vec<Entry>>,
     max_events: usize,
     stop: Arc<Stop>,
+    /// Whether the event cap was reported (once; the run stops at its next await).
+    capped: std::sync::atomic::AtomicBool,
 }
 
 impl Recorder {
     /// A recorder whose clock starts now (on the tokio clock) and which stops the run past
     /// `max_events` entries.
     pub fn new(max_events: usize, stop: Arc<Stop>) -> Recorder {
-        Recorder { start: Instant::now(), entries: Mutex::new(Vec::new()), max_events, stop }
+        Recorder {
+            start: Instant::now(),
+            entries: Mutex::new(Vec::new()),
+            max_events,
+            stop,
+            capped: Default::default(),
+        }
     }
 
     /// Virtual time since the recorder started.
@@ -76,7 +84,9 @@ impl Recorder {
         let mut entries = self.entries.lock().expect("trace lock poisoned");
         if entries.len() >= self.max_events {
             drop(entries);
-            self.stop.halt(format!("the run exceeded the event limit of {} events", self.max_events));
+            if !self.capped.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                self.stop.halt(format!("the run exceeded the event limit of {} events", self.max_events));
+            }
             return;
         }
         entries.push(Entry { at: self.elapsed(), agent: agent.clone(), what });
