@@ -101,7 +101,20 @@ fn hand_over(shared: &Shared, parent: &Loop, child: &super::AgentId, outcome: &O
     ToolOutput { content, is_error }
 }
 
-/// Seconds as Roku prints them: `120`, or `0.5` for a fractional limit.
+/// Seconds as Roku prints them: `120`, or `0.5` for a fractional limit (a whole `f64`
+/// prints without a fraction).
 pub(crate) fn seconds(d: Duration) -> String {
-    if d.subsec_nanos() == 0 { d.as_secs().to_string() } else { format!("{}", d.as_secs_f64()) }
+    d.as_secs_f64().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_print_whole_or_fractional() {
+        assert_eq!(seconds(Duration::from_secs(120)), "120");
+        assert_eq!(seconds(Duration::from_millis(1500)), "1.5");
+        assert_eq!(seconds(Duration::from_millis(100)), "0.1");
+    }
 }
