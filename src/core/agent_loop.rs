@@ -78,10 +78,17 @@ impl Loop {
         shared.rules.agent_tool && self.depth < shared.rules.depth_limit
     }
 
-    /// Whether this loop is offered the `subagent` family: the root only, so no child of
-    /// either family can start background children; and only below the depth limit.
-    pub fn offers_subagents(&self, shared: &Shared) -> bool {
-        shared.rules.subagent_tools && self.depth == 0 && self.depth < shared.rules.depth_limit
+    /// Whether this loop has the `subagent` family: the root only, so no child of either
+    /// family can start background children (a child's call is an unknown tool).
+    fn has_subagents(&self, shared: &Shared) -> bool {
+        shared.rules.subagent_tools && self.depth == 0
+    }
+
+    /// Whether the family is offered to the model: only below the depth limit. A call made
+    /// anyway at the limit still reaches the family, whose depth guard answers it, as the
+    /// `Agent` tool's does.
+    fn offers_subagents(&self, shared: &Shared) -> bool {
+        self.has_subagents(shared) && self.depth < shared.rules.depth_limit
     }
 
     /// Catalog tools this loop may call, in catalog order.
@@ -279,7 +286,7 @@ impl Loop {
             self.finish(shared, call, output);
             return false;
         }
-        if background::is_family(&call.name) && self.offers_subagents(shared) {
+        if background::is_family(&call.name) && self.has_subagents(shared) {
             self.started(shared, call);
             let output = background::call(self, shared, call, assistant_len).await;
             self.finish(shared, call, output);
