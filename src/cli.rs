@@ -9,7 +9,6 @@ use serde_json::json;
 
 use crate::fuzz;
 use crate::generate::Family;
-use crate::harness::schedule::Schedule;
 use crate::runner::{self, Verdict};
 use crate::scenario::ScenarioError;
 
@@ -247,13 +246,12 @@ fn verify_in_orders(file: &Path, orders: Orders) -> Result<(crate::scenario::Sce
     let scenario = crate::scenario::load(file)?;
     let profiles = runner::resolve_profiles(&scenario, file.parent().unwrap_or(Path::new(".")))?;
     if let Some(seed) = orders.seed {
-        let failures = runner::explore(&scenario, &profiles, seed);
-        let run = runner::run_scheduled(&scenario, &profiles, Schedule::seeded(seed));
-        return Ok((scenario, Verdict { run, failures }));
+        let verdict = runner::explore(&scenario, &profiles, seed);
+        return Ok((scenario, verdict));
     }
     let mut verdict = runner::verify(&scenario, &profiles);
     for order in 1..=u64::from(orders.explore) {
-        for failure in runner::explore(&scenario, &profiles, order) {
+        for failure in runner::explore(&scenario, &profiles, order).failures {
             verdict.failures.push(runner::Failure {
                 what: format!(
                     "in tie order {order} (replay: rehearsal run {} --explore-seed {order}): {}",

@@ -16,7 +16,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use crate::core::Profile;
 use crate::generate::{self, Family};
 use crate::harness::schedule::{Schedule, splitmix64};
-use crate::oracles::{self, Violation};
+use crate::oracles::Violation;
 use crate::profiles;
 use crate::runner;
 use crate::scenario::Scenario;
@@ -38,14 +38,10 @@ fn inline_profiles(scenario: &Scenario) -> Vec<Profile> {
 
 /// Runs one case in one tie order and checks every oracle.
 pub fn check(scenario: &Scenario, schedule: Schedule) -> Verdict {
-    let profiles = inline_profiles(scenario);
-    let first = runner::run_scheduled(scenario, &profiles, schedule);
-    if let Some(halt) = first.halts.iter().find(|h| first.limit_hit.as_deref() != Some(h.as_str())) {
+    let (run, violations) = runner::check_order(scenario, &inline_profiles(scenario), schedule);
+    if let Some(halt) = run.halts.iter().find(|h| run.limit_hit.as_deref() != Some(h.as_str())) {
         return Verdict::Invalid(halt.clone());
     }
-    let mut violations = oracles::check(&first.evidence());
-    let second = runner::run_scheduled(scenario, &profiles, schedule);
-    violations.extend(oracles::determinism(&first.trace, &second.trace));
     if violations.is_empty() { Verdict::Holds } else { Verdict::Violates(violations) }
 }
 

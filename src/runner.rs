@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::core::AgentId;
 use crate::core::approval::{ApprovalGate, AutoGate, RiskGate};
+use crate::core::event::Event;
 use crate::core::tool::ToolCatalog;
 use crate::core::{Outcome, Profile, Session, SessionConfig};
 use crate::harness::Stop;
@@ -20,6 +21,7 @@ use crate::harness::asker::ScriptedAsker;
 use crate::harness::mock_llm::{Exchange, ScriptedLlm};
 use crate::harness::schedule::Schedule;
 use crate::harness::sim_tools::SimTool;
+use crate::oracles::Violation;
 use crate::oracles::{self, Evidence};
 use crate::profiles;
 use crate::scenario::{GateMode, Scenario, ScenarioError};
@@ -41,8 +43,6 @@ pub struct Run {
     pub halts: Vec<String>,
     /// Request checks and authoring rules that failed without stopping the run.
     pub failed_checks: Vec<String>,
-    /// Lanes with replies left over.
-    pub unused_lanes: Vec<String>,
     /// Replies used, per lane.
     pub lane_use: Vec<usize>,
     /// The rules the run used.
@@ -227,7 +227,6 @@ async fn run_paused(scenario: &Scenario, profiles: &[Profile], schedule: Schedul
         live_sessions: live.into_inner(),
         halts,
         failed_checks: stop.failed_checks(),
-        unused_lanes: llm.unused(),
         lane_use: llm.used(),
         rules: scenario.rules.resolve(),
         session_ended: session_ended.into_inner(),
@@ -248,8 +247,15 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
         fail(format!("check failed: {check}"), Vec::new());
     }
     if run.halts.is_empty() {
-        for unused in &run.unused_lanes {
-            fail(format!("unused script: {unused}"), Vec::new());
+        for (i, (lane, used)) in scenario.lanes.iter().zip(&run.lane_use).enumerate() {
+            let left = lane.replies.len() - used;
+            if left > 0 {
+                let of = plural(lane.replies.len(), "reply was", "replies were");
+                fail(
+                    format!("unused script: lanes[{i}] ({}): {left} of its {of} not used", lane.selector()),
+                    Vec::new(),
+                );
+            }
         }
     }
     for (i, turn) in scenario.turns.iter().enumerate() {
@@ -260,11 +266,14 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
             }
             continue;
         };
-        let turn_lines: Vec<String> = lines
+        // The turn's end, and the root's outcome just before it.
+        let turn_number = i as u32 + 1;
+        let end = run
+            .trace
+            .entries
             .iter()
-            .filter(|l| l.contains(&format!("turn.end       #{}", i + 1)) || l.contains(" main     agent.end "))
-            .cloned()
-            .collect();
+            .position(|e| matches!(&e.what, What::Core(Event::TurnEnded { turn, .. }) if *turn == turn_number));
+        let turn_lines: Vec<String> = end.map_or_else(Vec::new, |end| lines[end.saturating_sub(1)..=end].to_vec());
         let e = &turn.expect;
         let mut mismatch = |field: &str, want: String, got: String| {
             if want != got {
@@ -347,15 +356,22 @@ pub fn verify(scenario: &Scenario, profiles: &[Profile]) -> Verdict {
     verdict
 }
 
-/// Runs a scenario twice in the tie order of `seed` and reports what breaks the rules: oracle
-/// violations, determinism, and anything that stopped the run. Expectations are not checked
-/// (they describe the default order; another legitimate order may log ties differently).
-pub fn explore(scenario: &Scenario, profiles: &[Profile], seed: u64) -> Vec<Failure> {
-    let schedule = Schedule::seeded(seed);
+/// Runs a scenario twice in one tie order: the first run, and the violations of every oracle
+/// on it plus determinism across the two. Expectations are not checked (they describe the
+/// default order; another legitimate order may log ties differently).
+pub fn check_order(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> (Run, Vec<Violation>) {
     let first = run_scheduled(scenario, profiles, schedule);
     let second = run_scheduled(scenario, profiles, schedule);
-    let lines = first.trace.lines();
-    let mut failures: Vec<Failure> = first
+    let mut violations = oracles::check(&first.evidence());
+    violations.extend(oracles::determinism(&first.trace, &second.trace));
+    (first, violations)
+}
+
+/// A scenario in the tie order of `seed`: what stopped the run, and the oracle violations.
+pub fn explore(scenario: &Scenario, profiles: &[Profile], seed: u64) -> Verdict {
+    let (run, violations) = check_order(scenario, profiles, Schedule::seeded(seed));
+    let lines = run.trace.lines();
+    let mut failures: Vec<Failure> = run
         .halts
         .iter()
         .map(|halt| Failure {
@@ -363,13 +379,15 @@ pub fn explore(scenario: &Scenario, profiles: &[Profile], seed: u64) -> Vec<Fail
             lines: lines.iter().rev().take(6).rev().cloned().collect(),
         })
         .collect();
-    let mut violations = oracles::check(&first.evidence());
-    violations.extend(oracles::determinism(&first.trace, &second.trace));
     for violation in violations {
         let context = violation.lines.iter().filter_map(|i| lines.get(*i).cloned()).collect();
         failures.push(Failure { what: violation.to_string(), lines: context });
     }
-    failures
+    Verdict { run, failures }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Loads a scenario file with its profiles and verifies it.

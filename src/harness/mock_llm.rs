@@ -67,24 +67,6 @@ impl ScriptedLlm {
         self.state.lock().expect("mock lock poisoned").used.clone()
     }
 
-    /// Lanes whose replies were not all used, as messages.
-    pub fn unused(&self) -> Vec<String> {
-        let st = self.state.lock().expect("mock lock poisoned");
-        self.lanes
-            .iter()
-            .enumerate()
-            .filter(|(i, lane)| st.used[*i] < lane.replies.len())
-            .map(|(i, lane)| {
-                format!(
-                    "lanes[{i}] ({}): {} of its {} not used",
-                    lane.selector(),
-                    lane.replies.len() - st.used[i],
-                    plural(lane.replies.len(), "reply was", "replies were")
-                )
-            })
-            .collect()
-    }
-
     fn selects(lane: &Lane, request: &LlmRequest) -> bool {
         let child = request.agent.depth() > 0;
         lane.agent.as_deref() == Some(request.agent.as_str())
