@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
-use crate::core::Profile;
 use crate::generate::{self, Family};
 use crate::harness::schedule::{Schedule, splitmix64};
 use crate::oracles::Violation;
 use crate::profiles;
 use crate::runner;
 use crate::scenario::Scenario;
+use crate::sut::Profile;
 
 /// What one case showed.
 #[derive(Debug)]

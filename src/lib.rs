@@ -3,25 +3,33 @@
 //! The map, in reading order:
 //!
 //! - [`rules`]: the rule knobs of both sub-agent families, with the `roku` and `bub` presets.
-//! - [`core`]: the orchestration core, a real agent runtime against an LLM trait, a tool
-//!   trait, an approval gate and the tokio clock. It does not know it is being tested.
+//! - [`seed`]: SplitMix64, the one source of every draw of a run.
+//! - [`sut`]: the system-under-test boundary: the traits through which the harness drives any
+//!   orchestration core (`SystemUnderTest`, `Llm`, `Tool`, `Asker`, `Observer`) and the event
+//!   vocabulary a core reports in. Types only.
+//! - [`core`]: the built-in orchestration core, a real agent runtime behind that boundary. It
+//!   does not know it is being tested.
 //! - [`scenario`]: the scenario file format (JSON): parsing, validation, errors with places.
 //! - [`profiles`]: agent profile files (`.agents/agents/*.md`), read before a run.
-//! - [`harness`]: what plugs into the core's traits under test: the scripted mock LLM
-//!   ([`harness::mock_llm`]), simulated tools ([`harness::sim_tools`]), the scripted approval
-//!   answers ([`harness::asker`]) and the one object that breaks same-instant ties
-//!   ([`harness::schedule`]).
 //! - [`trace`]: the record of a run, one line per event, as text and as JSON lines.
-//! - [`runner`]: runs one scenario on a fresh paused-clock runtime and judges it against its
-//!   expectations and the oracles.
-//! - [`oracles`]: the nine rules of core.md, checked on the evidence of every run.
+//! - [`evidence`]: what the oracles judge: the trace plus the exchanges the model saw.
+//! - [`harness`]: what plugs into the boundary under test: the scripted mock LLM
+//!   ([`harness::mock_llm`]), simulated tools ([`harness::sim_tools`]), the scripted approval
+//!   answers ([`harness::asker`]), the trace recorder and exchange log, and the one object that
+//!   breaks same-instant ties ([`harness::schedule`]).
+//! - [`runner`]: runs one scenario on a core, on a fresh paused-clock runtime, and judges it
+//!   against its expectations and the oracles.
+//! - [`oracles`]: the nine rules of the oracles, checked on the evidence of every run.
 //! - [`generate`]: proptest strategies producing valid scenarios across both rule sets.
 //! - [`fuzz`]: `rehearsal fuzz`: generated cases against every oracle, shrunk to a file.
 //! - [`cli`]: the `rehearsal` command line; `main.rs` maps its outcome to an exit code.
 //!
 //! Architecture Invariants:
-//! - `core` depends on nothing else in this crate but `rules`: the harness reaches it only
-//!   through its traits (`Llm`, `Tool`, `ApprovalGate`/`Asker`, `Observer`).
+//! - `sut` depends on nothing else in this crate but `rules`; `core` only on `rules`, `seed`
+//!   and `sut`. The harness and the oracles never import `core`, and the runner drives a core
+//!   only through `sut::SystemUnderTest`; it names `core::Builtin` once, as the default.
+//! - `evidence` sits below `harness` and `oracles`: the harness writes it, the oracles read it,
+//!   and neither imports the other.
 //! - Nothing on the run path reads the wall clock, draws OS randomness, iterates a `HashMap`
 //!   or does I/O: files are read before a run starts, time is tokio's paused clock, and every
 //!   draw comes from the scenario's seed.
@@ -30,6 +38,7 @@
 
 pub mod cli;
 pub mod core;
+pub mod evidence;
 pub mod fuzz;
 pub mod generate;
 pub mod harness;
@@ -38,4 +47,6 @@ pub mod profiles;
 pub mod rules;
 pub mod runner;
 pub mod scenario;
+pub mod seed;
+pub mod sut;
 pub mod trace;

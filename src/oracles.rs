@@ -13,11 +13,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
-use crate::core::AgentId;
-use crate::core::event::{Event, Family, TaskStatus, Via};
-use crate::core::llm::{Message, Role};
-use crate::harness::mock_llm::Exchange;
-use crate::rules::Rules;
+pub use crate::evidence::Evidence;
+use crate::evidence::fork_mismatch;
+use crate::sut::AgentId;
+use crate::sut::event::{Event, Family, TaskStatus, Via};
+use crate::sut::llm::{Message, Role};
 use crate::trace::{Entry, Trace, What};
 
 /// Which rule a violation breaks.
@@ -106,24 +106,6 @@ impl fmt::Display for Violation {
             self.message
         )
     }
-}
-
-/// What a finished run leaves for the oracles to read.
-pub struct Evidence<'a> {
-    /// The rules the run used.
-    pub rules: &'a Rules,
-    /// The trace.
-    pub trace: &'a Trace,
-    /// Every request the core sent.
-    pub exchanges: &'a [Exchange],
-    /// Sessions the store held after the session ended.
-    pub live_sessions: &'a [String],
-    /// Whether the session ran all its turns and quit.
-    pub session_ended: bool,
-    /// The run limit (horizon, event cap) that stopped the run, if one did.
-    pub limit_hit: Option<&'a str>,
-    /// Tokio tasks still alive after the session quit.
-    pub alive_tasks: usize,
 }
 
 const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
@@ -581,58 +563,6 @@ fn concurrency(e: &Evidence, r: &mut Report) {
     }
 }
 
-/// The owner of a message, from the ids the mock gives calls (`<alias>#<call>.<n>`).
-fn owner(message: &Message) -> Option<&str> {
-    let id = message.tool_calls.first().map(|c| c.id.as_str()).or(message.tool_call_id.as_deref())?;
-    id.rsplit_once('#').map(|(alias, _)| alias)
-}
-
-/// Whether a fork child's request is exactly its parent's conversation up to and including
-/// the assistant message that made the forking call, then the child's prompt, then the
-/// messages `sent` to it before its first step. `None` when it is; else what differs.
-pub fn fork_mismatch(
-    exchanges: &[Exchange],
-    request: &crate::core::llm::LlmRequest,
-    sent: &[String],
-) -> Option<String> {
-    let Some(parent) = request.agent.parent() else {
-        return Some("the root has no parent to fork from".to_string());
-    };
-    let mut last_difference = None;
-    for e in exchanges.iter().filter(|e| e.request.agent == parent) {
-        let Some(reply) = &e.reply else { continue };
-        let forked = reply.tool_calls.iter().any(|c| {
-            c.name == "subagent"
-                && c.args.get("prompt").and_then(|p| p.as_str()).map(str::trim) == Some(request.goal.as_str())
-                && matches!(c.args.get("session").and_then(|s| s.as_str()).map(str::trim), Some("fork" | "inherit"))
-        });
-        if !forked {
-            continue;
-        }
-        let mut expected = e.request.messages.clone();
-        expected.push(reply.clone());
-        expected.push(Message::user(request.goal.clone()));
-        expected.extend(sent.iter().map(|m| Message::user(m.clone())));
-        if expected == request.messages {
-            return None;
-        }
-        let got = &request.messages;
-        let at = expected.iter().zip(got).position(|(a, b)| a != b).unwrap_or(expected.len().min(got.len()));
-        let show = |m: Option<&Message>| m.map_or("(none)".to_string(), |m| format!("{:?}: {:?}", m.role, m.content));
-        last_difference = Some(format!(
-            "the request differs from the parent's conversation at the call at message {at} (expected {} messages, got {}): expected {}, got {}",
-            expected.len(),
-            got.len(),
-            show(expected.get(at)),
-            show(got.get(at))
-        ));
-    }
-    Some(
-        last_difference
-            .unwrap_or_else(|| format!("{parent} made no forking `subagent` call with prompt {:?}", request.goal)),
-    )
-}
-
 /// Where the messages of each agent's requests may come from.
 struct Provenance<'a> {
     /// Per agent: its own replies, as the assistant messages they became.
@@ -645,23 +575,42 @@ struct Provenance<'a> {
 }
 
 impl Provenance<'_> {
-    /// Why `message` in a request of `agent` cannot come from `agent`'s own loop, if so.
-    fn foreign(&self, agent: &AgentId, message: &Message) -> Option<String> {
-        match message.role {
-            Role::Assistant => {
-                let own = self.replies.get(agent).is_some_and(|replies| replies.contains(&message));
-                (!own).then(|| format!("an assistant message {agent} never wrote ({:?})", short(&message.content)))
-            }
-            Role::Tool => {
-                let writer = owner(message).unwrap_or("?");
-                (writer != agent.as_str()).then(|| format!("a tool result of {writer}'s call"))
-            }
-            Role::User => {
-                let known = self.inbound.get(agent).is_some_and(|texts| texts.contains(&message.content))
-                    || message.content.starts_with("System: step budget exhausted (");
-                (!known).then(|| format!("a user message nobody sent to {agent} ({:?})", short(&message.content)))
+    /// The first of `messages` (a stretch of one request of `agent`) that cannot come from
+    /// `agent`'s own loop, and why. An assistant message must be one of the agent's own
+    /// replies; a tool result must answer a call one of those replies made earlier in the
+    /// stretch (call ids are compared within the request, never parsed); a user message
+    /// must be a text that reached the agent from outside (turns, steering, sends,
+    /// notifications) or the runtime's exhaustion nudge.
+    fn first_foreign(&self, agent: &AgentId, messages: &[Message]) -> Option<String> {
+        let mut calls: BTreeSet<&str> = BTreeSet::new();
+        for message in messages {
+            match message.role {
+                Role::Assistant => {
+                    let own = self.replies.get(agent).is_some_and(|replies| replies.contains(&message));
+                    if !own {
+                        return Some(format!(
+                            "an assistant message {agent} never wrote ({:?})",
+                            short(&message.content)
+                        ));
+                    }
+                    calls.extend(message.tool_calls.iter().map(|c| c.id.as_str()));
+                }
+                Role::Tool => {
+                    let id = message.tool_call_id.as_deref().unwrap_or_default();
+                    if !calls.contains(id) {
+                        return Some(format!("a tool result for call {id:?}, which no earlier reply of {agent} made"));
+                    }
+                }
+                Role::User => {
+                    let known = self.inbound.get(agent).is_some_and(|texts| texts.contains(&message.content))
+                        || message.content.starts_with("System: step budget exhausted (");
+                    if !known {
+                        return Some(format!("a user message nobody sent to {agent} ({:?})", short(&message.content)));
+                    }
+                }
             }
         }
+        None
     }
 }
 
@@ -775,7 +724,7 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
             }
             _ => continue,
         };
-        if let Some(why) = request.messages[from..].iter().find_map(|m| prov.foreign(agent, m)) {
+        if let Some(why) = prov.first_foreign(agent, &request.messages[from..]) {
             r.add(Oracle::ForkIsolation, line, format!("{agent}'s request holds {why}"), vec![]);
         }
     }

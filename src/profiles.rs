@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::core::Profile;
 use crate::scenario::{ProfileSpec, ScenarioError};
+use crate::sut::Profile;
 
 /// A list written as a YAML list or as a comma-separated string.
 #[derive(Deserialize)]

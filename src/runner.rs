@@ -11,21 +11,22 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::AgentId;
-use crate::core::approval::{ApprovalGate, AutoGate, RiskGate};
-use crate::core::event::Event;
-use crate::core::tool::ToolCatalog;
-use crate::core::{Outcome, Profile, Session, SessionConfig};
+use crate::core::Builtin;
+use crate::evidence::{Evidence, Exchange};
 use crate::harness::Stop;
 use crate::harness::asker::ScriptedAsker;
-use crate::harness::mock_llm::{Exchange, ScriptedLlm};
+use crate::harness::exchanges::{ExchangeLog, Recorded};
+use crate::harness::mock_llm::ScriptedLlm;
+use crate::harness::recorder::Recorder;
 use crate::harness::schedule::Schedule;
 use crate::harness::sim_tools::SimTool;
-use crate::oracles::Violation;
-use crate::oracles::{self, Evidence};
+use crate::oracles::{self, Violation};
 use crate::profiles;
-use crate::scenario::{GateMode, Scenario, ScenarioError};
-use crate::trace::{Recorder, Trace, What};
+use crate::scenario::{Scenario, ScenarioError};
+use crate::sut::event::Event;
+use crate::sut::tool::ToolCatalog;
+use crate::sut::{AgentId, Approval, Harness, Outcome, Profile, SessionConfig, SystemUnderTest};
+use crate::trace::{Trace, What};
 
 /// Everything a run produced.
 pub struct Run {
@@ -113,35 +114,48 @@ pub fn resolve_profiles(scenario: &Scenario, dir: &Path) -> Result<Vec<Profile>,
     Ok(by_name)
 }
 
-/// Runs a scenario once with the given profiles, in the default tie order.
+/// Runs a scenario once on the built-in core with the given profiles, in the default tie
+/// order.
 pub fn run(scenario: &Scenario, profiles: &[Profile]) -> Run {
     run_scheduled(scenario, profiles, Schedule::default_order())
 }
 
-/// Runs a scenario once, breaking same-instant ties as `schedule` says.
+/// Runs a scenario once on the built-in core, breaking same-instant ties as `schedule` says.
 pub fn run_scheduled(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
+    run_on(&Builtin, scenario, profiles, schedule)
+}
+
+/// Runs a scenario once on `sut`, breaking same-instant ties as `schedule` says, on a fresh
+/// current-thread runtime whose clock is paused.
+pub fn run_on(sut: &dyn SystemUnderTest, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("a current-thread runtime builds");
-    runtime.block_on(run_paused(scenario, profiles, schedule))
+    runtime.block_on(run_paused(sut, scenario, profiles, schedule))
 }
 
-async fn run_paused(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
+async fn run_paused(sut: &dyn SystemUnderTest, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
     let stop = Arc::new(Stop::default());
     let recorder = Arc::new(Recorder::new(scenario.limits.max_events, stop.clone()));
-    let llm = Arc::new(ScriptedLlm::new(scenario.lanes.clone(), stop.clone(), schedule));
+    let log = Arc::new(ExchangeLog::default());
+    let mock = ScriptedLlm::new(scenario.lanes.clone(), stop.clone(), schedule, log.clone(), recorder.clone());
+    let mock = Arc::new(mock);
     let mut tools = ToolCatalog::new();
     for decl in &scenario.tools {
         tools.add(Arc::new(SimTool::new(decl, schedule)));
     }
-    let gate: Arc<dyn ApprovalGate> = match scenario.approval.mode {
-        GateMode::Auto => Arc::new(AutoGate),
-        GateMode::Risk => {
-            let asker = ScriptedAsker::new(scenario.approval.answers.clone(), recorder.clone(), stop.clone());
-            Arc::new(RiskGate::new(scenario.approval.policy_deny.clone(), Arc::new(asker)))
-        }
+    let asker = ScriptedAsker::new(scenario.approval.answers.clone(), recorder.clone(), stop.clone());
+    let harness = Harness {
+        llm: Arc::new(Recorded::new(mock.clone(), log.clone())),
+        tools,
+        approval: Approval {
+            mode: scenario.approval.mode,
+            policy_deny: scenario.approval.policy_deny.clone(),
+            asker: Arc::new(asker),
+        },
+        observer: recorder.clone(),
     };
     let config = SessionConfig {
         rules: scenario.rules.resolve(),
@@ -154,20 +168,21 @@ async fn run_paused(scenario: &Scenario, profiles: &[Profile], schedule: Schedul
         profiles: profiles.to_vec(),
         seed: scenario.seed,
     };
-    let session = Session::new(config, llm.clone(), tools, gate, recorder.clone())
-        .expect("rules were validated with the scenario");
+    let session = sut.start(config, harness).map_err(|refusal| {
+        stop.halt(format!("the core `{}` refused the session: {refusal}", sut.name()));
+    });
     let start = tokio::time::Instant::now();
     let steering: Vec<_> = scenario
         .steer
         .iter()
-        .map(|s| {
-            let handle = session.steering();
+        .filter_map(|s| {
+            let handle = session.as_ref().ok()?.steerer();
             let (at, message) = (Duration::from_millis(s.at_ms), s.message.clone());
-            tokio::spawn(async move {
+            Some(tokio::spawn(async move {
                 tokio::time::sleep_until(start + at).await;
                 schedule.tie_break(&format!("steer {}", at.as_millis())).await;
                 handle.steer(&message);
-            })
+            }))
         })
         .collect();
 
@@ -176,7 +191,7 @@ async fn run_paused(scenario: &Scenario, profiles: &[Profile], schedule: Schedul
     let live = RefCell::new(Vec::new());
     let session_ended = RefCell::new(false);
     let work = async {
-        let mut session = session;
+        let Ok(mut session) = session else { return };
         for (i, turn) in scenario.turns.iter().enumerate() {
             if let Some(at) = turn.at_ms {
                 tokio::time::sleep_until(start + Duration::from_millis(at)).await;
@@ -222,12 +237,12 @@ async fn run_paused(scenario: &Scenario, profiles: &[Profile], schedule: Schedul
     Run {
         trace: recorder.trace(),
         outcomes: outcomes.into_inner(),
-        exchanges: llm.exchanges(),
+        exchanges: log.take(),
         elapsed,
         live_sessions: live.into_inner(),
         halts,
         failed_checks: stop.failed_checks(),
-        lane_use: llm.used(),
+        lane_use: mock.used(),
         rules: scenario.rules.resolve(),
         session_ended: session_ended.into_inner(),
         limit_hit,

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::core::event::{OutcomeKind, Status};
 use crate::rules::{Preset, Rules};
+pub use crate::sut::approval::GateMode;
+use crate::sut::event::{OutcomeKind, Status};
 
 /// A scenario, as written in a file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -182,17 +183,6 @@ impl Default for SessionSpec {
             skills: Vec::new(),
         }
     }
-}
-
-/// Which gate decides on calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GateMode {
-    /// Approve everything.
-    #[default]
-    Auto,
-    /// Roku's risk-based gate.
-    Risk,
 }
 
 /// The approval gate and the user's scripted answers.

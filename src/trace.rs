@@ -1,4 +1,5 @@
 //! The record of a run: every core event and every harness event, stamped with virtual time.
+//! (The harness's `Recorder` writes it during a run.)
 //!
 //! One line per event: virtual time, agent alias, event name, the few fields that matter.
 //! The same input gives byte-identical text (nothing here reads a clock other than tokio's,
@@ -7,15 +8,12 @@
 //! a 4000-character result stay visible. This module records and renders; it judges nothing.
 
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
-use crate::core::AgentId;
-use crate::core::event::{Event, Family, Observer, OutcomeKind, Status, Via};
-use crate::harness::Stop;
+use crate::sut::AgentId;
+use crate::sut::event::{Event, Family, OutcomeKind, Status, Via};
 
 /// What happened, from the core or from the harness.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,59 +47,6 @@ pub struct Entry {
 pub struct Trace {
     /// Entries in the order they happened.
     pub entries: Vec<Entry>,
-}
-
-/// Collects entries during a run; the core's [`Observer`].
-pub struct Recorder {
-    start: Instant,
-    entries: Mutex<Vec<Entry>>,
-    max_events: usize,
-    stop: Arc<Stop>,
-    /// Whether the event cap was reported (once; the run stops at its next await).
-    capped: std::sync::atomic::AtomicBool,
-}
-
-impl Recorder {
-    /// A recorder whose clock starts now (on the tokio clock) and which stops the run past
-    /// `max_events` entries.
-    pub fn new(max_events: usize, stop: Arc<Stop>) -> Recorder {
-        Recorder {
-            start: Instant::now(),
-            entries: Mutex::new(Vec::new()),
-            max_events,
-            stop,
-            capped: Default::default(),
-        }
-    }
-
-    /// Virtual time since the recorder started.
-    pub fn elapsed(&self) -> Duration {
-        Instant::now() - self.start
-    }
-
-    /// Records a harness entry.
-    pub fn record(&self, agent: &AgentId, what: What) {
-        let mut entries = self.entries.lock().expect("trace lock poisoned");
-        if entries.len() >= self.max_events {
-            drop(entries);
-            if !self.capped.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                self.stop.halt(format!("the run exceeded the event limit of {} events", self.max_events));
-            }
-            return;
-        }
-        entries.push(Entry { at: self.elapsed(), agent: agent.clone(), what });
-    }
-
-    /// The trace so far.
-    pub fn trace(&self) -> Trace {
-        Trace { entries: self.entries.lock().expect("trace lock poisoned").clone() }
-    }
-}
-
-impl Observer for Recorder {
-    fn event(&self, agent: &AgentId, event: Event) {
-        self.record(agent, What::Core(event));
-    }
 }
 
 /// Quotes a string for the text trace, shortening it in the middle past 160 characters.

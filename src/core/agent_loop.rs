@@ -11,13 +11,14 @@ use std::sync::Arc;
 use serde_json::json;
 use tracing::Instrument;
 
-use super::approval::Decision;
 use super::budget::Budget;
 use super::conversation::Conversation;
-use super::event::{Event, OutcomeKind, Status};
-use super::llm::{BoxFuture, LlmRequest, Message, ToolCall, ToolSpec};
-use super::tool::{ToolContext, ToolOutput};
-use super::{AgentId, Inbox, Outcome, Shared, background, foreground};
+use super::{Inbox, Shared, background, foreground};
+use crate::sut::approval::Decision;
+use crate::sut::event::{Event, OutcomeKind, Status};
+use crate::sut::llm::{BoxFuture, LlmRequest, Message, ToolCall, ToolSpec};
+use crate::sut::tool::{ToolContext, ToolOutput};
+use crate::sut::{AgentId, Outcome};
 
 /// The state of one running loop.
 pub(crate) struct Loop {

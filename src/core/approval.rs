@@ -1,4 +1,4 @@
-//! Approval gates: decide per call whether it may run.
+//! The built-in core's approval gates: approve everything, or Roku's risk-based gate.
 //!
 //! One gate object serves a whole session: a child uses its parent's very gate (an `Arc`
 //! clone, never a copy), so a recording gate sees both loops' calls in execution order.
@@ -7,17 +7,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::AgentId;
-use super::llm::{BoxFuture, ToolCall};
-
-/// A gate's verdict on one call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// The call may run.
-    Approve,
-    /// The call may not run; the reason reaches the model as `[Tool denied] <reason>`.
-    Deny(String),
-}
+use crate::sut::AgentId;
+use crate::sut::approval::{ApprovalGate, Asker, Decision};
+use crate::sut::llm::{BoxFuture, ToolCall};
 
 /// How risky a call is, as the risk-based gate classifies it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,13 +20,6 @@ pub enum Risk {
     NeedsApproval,
 }
 
-/// Decides per call whether it may run.
-pub trait ApprovalGate: Send + Sync {
-    /// Decides on one call of `agent`. `tags` are the tool's tags (empty for pseudo and
-    /// unknown tools).
-    fn check<'a>(&'a self, agent: &'a AgentId, call: &'a ToolCall, tags: &'a [String]) -> BoxFuture<'a, Decision>;
-}
-
 /// Approves everything and classifies nothing.
 pub struct AutoGate;
 
@@ -42,12 +27,6 @@ impl ApprovalGate for AutoGate {
     fn check<'a>(&'a self, _: &'a AgentId, _: &'a ToolCall, _: &'a [String]) -> BoxFuture<'a, Decision> {
         Box::pin(async { Decision::Approve })
     }
-}
-
-/// Asks a person whether a call that needs approval may run.
-pub trait Asker: Send + Sync {
-    /// `true` when the person approves.
-    fn ask<'a>(&'a self, agent: &'a AgentId, call: &'a ToolCall) -> BoxFuture<'a, bool>;
 }
 
 /// Roku's risk-based gate: safe calls pass, others are refused by policy or asked about.

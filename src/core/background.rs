@@ -21,11 +21,13 @@ use tokio::time::Instant;
 use super::agent_loop::{self, Loop, pseudo, string_arg};
 use super::budget::{Budget, truncate_result};
 use super::conversation::Conversation;
-use super::event::{Event, Family, Status, TaskStatus, Via};
 use super::foreground::seconds;
-use super::llm::{Message, ToolCall, ToolSpec};
-use super::tool::ToolOutput;
-use super::{AgentId, Inbox, Profile, Shared, splitmix64, system_prompt};
+use super::{Inbox, Shared, system_prompt};
+use crate::seed::splitmix64;
+use crate::sut::event::{Event, Family, Status, TaskStatus, Via};
+use crate::sut::llm::{Message, ToolCall, ToolSpec};
+use crate::sut::tool::ToolOutput;
+use crate::sut::{AgentId, Profile};
 
 /// The pseudo tools every child keeps, whatever `allowed_tools` says.
 const TERMINAL_TOOLS: [&str; 2] = ["final_answer", "fail"];

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::llm::Message;
+use crate::sut::llm::Message;
 
 struct Segment {
     before: Option<Arc<Segment>>,

@@ -7,12 +7,13 @@
 
 use std::time::Duration;
 
+use super::Shared;
 use super::agent_loop::{self, Loop, string_arg};
 use super::budget::truncate_result;
-use super::event::{Event, Family, Status};
-use super::llm::ToolCall;
-use super::tool::ToolOutput;
-use super::{Outcome, Shared};
+use crate::sut::Outcome;
+use crate::sut::event::{Event, Family, Status};
+use crate::sut::llm::ToolCall;
+use crate::sut::tool::ToolOutput;
 
 pub(crate) const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
 pub(crate) const EMPTY_TASK_ERROR: &str = "[Sub-agent error] No task provided.";
@@ -89,7 +90,7 @@ pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) ->
 
 /// The child's final message as its parent sees it: truncated to the result limit, an error
 /// when the child ended with status Error.
-fn hand_over(shared: &Shared, parent: &Loop, child: &super::AgentId, outcome: &Outcome) -> ToolOutput {
+fn hand_over(shared: &Shared, parent: &Loop, child: &crate::sut::AgentId, outcome: &Outcome) -> ToolOutput {
     let (content, truncated) = truncate_result(&outcome.message, shared.rules.result_limit_chars);
     let chars = outcome.message.chars().count();
     let truncated_to = shared.rules.result_limit_chars.filter(|_| truncated);

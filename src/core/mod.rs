@@ -1,10 +1,11 @@
-//! The orchestration core: a real agent runtime, written against the [`llm::Llm`] trait, the
-//! [`tool::Tool`] trait, an [`approval::ApprovalGate`] and the tokio clock.
+//! The built-in orchestration core: a real agent runtime, written against the boundary's
+//! [`Llm`] trait, [`Tool`](crate::sut::tool::Tool) trait, an approval gate and the tokio
+//! clock. [`Builtin`] is its [`SystemUnderTest`] implementation.
 //!
 //! Architecture Invariant: nothing in `core` knows it is being tested. It never reads the
 //! wall clock (only `tokio::time`), never draws OS randomness (task ids come from the
-//! session's seed), never iterates a `HashMap`, never does I/O. The harness plugs in through
-//! the traits alone.
+//! session's seed), never iterates a `HashMap`, never does I/O. It depends only on `rules`,
+//! `seed` and the boundary types in `sut`; the harness plugs in through those traits alone.
 //!
 //! A [`Session`] runs user turns at its root agent (`main`). Children are `main/1`, `main/2`,
 //! ... in spawn order, their children `main/1/1`, and so on.
@@ -12,130 +13,35 @@
 pub mod approval;
 pub mod budget;
 pub mod conversation;
-pub mod event;
-pub mod llm;
-pub mod tool;
 
 mod agent_loop;
 mod background;
 mod foreground;
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use crate::rules::Rules;
-use approval::ApprovalGate;
+use crate::sut::approval::{ApprovalGate, GateMode};
+use crate::sut::event::{Event, Observer};
+use crate::sut::llm::{BoxFuture, Llm, Message};
+use crate::sut::tool::ToolCatalog;
+use crate::sut::{AgentId, CoreSession, Harness, Outcome, Profile, SessionConfig, Steer, SystemUnderTest};
+use approval::{AutoGate, RiskGate};
 use budget::Budget;
 use conversation::Conversation;
-use event::{Event, Observer, OutcomeKind, Status};
-use llm::{Llm, Message};
-use tool::ToolCatalog;
 
-/// SplitMix64: a small, well-mixed function of one `u64`. Every draw of a run comes from the
-/// scenario's seed through it (task ids here; tie orders in the harness's schedule).
-pub fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+/// The built-in core, as a system under test: every feature of both rule sets.
+pub struct Builtin;
 
-/// An agent's alias: `main`, `main/1`, `main/1/2`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct AgentId(String);
-
-impl AgentId {
-    /// The root agent, `main`.
-    pub fn root() -> AgentId {
-        AgentId("main".to_string())
+impl SystemUnderTest for Builtin {
+    fn name(&self) -> &str {
+        "builtin"
     }
 
-    /// The `n`-th child (from 1) of this agent.
-    pub fn child(&self, n: u32) -> AgentId {
-        AgentId(format!("{}/{n}", self.0))
+    fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, String> {
+        Ok(Box::new(Session::new(config, harness)?))
     }
-
-    /// 0 for the root, 1 for its children, ...
-    pub fn depth(&self) -> u32 {
-        self.0.matches('/').count() as u32
-    }
-
-    /// The parent's alias, if any.
-    pub fn parent(&self) -> Option<AgentId> {
-        self.0.rsplit_once('/').map(|(parent, _)| AgentId(parent.to_string()))
-    }
-
-    /// The alias as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for AgentId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// How a loop (a turn, or a child) ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    /// Final answer, failure or waiting for the user.
-    pub kind: OutcomeKind,
-    /// Ok or Error.
-    pub status: Status,
-    /// The final message, failure reason or question.
-    pub message: String,
-    /// `step_index` at the end.
-    pub steps: u32,
-    /// Steps left.
-    pub budget_left: u32,
-}
-
-/// A reusable child configuration (Bub's agent profiles).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Profile {
-    /// Its name, as given in `subagent{agent}`.
-    pub name: String,
-    /// When to use it; listed in the parent's system prompt.
-    pub description: String,
-    /// The child's model.
-    pub model: Option<String>,
-    /// The child's reasoning effort.
-    pub reasoning_effort: Option<String>,
-    /// Tools the child may use (narrowing the parent's).
-    pub tools: Option<Vec<String>>,
-    /// Skills the child may use (narrowing the parent's).
-    pub skills: Option<Vec<String>>,
-    /// The child's time limit.
-    pub timeout: Option<Duration>,
-    /// Added to the child's system prompt.
-    pub body: String,
-}
-
-/// What a session is configured with.
-#[derive(Clone, Debug)]
-pub struct SessionConfig {
-    /// The rule knobs.
-    pub rules: Rules,
-    /// Session id, passed to every request.
-    pub session_id: String,
-    /// Model override.
-    pub model: Option<String>,
-    /// Reasoning effort.
-    pub reasoning_effort: Option<String>,
-    /// Memory sections, passed to every request.
-    pub memory: Vec<String>,
-    /// The base system prompt.
-    pub system_prompt: String,
-    /// Skills the root may use.
-    pub skills: Vec<String>,
-    /// Agent profiles for `subagent{agent}`, already resolved (workspace over home).
-    pub profiles: Vec<Profile>,
-    /// Seed of everything the session draws (task ids).
-    pub seed: u64,
 }
 
 /// Messages for one agent from outside its loop, read before its next step.
@@ -220,9 +126,8 @@ pub struct Steering {
     shared: Arc<Shared>,
 }
 
-impl Steering {
-    /// Queues a message the root reads before its next step.
-    pub fn steer(&self, message: &str) {
+impl Steer for Steering {
+    fn steer(&self, message: &str) {
         self.shared.root_inbox.push(Message::user(message));
         self.shared.board.wake();
         self.shared.observer.event(&AgentId::root(), Event::Steered { message: message.to_string() });
@@ -231,14 +136,13 @@ impl Steering {
 
 impl Session {
     /// A session; the error names the bad rule knob.
-    pub fn new(
-        config: SessionConfig,
-        llm: Arc<dyn Llm>,
-        tools: ToolCatalog,
-        gate: Arc<dyn ApprovalGate>,
-        observer: Arc<dyn Observer>,
-    ) -> Result<Session, String> {
+    pub fn new(config: SessionConfig, harness: Harness) -> Result<Session, String> {
         config.rules.validate()?;
+        let Harness { llm, tools, approval, observer } = harness;
+        let gate: Arc<dyn ApprovalGate> = match approval.mode {
+            GateMode::Auto => Arc::new(AutoGate),
+            GateMode::Risk => Arc::new(RiskGate::new(approval.policy_deny, approval.asker)),
+        };
         let shared = Arc::new_cyclic(|this| Shared {
             rules: config.rules.clone(),
             board: background::Board::new(config.seed),
@@ -319,5 +223,23 @@ impl Session {
     /// their tasks is alive.
     pub async fn quit(&self) {
         self.shared.board.quit(&self.shared).await;
+    }
+}
+
+impl CoreSession for Session {
+    fn turn<'a>(&'a mut self, message: &'a str, request_id: &'a str) -> BoxFuture<'a, Outcome> {
+        Box::pin(Session::turn(self, message, request_id))
+    }
+
+    fn steerer(&self) -> Arc<dyn Steer> {
+        Arc::new(self.steering())
+    }
+
+    fn quit(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(Session::quit(self))
+    }
+
+    fn live_sessions(&self) -> Vec<String> {
+        Session::live_sessions(self)
     }
 }

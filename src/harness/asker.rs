@@ -2,11 +2,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::core::AgentId;
-use crate::core::approval::Asker;
-use crate::core::llm::{BoxFuture, ToolCall};
 use crate::scenario::Answer;
-use crate::trace::{Recorder, What};
+use crate::sut::AgentId;
+use crate::sut::approval::Asker;
+use crate::sut::llm::{BoxFuture, ToolCall};
+use crate::trace::What;
+
+use super::recorder::Recorder;
 
 use super::Stop;
 

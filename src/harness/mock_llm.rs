@@ -8,38 +8,28 @@
 //! halts the run naming the lane and the call number. Replies arrive after their virtual
 //! latency; `hang` never arrives.
 //!
-//! The engine also keeps every request and reply, so checks can compare a fork child's first
-//! request with its parent's conversation at the call, and oracles can read what was sent.
+//! Checks read the run's exchange log (to compare a fork child's first request with its
+//! parent's conversation at the call); `$taskN` in call arguments resolves against the task ids
+//! the core reported, as the request shows them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::core::AgentId;
-use crate::core::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall};
+use crate::evidence::fork_mismatch;
 use crate::scenario::{Check, Lane, Reply};
+use crate::sut::AgentId;
+use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall};
 
 use super::Stop;
+use super::exchanges::ExchangeLog;
+use super::recorder::Recorder;
 use super::schedule::Schedule;
-
-/// One request the core sent, as the engine saw it.
-#[derive(Clone, Debug)]
-pub struct Exchange {
-    /// The request.
-    pub request: LlmRequest,
-    /// The lane that answered it.
-    pub lane: usize,
-    /// The request's number within its lane (from 1).
-    pub call: usize,
-    /// The assistant message of the reply, once it arrived (none for errors and hangs).
-    pub reply: Option<Message>,
-}
 
 #[derive(Default)]
 struct State {
     bindings: BTreeMap<AgentId, usize>,
     used: Vec<usize>,
-    exchanges: Vec<Exchange>,
 }
 
 /// The engine.
@@ -48,18 +38,24 @@ pub struct ScriptedLlm {
     state: Mutex<State>,
     stop: Arc<Stop>,
     schedule: Schedule,
+    /// What the model received so far (for `fork_of_parent`).
+    log: Arc<ExchangeLog>,
+    /// The task ids the core reported (for `$taskN`).
+    recorder: Arc<Recorder>,
 }
 
 impl ScriptedLlm {
-    /// An engine playing `lanes`; authoring errors halt through `stop`.
-    pub fn new(lanes: Vec<Lane>, stop: Arc<Stop>, schedule: Schedule) -> ScriptedLlm {
+    /// An engine playing `lanes`; authoring errors halt through `stop`. `log` is the run's
+    /// exchange log and `recorder` its trace recorder, read by request checks and `$taskN`.
+    pub fn new(
+        lanes: Vec<Lane>,
+        stop: Arc<Stop>,
+        schedule: Schedule,
+        log: Arc<ExchangeLog>,
+        recorder: Arc<Recorder>,
+    ) -> ScriptedLlm {
         let used = vec![0; lanes.len()];
-        ScriptedLlm { lanes, state: Mutex::new(State { used, ..State::default() }), stop, schedule }
-    }
-
-    /// Every request so far, in the order sent.
-    pub fn exchanges(&self) -> Vec<Exchange> {
-        self.state.lock().expect("mock lock poisoned").exchanges.clone()
+        ScriptedLlm { lanes, state: Mutex::new(State { used, ..State::default() }), stop, schedule, log, recorder }
     }
 
     /// How many replies of each lane were used.
@@ -117,12 +113,11 @@ impl ScriptedLlm {
         st.used[lane] = call;
         let mut failures = Vec::new();
         if let Some(check) = &self.lanes[lane].check_every {
-            failures
-                .extend(self.check(&st, check, request).into_iter().map(|f| (format!("lanes[{lane}].check_every"), f)));
+            failures.extend(self.check(check, request).into_iter().map(|f| (format!("lanes[{lane}].check_every"), f)));
         }
         if let Some(check) = &reply.check {
             failures.extend(
-                self.check(&st, check, request)
+                self.check(check, request)
                     .into_iter()
                     .map(|f| (format!("lanes[{lane}].replies[{}].check", call - 1), f)),
             );
@@ -130,11 +125,10 @@ impl ScriptedLlm {
         for (place, failure) in failures {
             self.stop.check_failed(format!("{place}: {} request #{call}: {failure}", request.agent));
         }
-        st.exchanges.push(Exchange { request: request.clone(), lane, call, reply: None });
         Ok((lane, call, reply.clone()))
     }
 
-    fn check(&self, st: &State, check: &Check, request: &LlmRequest) -> Vec<String> {
+    fn check(&self, check: &Check, request: &LlmRequest) -> Vec<String> {
         let mut out = Vec::new();
         let messages = &request.messages;
         let tool_names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
@@ -211,20 +205,10 @@ impl ScriptedLlm {
             }
         }
         if check.fork_of_parent {
-            out.extend(
-                crate::oracles::fork_mismatch(&st.exchanges, request, &[]).map(|d| format!("fork_of_parent: {d}")),
-            );
+            let mismatch = self.log.with(|exchanges| fork_mismatch(exchanges, request, &[]));
+            out.extend(mismatch.map(|d| format!("fork_of_parent: {d}")));
         }
         out
-    }
-
-    fn answered(&self, request: &LlmRequest, call: usize, lane: usize, reply: &LlmReply) {
-        let mut st = self.state.lock().expect("mock lock poisoned");
-        if let Some(e) =
-            st.exchanges.iter_mut().rev().find(|e| e.lane == lane && e.call == call && e.request.agent == request.agent)
-        {
-            e.reply = Some(Message::assistant(reply.text.clone(), reply.tool_calls.clone()));
-        }
     }
 }
 
@@ -232,21 +216,31 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// The background task ids a model could read in these messages, in order of appearance.
-fn task_ids_seen(messages: &[Message]) -> Vec<String> {
-    let mut ids: Vec<String> = Vec::new();
-    for message in messages {
-        let mut rest = message.content.as_str();
-        while let Some(at) = rest.find("sub-") {
-            let candidate = &rest[at..];
-            let hex = candidate[4..].chars().take_while(|c| c.is_ascii_hexdigit()).count();
-            if hex == 8 && !ids.iter().any(|id| id == &candidate[..12]) {
-                ids.push(candidate[..12].to_string());
+/// The task ids of `known` (those the core reported) that a model could read in these
+/// messages, in order of first appearance. An id counts where it stands as a whole word (not
+/// inside a longer name), so ids of any format work.
+fn task_ids_seen(messages: &[Message], known: &[String]) -> Vec<String> {
+    let mut found: Vec<(usize, usize, &String)> = Vec::new();
+    for (m, message) in messages.iter().enumerate() {
+        for id in known {
+            if found.iter().any(|(_, _, seen)| *seen == id) {
+                continue;
             }
-            rest = &candidate[4..];
+            if let Some(at) = whole_word(&message.content, id) {
+                found.push((m, at, id));
+            }
         }
     }
-    ids
+    found.sort();
+    found.into_iter().map(|(_, _, id)| id.clone()).collect()
+}
+
+/// Where `word` first stands in `text` with no id character on either side.
+fn whole_word(text: &str, word: &str) -> Option<usize> {
+    let is_id = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    text.match_indices(word).map(|(at, _)| at).find(|&at| {
+        !text[..at].chars().next_back().is_some_and(is_id) && !text[at + word.len()..].chars().next().is_some_and(is_id)
+    })
 }
 
 /// Replaces every string `$taskN` in the arguments by the N-th task id (from 1) the request
@@ -284,7 +278,7 @@ impl Llm for ScriptedLlm {
             if let Some(error) = reply.error {
                 return Err(LlmError(error));
             }
-            let task_ids = task_ids_seen(&request.messages);
+            let task_ids = task_ids_seen(&request.messages, &self.recorder.task_ids());
             let mut tool_calls = Vec::new();
             for (i, c) in reply.calls.iter().enumerate() {
                 let args = match resolve_task_refs(&c.args, &task_ids) {
@@ -304,9 +298,7 @@ impl Llm for ScriptedLlm {
                     args,
                 });
             }
-            let answer = LlmReply { text: reply.text.as_ref().map(|t| t.render()).unwrap_or_default(), tool_calls };
-            self.answered(request, call, lane, &answer);
-            Ok(answer)
+            Ok(LlmReply { text: reply.text.as_ref().map(|t| t.render()).unwrap_or_default(), tool_calls })
         })
     }
 }

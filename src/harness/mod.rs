@@ -1,7 +1,10 @@
-//! What plugs into the core's traits under test. Nothing here is called by the core except
-//! through `Llm`, `Tool`, `Asker` and `Observer`.
+//! What plugs into the core's traits under test. Nothing here is called by a core except
+//! through the boundary's traits (`Llm`, `Tool`, `Asker`, `Observer`); nothing here knows
+//! which core runs.
 //!
 //! - [`mock_llm`]: the scripted LLM engine, one script per agent lane.
+//! - [`exchanges`]: records every request the model received and its reply (evidence).
+//! - [`recorder`]: the trace recorder, the core's observer.
 //! - [`sim_tools`]: simulated tools with virtual latency and scripted results.
 //! - [`asker`]: the user's scripted answers to the risk-based approval gate.
 //! - [`schedule`]: the one object that breaks same-instant ties (schedule exploration).
@@ -11,7 +14,9 @@
 //! recorded and the run goes on, so all failures of a run are reported together.
 
 pub mod asker;
+pub mod exchanges;
 pub mod mock_llm;
+pub mod recorder;
 pub mod schedule;
 pub mod sim_tools;
 

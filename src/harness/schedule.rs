@@ -8,7 +8,7 @@
 //! first. The default schedule never yields, so default traces stay byte-identical from run
 //! to run. The core is not involved: it only sees its futures complete in some order.
 
-pub use crate::core::splitmix64;
+pub use crate::seed::{fnv1a, splitmix64};
 
 /// How same-instant ties are broken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,10 +41,6 @@ impl Schedule {
             tokio::task::yield_now().await;
         }
     }
-}
-
-fn fnv1a(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::core::llm::{BoxFuture, ToolSpec};
-use crate::core::tool::{Tool, ToolContext, ToolOutput};
 use crate::scenario::{self, RiskTag};
+use crate::sut::llm::{BoxFuture, ToolSpec};
+use crate::sut::tool::{Tool, ToolContext, ToolOutput};
 
 use super::schedule::Schedule;
 

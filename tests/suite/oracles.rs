@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use rehearsal::core::AgentId;
-use rehearsal::core::event::{Event, Family, OutcomeKind, Status, TaskStatus, Via};
-use rehearsal::core::llm::{LlmRequest, Message, ToolCall};
-use rehearsal::harness::mock_llm::Exchange;
+use rehearsal::evidence::Exchange;
 use rehearsal::oracles::{self, Evidence, Oracle, Violation};
 use rehearsal::rules::Rules;
 use rehearsal::runner;
 use rehearsal::scenario;
+use rehearsal::sut::AgentId;
+use rehearsal::sut::event::{Event, Family, OutcomeKind, Status, TaskStatus, Via};
+use rehearsal::sut::llm::{LlmRequest, Message, ToolCall};
 use rehearsal::trace::{Entry, Trace, What};
 
 const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
@@ -318,7 +318,7 @@ fn request(agent: &AgentId, goal: &str, messages: Vec<Message>) -> LlmRequest {
 }
 
 fn exchange(request: LlmRequest, reply: Option<Message>) -> Exchange {
-    Exchange { request, lane: 0, call: 1, reply }
+    Exchange { request, reply }
 }
 
 fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
@@ -1695,7 +1695,7 @@ fn fork_isolation_later_request_holding_a_parent_message_written_after_the_fork(
         Oracle::ForkIsolation,
         "main/1",
         350,
-        "main/1's request holds a tool result of main's call",
+        "main/1's request holds a tool result for call \"main#1.1\", which no earlier reply of main/1 made",
         &[FORK_CHILD_SECOND],
     );
     // The parent's plain-text reply alone carries no call id; it is caught all the same.
@@ -1764,7 +1764,7 @@ fn fork_isolation_root_request_holding_a_childs_message() {
         Oracle::ForkIsolation,
         "main",
         450,
-        "main's request holds a tool result of main/1's call",
+        "main's request holds a tool result for call \"main/1#1.1\", which no earlier reply of main made",
         &[FORK_ROOT_LAST],
     );
 }

@@ -1,0 +1,91 @@
+//! The evidence of a run: what the oracles judge, written down as a contract any core can
+//! honour (`docs/evidence.md`).
+//!
+//! Evidence is two records. The **trace** holds the events the core reported through its
+//! [`Observer`](crate::sut::event::Observer), in order, stamped with virtual time by the
+//! harness. The **exchanges** hold every request the model received and the reply it gave, as
+//! the harness itself saw them (the core cannot misreport those). Around them, a few facts the
+//! runner knows: the rules, how the run ended, what was left alive.
+//!
+//! This module sits below both the harness (which writes evidence) and the oracles (which
+//! read it); it depends on neither. It also holds the derived facts both need, such as what a
+//! fork child's first request must hold.
+
+use crate::rules::Rules;
+use crate::sut::llm::{LlmRequest, Message};
+use crate::trace::Trace;
+
+/// One request the model received, and the reply it gave.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    /// The request, as the model received it.
+    pub request: LlmRequest,
+    /// The reply as an assistant message (text and tool calls), once it arrived; `None` for a
+    /// failed call or one that never answered.
+    pub reply: Option<Message>,
+}
+
+/// What a finished run leaves for the oracles to read.
+#[derive(Clone, Copy)]
+pub struct Evidence<'a> {
+    /// The rules the run used.
+    pub rules: &'a Rules,
+    /// The trace.
+    pub trace: &'a Trace,
+    /// Every request the model received, in the order received.
+    pub exchanges: &'a [Exchange],
+    /// Conversation records the core still held after the session ended.
+    pub live_sessions: &'a [String],
+    /// Whether the session ran all its turns and quit.
+    pub session_ended: bool,
+    /// The run limit (horizon, event cap) that stopped the run, if one did.
+    pub limit_hit: Option<&'a str>,
+    /// Tokio tasks still alive after the session quit.
+    pub alive_tasks: usize,
+}
+
+/// Whether a fork child's request is exactly its parent's conversation up to and including
+/// the assistant message that made the forking call, then the child's prompt, then the
+/// messages `sent` to it before its first step. `None` when it is; else what differs.
+///
+/// The forking call is found by the rules alone: a `subagent` call in one of the parent's
+/// replies whose `prompt` (trimmed) is the child's goal and whose `session` is `fork` or
+/// `inherit`. No call id is read.
+pub fn fork_mismatch(exchanges: &[Exchange], request: &LlmRequest, sent: &[String]) -> Option<String> {
+    let Some(parent) = request.agent.parent() else {
+        return Some("the root has no parent to fork from".to_string());
+    };
+    let mut last_difference = None;
+    for e in exchanges.iter().filter(|e| e.request.agent == parent) {
+        let Some(reply) = &e.reply else { continue };
+        let forked = reply.tool_calls.iter().any(|c| {
+            c.name == "subagent"
+                && c.args.get("prompt").and_then(|p| p.as_str()).map(str::trim) == Some(request.goal.as_str())
+                && matches!(c.args.get("session").and_then(|s| s.as_str()).map(str::trim), Some("fork" | "inherit"))
+        });
+        if !forked {
+            continue;
+        }
+        let mut expected = e.request.messages.clone();
+        expected.push(reply.clone());
+        expected.push(Message::user(request.goal.clone()));
+        expected.extend(sent.iter().map(|m| Message::user(m.clone())));
+        if expected == request.messages {
+            return None;
+        }
+        let got = &request.messages;
+        let at = expected.iter().zip(got).position(|(a, b)| a != b).unwrap_or(expected.len().min(got.len()));
+        let show = |m: Option<&Message>| m.map_or("(none)".to_string(), |m| format!("{:?}: {:?}", m.role, m.content));
+        last_difference = Some(format!(
+            "the request differs from the parent's conversation at the call at message {at} (expected {} messages, got {}): expected {}, got {}",
+            expected.len(),
+            got.len(),
+            show(expected.get(at)),
+            show(got.get(at))
+        ));
+    }
+    Some(
+        last_difference
+            .unwrap_or_else(|| format!("{parent} made no forking `subagent` call with prompt {:?}", request.goal)),
+    )
+}

@@ -1,0 +1,62 @@
+//! Records what the model received and answered: the exchanges of the evidence.
+//!
+//! [`Recorded`] wraps whatever model a run uses (the scripted lanes, or a closure) so that the
+//! evidence never depends on the model or on the core: the harness writes down each request
+//! as the model receives it and each reply as it is handed back.
+
+use std::sync::{Arc, Mutex};
+
+use crate::evidence::Exchange;
+use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message};
+
+/// Every exchange of a run, in the order the requests arrived.
+#[derive(Default)]
+pub struct ExchangeLog {
+    exchanges: Mutex<Vec<Exchange>>,
+}
+
+impl ExchangeLog {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Exchange>> {
+        self.exchanges.lock().expect("exchange log lock poisoned")
+    }
+
+    /// Runs `f` on the exchanges so far (for checks made during the run).
+    pub fn with<T>(&self, f: impl FnOnce(&[Exchange]) -> T) -> T {
+        f(&self.lock())
+    }
+
+    /// Takes the exchanges out at the end of a run.
+    pub fn take(&self) -> Vec<Exchange> {
+        std::mem::take(&mut *self.lock())
+    }
+}
+
+/// A model whose every request and reply is recorded in an [`ExchangeLog`].
+pub struct Recorded {
+    inner: Arc<dyn Llm>,
+    log: Arc<ExchangeLog>,
+}
+
+impl Recorded {
+    /// Records `inner`'s exchanges in `log`.
+    pub fn new(inner: Arc<dyn Llm>, log: Arc<ExchangeLog>) -> Recorded {
+        Recorded { inner, log }
+    }
+}
+
+impl Llm for Recorded {
+    fn complete<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<LlmReply, LlmError>> {
+        let index = {
+            let mut log = self.log.lock();
+            log.push(Exchange { request: request.clone(), reply: None });
+            log.len() - 1
+        };
+        Box::pin(async move {
+            let answer = self.inner.complete(request).await;
+            if let Ok(reply) = &answer {
+                self.log.lock()[index].reply = Some(Message::assistant(reply.text.clone(), reply.tool_calls.clone()));
+            }
+            answer
+        })
+    }
+}

@@ -1,0 +1,83 @@
+//! The trace recorder: the core's [`Observer`] during a run, stamping every event with virtual
+//! time and stopping the run past the event cap.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::sut::AgentId;
+use crate::sut::event::{Event, Observer};
+use crate::trace::{Entry, Trace, What};
+
+use super::Stop;
+
+/// Collects entries during a run; the core's [`Observer`].
+pub struct Recorder {
+    start: Instant,
+    entries: Mutex<Vec<Entry>>,
+    max_events: usize,
+    stop: Arc<Stop>,
+    /// Whether the event cap was reported (once; the run stops at its next await).
+    capped: AtomicBool,
+    /// Background task ids the core reported, in the order they were first queued.
+    task_ids: Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    /// A recorder whose clock starts now (on the tokio clock) and which stops the run past
+    /// `max_events` entries.
+    pub fn new(max_events: usize, stop: Arc<Stop>) -> Recorder {
+        Recorder {
+            start: Instant::now(),
+            entries: Mutex::new(Vec::new()),
+            max_events,
+            stop,
+            capped: Default::default(),
+            task_ids: Mutex::default(),
+        }
+    }
+
+    /// Virtual time since the recorder started.
+    pub fn elapsed(&self) -> Duration {
+        Instant::now() - self.start
+    }
+
+    /// Records a harness entry.
+    pub fn record(&self, agent: &AgentId, what: What) {
+        let mut entries = self.entries.lock().expect("trace lock poisoned");
+        if entries.len() >= self.max_events {
+            drop(entries);
+            if !self.capped.swap(true, Ordering::Relaxed) {
+                self.stop.halt(format!("the run exceeded the event limit of {} events", self.max_events));
+            }
+            return;
+        }
+        entries.push(Entry { at: self.elapsed(), agent: agent.clone(), what });
+    }
+
+    /// The trace so far.
+    pub fn trace(&self) -> Trace {
+        Trace { entries: self.entries.lock().expect("trace lock poisoned").clone() }
+    }
+}
+
+impl Recorder {
+    /// Background task ids the core reported so far, in the order first queued.
+    pub fn task_ids(&self) -> Vec<String> {
+        self.task_ids.lock().expect("task id lock poisoned").clone()
+    }
+}
+
+impl Observer for Recorder {
+    fn event(&self, agent: &AgentId, event: Event) {
+        if let Event::TaskQueued { task_id, .. } = &event {
+            let mut ids = self.task_ids.lock().expect("task id lock poisoned");
+            if !ids.contains(task_id) {
+                ids.push(task_id.clone());
+            }
+        }
+        self.record(agent, What::Core(event));
+    }
+}
