@@ -1,78 +1,387 @@
-//! On-demand benchmark: `cargo bench`. Wall-clock figures belong here, never in tests (CI
-//! machines are noisy). Prints the median of repeated measurements.
+//! On-demand benchmark: `cargo bench` (or `cargo bench -- quick` for fewer samples).
+//! Wall-clock figures belong here, never in tests: CI machines are noisy, and so is the
+//! machine this runs on. Every speed figure is therefore printed as a **ratio to a bare-tokio
+//! floor measured in the same process, in the same run**, next to the absolute time.
 //!
-//! - one run of `scenarios/roku/agent-timeout-121s-child.json` (121 s of a child against the
-//!   120 s timeout, 120.2 s of virtual time);
-//! - one verified pass over every scenario file (each run twice and judged);
-//! - the fuzzer's rate on one core: `rehearsal fuzz --cases 10000 --seed 1`.
+//! The floor does the same work with nothing of rehearsal: a fresh current-thread paused
+//! runtime per run; a parent spawns N tasks under a semaphore of C permits; each task runs M
+//! steps of `sleep(model latency 200–4000 ms)`, `yield_now`, `sleep(tool latency 5–500 ms)`,
+//! then one last model sleep, all under a 60 s timeout. The rehearsal side is the equivalent
+//! scenario (bub preset, cap C): the root spawns N `subagent` children in one reply; each child
+//! makes M tool-calling replies with the same latencies and a final answer; the root either
+//! waits with one `subagent.wait` ("wait") or answers every notification ("notify").
+//!
+//! Sections: the three shapes (verify = two runs and every oracle, as `rehearsal run` does;
+//! one run + judge); µs, allocations and bytes per trace event; scaling (log-log slopes of
+//! time and peak memory when N or M doubles); the two memory cases of issue 11; the fuzzer's
+//! rate on one core. Allocations and peak bytes come from a counting global allocator.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
 
 use rehearsal::fuzz;
 use rehearsal::generate::Family;
 use rehearsal::runner;
+use rehearsal::scenario::{self, Scenario};
+use rehearsal::seed::splitmix64;
+
+// ---------------------------------------------------------------------------------------------
+// A counting allocator: allocations, live bytes, peak live bytes.
+// ---------------------------------------------------------------------------------------------
+
+struct Counting;
+
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+static TOTAL_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        TOTAL_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        if new_size > layout.size() {
+            let live = LIVE.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size - layout.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        } else {
+            LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+        }
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// What `f` allocated: the number of allocations, the bytes allocated in all, and the peak of
+/// live bytes above the starting level.
+struct Memory {
+    allocs: usize,
+    bytes: usize,
+    peak: usize,
+}
+
+fn measure_memory<T>(f: impl FnOnce() -> T) -> (T, Memory) {
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let (allocs, bytes) = (ALLOCS.load(Ordering::Relaxed), TOTAL_BYTES.load(Ordering::Relaxed));
+    let out = f();
+    let memory = Memory {
+        allocs: ALLOCS.load(Ordering::Relaxed) - allocs,
+        bytes: TOTAL_BYTES.load(Ordering::Relaxed) - bytes,
+        peak: PEAK.load(Ordering::Relaxed).saturating_sub(base),
+    };
+    (out, memory)
+}
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
 }
 
-fn time<T>(f: impl FnOnce() -> T) -> (Duration, T) {
-    let start = Instant::now();
-    let out = f();
-    (start.elapsed(), out)
+/// The median wall time of `f` over `n` calls.
+fn time_median(n: usize, mut f: impl FnMut()) -> Duration {
+    median(
+        (0..n)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect(),
+    )
 }
 
-fn scenario_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("scenarios/ exists").map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            scenario_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "json") {
-            out.push(path);
+// ---------------------------------------------------------------------------------------------
+// The shapes: latencies drawn from one seed, shared by the floor and the scenario.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy)]
+struct Shape {
+    n: usize,
+    m: usize,
+    cap: usize,
+}
+
+fn model_ms(i: usize, j: usize) -> u64 {
+    200 + splitmix64((i * 10_007 + j) as u64) % 3801
+}
+
+fn tool_ms(i: usize, j: usize) -> u64 {
+    5 + splitmix64(((i * 10_007 + j) as u64) ^ 0xABCD) % 496
+}
+
+/// The bare-tokio floor for a shape: one run.
+fn floor(shape: Shape) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    runtime.block_on(async {
+        let permits = Arc::new(tokio::sync::Semaphore::new(shape.cap));
+        let mut tasks = Vec::with_capacity(shape.n);
+        for i in 0..shape.n {
+            let permits = permits.clone();
+            let m = shape.m;
+            tasks.push(tokio::spawn(async move {
+                let _permit = permits.acquire_owned().await.unwrap();
+                let work = async {
+                    for j in 0..m {
+                        tokio::time::sleep(Duration::from_millis(model_ms(i, j))).await;
+                        tokio::task::yield_now().await;
+                        tokio::time::sleep(Duration::from_millis(tool_ms(i, j))).await;
+                    }
+                    tokio::time::sleep(Duration::from_millis(model_ms(i, m))).await;
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(60), work).await;
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum RootStyle {
+    /// One `subagent.wait` for everything.
+    Wait,
+    /// A reply to every notification (the held turn).
+    Notify,
+}
+
+fn shape_scenario(shape: Shape, style: RootStyle, root_replies: usize) -> Scenario {
+    let Shape { n, m, cap } = shape;
+    let spawns: Vec<Value> =
+        (0..n).map(|i| json!({"tool": "subagent", "args": {"prompt": format!("[c{i}] do part {i}")}})).collect();
+    let mut root = vec![json!({"calls": spawns, "latency_ms": 100})];
+    match style {
+        RootStyle::Wait => {
+            root.push(
+                json!({"calls": [{"tool": "subagent.wait", "args": {"timeout_seconds": 3600}}], "latency_ms": 100}),
+            );
+            root.push(json!({"text": "all done", "latency_ms": 100}));
+        }
+        RootStyle::Notify => root.extend((0..root_replies).map(|_| json!({"text": "noted", "latency_ms": 100}))),
+    }
+    let mut lanes = vec![json!({"agent": "main", "replies": root})];
+    let mut tools = Vec::new();
+    for i in 0..n {
+        let mut replies: Vec<Value> = (0..m)
+            .map(|j| json!({"calls": [{"tool": format!("T{i}"), "args": {"step": j}}], "latency_ms": model_ms(i, j)}))
+            .collect();
+        replies.push(json!({"text": format!("part {i} done"), "latency_ms": model_ms(i, m)}));
+        lanes.push(json!({"task_contains": format!("[c{i}]"), "replies": replies}));
+        let results: Vec<Value> = (0..m).map(|j| json!({"text": "ok", "latency_ms": tool_ms(i, j)})).collect();
+        tools.push(json!({"name": format!("T{i}"), "results": results}));
+    }
+    let file = json!({
+        "name": format!("bench-{n}x{m}-cap{cap}"),
+        "rules": {
+            "preset": "bub", "max_concurrency": cap, "child_step_cap": m + 1,
+            "root_step_budget": n * (m + 3) + 50, "subagent_default_timeout_ms": 60_000
+        },
+        "tools": tools,
+        "lanes": lanes,
+        "turns": [{"user": "Do all the parts."}],
+        "limits": {"max_events": 10_000_000, "horizon_ms": 36_000_000}
+    });
+    scenario::parse(Path::new("bench.json"), &file.to_string()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The equivalent scenario of a shape; for the notify style, with exactly as many root
+/// replies as its wake-ups need (found by a first run).
+fn equivalent(shape: Shape, style: RootStyle) -> Scenario {
+    if style == RootStyle::Wait {
+        return shape_scenario(shape, style, 0);
+    }
+    let probe = shape_scenario(shape, style, shape.n + 2);
+    let used = runner::run(&probe, &[]).lane_use[0];
+    let scenario = shape_scenario(shape, style, used - 1);
+    let verdict = runner::verify(&scenario, &[]);
+    assert!(verdict.passed(), "{}", verdict.failures.iter().map(|f| f.what.clone()).collect::<Vec<_>>().join("\n"));
+    scenario
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections
+// ---------------------------------------------------------------------------------------------
+
+fn shapes(samples: usize) {
+    println!("## Shapes: ratio to the bare-tokio floor (median of {samples} runs each, same process)");
+    println!(
+        "| shape | root | floor µs/run | verify µs | verify × floor | run+judge µs | run+judge × floor | events | µs/event | allocs/event | bytes/event |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for shape in [Shape { n: 4, m: 5, cap: 2 }, Shape { n: 16, m: 10, cap: 4 }, Shape { n: 64, m: 20, cap: 8 }] {
+        for style in [RootStyle::Wait, RootStyle::Notify] {
+            let scenario = equivalent(shape, style);
+            let floor_t = time_median(samples, || floor(shape));
+            let verify_t = time_median(samples, || {
+                runner::verify(&scenario, &[]);
+            });
+            let judge_t = time_median(samples, || {
+                runner::judge(&scenario, runner::run(&scenario, &[]));
+            });
+            let (run, memory) = measure_memory(|| runner::judge(&scenario, runner::run(&scenario, &[])).run);
+            let events = run.trace.entries.len();
+            println!(
+                "| {}×{}, cap {} | {} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} | {events} | {:.2} | {:.1} | {:.0} |",
+                shape.n,
+                shape.m,
+                shape.cap,
+                if style == RootStyle::Wait { "wait" } else { "notify" },
+                us(floor_t),
+                us(verify_t),
+                us(verify_t) / us(floor_t),
+                us(judge_t),
+                us(judge_t) / us(floor_t),
+                us(judge_t) / events as f64,
+                memory.allocs as f64 / events as f64,
+                memory.bytes as f64 / events as f64,
+            );
         }
     }
 }
 
-fn main() {
-    let file = Path::new("scenarios/roku/agent-timeout-121s-child.json");
-    let scenario = rehearsal::scenario::load(file).expect("the timeout scenario loads");
-    let profiles = runner::resolve_profiles(&scenario, Path::new("scenarios/roku")).expect("no profiles");
-    let samples: Vec<Duration> = (0..500).map(|_| time(|| runner::run(&scenario, &profiles)).0).collect();
-    let run = runner::run(&scenario, &profiles);
-    println!(
-        "timeout scenario ({} ms virtual): median {:?} wall per run (500 runs)",
-        run.elapsed.as_millis(),
-        median(samples)
-    );
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
 
-    let mut files = Vec::new();
-    scenario_files(Path::new("scenarios"), &mut files);
-    let samples: Vec<Duration> = (0..10)
-        .map(|_| {
-            time(|| {
-                for f in &files {
-                    let (_, verdict) = runner::verify_file(f).expect("scenarios load");
-                    assert!(verdict.passed(), "{} fails", f.display());
-                }
-            })
-            .0
-        })
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let (x0, y0) = points[0];
+    let (x1, y1) = points[points.len() - 1];
+    (y1 / y0).ln() / (x1 / x0).ln()
+}
+
+fn scaling(samples: usize) {
+    println!();
+    println!("## Scaling: one run + judge as N (children) or M (steps) doubles; log-log slopes");
+    for (label, shapes) in [
+        ("N doubles (M 10, cap 4)", (0..4).map(|k| Shape { n: 16 << k, m: 10, cap: 4 }).collect::<Vec<_>>()),
+        ("M doubles (N 16, cap 4)", (0..4).map(|k| Shape { n: 16, m: 10 << k, cap: 4 }).collect::<Vec<_>>()),
+    ] {
+        let mut time_points = Vec::new();
+        let mut memory_points = Vec::new();
+        let mut cells = Vec::new();
+        for shape in shapes {
+            let scenario = equivalent(shape, RootStyle::Wait);
+            let t = time_median(samples.div_ceil(2), || {
+                runner::judge(&scenario, runner::run(&scenario, &[]));
+            });
+            let (_, memory) = measure_memory(|| runner::judge(&scenario, runner::run(&scenario, &[])));
+            let peak = memory.peak;
+            let x = (shape.n * shape.m) as f64;
+            time_points.push((x, us(t)));
+            memory_points.push((x, peak as f64));
+            cells.push(format!("{}×{}: {:.0} µs, {:.1} MB", shape.n, shape.m, us(t), peak as f64 / 1e6));
+        }
+        println!(
+            "- {label}: {}; time slope {:.2}, memory slope {:.2}",
+            cells.join("; "),
+            slope(&time_points),
+            slope(&memory_points)
+        );
+    }
+}
+
+fn memory_cases() {
+    println!();
+    println!("## Memory cases (one verify each: two runs and every oracle)");
+    let big = equivalent(Shape { n: 256, m: 50, cap: 8 }, RootStyle::Wait);
+    let start = Instant::now();
+    let (verdict, Memory { peak, .. }) = measure_memory(|| runner::verify(&big, &[]));
+    println!(
+        "- 256 children × 50 steps: {:.2} s, peak {:.1} MB, {} events, passed: {}",
+        start.elapsed().as_secs_f64(),
+        peak as f64 / 1e6,
+        verdict.run.trace.entries.len(),
+        verdict.passed()
+    );
+    drop(verdict);
+
+    let turns = 200;
+    let mut replies = Vec::new();
+    for _ in 0..turns {
+        replies.push(json!({"calls": [{"tool": "Read", "args": {"path": "big.log"}}], "latency_ms": 10}));
+        replies.push(json!({"text": "read it", "latency_ms": 10}));
+    }
+    let file = json!({
+        "name": "200-turns-100kb",
+        "tools": [{"name": "Read", "latency_ms": 5, "results": [{"text": {"repeat": "0123456789", "count": 10_000}}]}],
+        "lanes": [{"agent": "main", "replies": replies}],
+        "turns": (0..turns).map(|t| json!({"user": format!("turn {t}")})).collect::<Vec<_>>(),
+        "limits": {"max_events": 10_000_000}
+    });
+    let scenario = scenario::parse(Path::new("bench.json"), &file.to_string()).unwrap();
+    let start = Instant::now();
+    let (verdict, Memory { peak, .. }) = measure_memory(|| runner::verify(&scenario, &[]));
+    println!(
+        "- 200 turns each reading a 100 KB result: {:.2} s, peak {:.1} MB, passed: {}",
+        start.elapsed().as_secs_f64(),
+        peak as f64 / 1e6,
+        verdict.passed()
+    );
+    drop(verdict);
+
+    let steps = 2000;
+    let replies: Vec<Value> = (0..steps)
+        .map(|_| json!({"calls": [{"tool": "Frobnicate", "undeclared": true}], "latency_ms": 1}))
+        .chain([json!({"text": "gave up"})])
         .collect();
+    let file = json!({
+        "name": "2000-unknown-tool-steps",
+        "rules": {"root_step_budget": steps + 5},
+        "lanes": [{"agent": "main", "replies": replies}],
+        "turns": [{"user": "try"}],
+        "limits": {"max_events": 10_000_000}
+    });
+    let scenario = scenario::parse(Path::new("bench.json"), &file.to_string()).unwrap();
+    let start = Instant::now();
+    let (verdict, Memory { peak, .. }) = measure_memory(|| runner::verify(&scenario, &[]));
     println!(
-        "scenario suite ({} files, each run twice and judged): median {:?} wall (10 passes)",
-        files.len(),
-        median(samples)
+        "- 2,000 unknown-tool steps: {:.2} s, peak {:.1} MB, passed: {}",
+        start.elapsed().as_secs_f64(),
+        peak as f64 / 1e6,
+        verdict.passed()
     );
+}
 
-    let options = fuzz::Options { cases: 10_000, seed: 1, explore: 0, family: Family::Any, shrink_steps: 4096 };
-    let (elapsed, report) = time(|| fuzz::run(&options, |_| {}));
-    assert!(report.finding.is_none(), "the correct core has a finding: {:?}", report.finding);
-    println!(
-        "fuzz --cases 10000 --seed 1: {elapsed:.2?}, {:.0} cases/s on one core, {} invalid",
-        report.cases as f64 / elapsed.as_secs_f64(),
-        report.invalid
-    );
+fn fuzz_rate(cases: u64) {
+    println!();
+    println!("## Fuzzer rate on one core");
+    for explore in [0, 2] {
+        let options = fuzz::Options { cases, seed: 1, explore, family: Family::Any, shrink_steps: 4096 };
+        let start = Instant::now();
+        let report = fuzz::run(&options, |_| {});
+        let elapsed = start.elapsed();
+        assert!(report.finding.is_none(), "the correct core has a finding: {:?}", report.finding);
+        println!(
+            "- `fuzz --cases {cases} --seed 1 --explore {explore}`: {:.2} s, {:.0} cases/s, {} invalid",
+            elapsed.as_secs_f64(),
+            report.cases as f64 / elapsed.as_secs_f64(),
+            report.invalid
+        );
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    let samples = if quick { 5 } else { 21 };
+    shapes(samples);
+    scaling(samples);
+    memory_cases();
+    fuzz_rate(if quick { 2_000 } else { 10_000 });
 }
