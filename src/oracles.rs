@@ -1,4 +1,4 @@
-//! The nine oracles of `reference/core.md`, checked on every run.
+//! The nine oracles of `docs/rules/core.md` (`oracle.*`), checked on every run.
 //!
 //! Each oracle reads the evidence of a finished run (the trace, the requests the core sent,
 //! what was left alive) and reports every violation with the oracle's name, the agent, the
@@ -44,7 +44,7 @@ pub enum Oracle {
 }
 
 impl Oracle {
-    /// All nine, in the order of core.md.
+    /// All nine, in the order of docs/rules/core.md.
     pub const ALL: [Oracle; 9] = [
         Oracle::Depth,
         Oracle::Budget,
@@ -350,7 +350,7 @@ fn budget(e: &Evidence, r: &mut Report) {
     }
 }
 
-/// The result a parent must receive for a child's final message (core.md oracle 3), derived
+/// The result a parent must receive for a child's final message (`oracle.truncation.expected`), derived
 /// from the reference independently of the core.
 pub fn expected_result(message: &str, limit: Option<usize>) -> String {
     match limit {
@@ -740,7 +740,7 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
     }
 }
 
-/// The notification text for a result, as bub.md section 4 writes it.
+/// The notification text for a result, as `bub.delivery.notification-format` gives it.
 fn notification(task_id: &str, status: TaskStatus, body: &str) -> String {
     format!(
         "<subagent-notification task_id=\"{task_id}\" status=\"{}\">\n{body}\n</subagent-notification>",

@@ -1,4 +1,4 @@
-//! Agent profile files: `.agents/agents/*.md` with YAML front matter (`bub.md` section 5).
+//! Agent profile files: `.agents/agents/*.md` with YAML front matter (`docs/rules/bub.md`, `bub.profile.*`).
 //!
 //! Files are read before a run starts, never during one. A file without a `description`, or
 //! whose front matter does not parse, is an error naming the file (and the line, where the

@@ -1,7 +1,7 @@
 //! The rule knobs: every limit of both sub-agent families, with its default in one place.
 //!
 //! The `roku` and `bub` presets are two sets of values for the same struct (see
-//! `reference/core.md`, "Rule knobs"). A scenario starts from a preset and may override any
+//! `docs/rules/core.md`, `core.knob.*`). A scenario starts from a preset and may override any
 //! knob; the property tests fuzz them, so nothing in the core may be a hidden constant.
 //! This module holds values only; it does not decide anything.
 
@@ -57,7 +57,7 @@ pub struct Rules {
 pub const WAIT_DEFAULT_SECONDS: u64 = 60;
 
 impl Rules {
-    /// Roku's rules (`reference/roku.md`).
+    /// Roku's rules (`docs/rules/roku.md`).
     pub fn roku() -> Rules {
         Rules {
             preset: Preset::Roku,
@@ -76,7 +76,7 @@ impl Rules {
         }
     }
 
-    /// Bub's rules (`reference/bub.md`).
+    /// Bub's rules (`docs/rules/bub.md`).
     pub fn bub() -> Rules {
         Rules {
             preset: Preset::Bub,
@@ -125,7 +125,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn presets_differ_only_where_core_md_says() {
+    fn presets_differ_only_where_core_knobs_say() {
         let (r, b) = (Rules::roku(), Rules::bub());
         assert_eq!(r.root_step_budget, b.root_step_budget);
         assert_eq!(r.depth_limit, 1);

@@ -1,5 +1,5 @@
 //! Property tests: generated scenarios across both rule sets, run through the real core,
-//! with every oracle of core.md checked on every case (`rehearsal::fuzz::check`).
+//! with every oracle of docs/rules/core.md checked on every case (`rehearsal::fuzz::check`).
 //!
 //! 256 cases per property by default; set `PROPTEST_CASES` for more. Failing cases are
 //! persisted under `proptest-regressions/` and replayed first on every run. A failure prints

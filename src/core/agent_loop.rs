@@ -1,4 +1,4 @@
-//! The agent loop: one agent, one request, until a terminal outcome (`roku.md` section 1).
+//! The agent loop: one agent, one request, until a terminal outcome (`docs/rules/roku.md`, `roku.loop.*`, `roku.terminal.*`, `roku.calls.*`).
 //!
 //! Per iteration: take in what arrived (steering, background results), check the budget, ask
 //! the model, scan for a terminal call first, then run the calls one at a time. The loop

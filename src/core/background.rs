@@ -1,4 +1,4 @@
-//! Bub's background sub-agents: the `subagent` tool family (`bub.md`).
+//! Bub's background sub-agents: the `subagent` tool family (`docs/rules/bub.md`).
 //!
 //! The [`Board`] is the one place that holds a session's background tasks: their states, the
 //! concurrency cap with its FIFO queue, the sessions children run in, and the results not yet
@@ -527,7 +527,7 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
     let rules = &shared.rules;
     let budget_before = parent.budget.remaining;
     parent.budget.spend(rules.spawn_cost);
-    // One depth guard for both families (core.md): no agent runs deeper than the limit.
+    // One depth guard for both families (`core.depth.guard-error`): no agent runs deeper than the limit.
     if parent.depth >= rules.depth_limit {
         let reason = super::foreground::DEPTH_ERROR;
         shared.observer.event(&parent.agent, Event::SpawnRefused { tool: "subagent".into(), reason: reason.into() });

@@ -66,7 +66,7 @@ mod tests {
     }
 
     #[test]
-    fn grant_examples_of_roku_md() {
+    fn grant_examples_of_roku_grant_examples() {
         // (remaining before the grant, after the spawn cost) -> (grant, left)
         for (before, grant, left) in [(29, 10, 19), (10, 10, 0), (4, 4, 0), (0, 0, 0)] {
             let mut b = budget(before);

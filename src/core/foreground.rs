@@ -1,4 +1,4 @@
-//! Roku's foreground `Agent` sub-agent (`roku.md` section 2).
+//! Roku's foreground `Agent` sub-agent (`docs/rules/roku.md`, `roku.agent.*`, `roku.grant.*`).
 //!
 //! The parent pays the spawn cost, passes the depth guard and the empty-task check, then
 //! pre-deducts the child's grant (never refunded) and runs the child to its end, inline,

@@ -325,12 +325,12 @@ fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
     ToolCall { id: id.into(), name: name.into(), args }
 }
 
-/// The notification text bub.md section 4 gives a finished result.
+/// The notification text `bub.delivery.notification-format` gives a finished result.
 fn note(task: &str, status: &str, body: &str) -> String {
     format!("<subagent-notification task_id=\"{task}\" status=\"{status}\">\n{body}\n</subagent-notification>")
 }
 
-/// What the parent must receive for `message` under `limit` (core.md oracle 3, written out
+/// What the parent must receive for `message` under `limit` (`oracle.truncation.expected`, written out
 /// here on its own).
 fn truncated(message: &str, limit: usize) -> String {
     let kept: String = message.chars().take(limit).collect();
