@@ -60,7 +60,7 @@ pub fn fork_mismatch(exchanges: &[Exchange], request: &LlmRequest, sent: &[Strin
         let Some(reply) = &e.reply else { continue };
         let forked = reply.tool_calls.iter().any(|c| {
             c.name == "subagent"
-                && c.args.get("prompt").and_then(|p| p.as_str()).map(str::trim) == Some(request.goal.as_str())
+                && c.args.get("prompt").and_then(|p| p.as_str()).map(str::trim) == Some(&*request.goal)
                 && matches!(c.args.get("session").and_then(|s| s.as_str()).map(str::trim), Some("fork" | "inherit"))
         });
         if !forked {
@@ -68,14 +68,15 @@ pub fn fork_mismatch(exchanges: &[Exchange], request: &LlmRequest, sent: &[Strin
         }
         let mut expected = e.request.messages.clone();
         expected.push(reply.clone());
-        expected.push(Message::user(request.goal.clone()));
+        expected.push(Message::user(&*request.goal));
         expected.extend(sent.iter().map(|m| Message::user(m.clone())));
         if expected == request.messages {
             return None;
         }
-        let got = &request.messages;
-        let at = expected.iter().zip(got).position(|(a, b)| a != b).unwrap_or(expected.len().min(got.len()));
-        let show = |m: Option<&Message>| m.map_or("(none)".to_string(), |m| format!("{:?}: {:?}", m.role, m.content));
+        let (expected, got): (Vec<&Message>, Vec<&Message>) =
+            (expected.iter().collect(), request.messages.iter().collect());
+        let at = expected.iter().zip(&got).position(|(a, b)| a != b).unwrap_or(expected.len().min(got.len()));
+        let show = |m: Option<&&Message>| m.map_or("(none)".to_string(), |m| format!("{:?}: {:?}", m.role, m.content));
         last_difference = Some(format!(
             "the request differs from the parent's conversation at the call at message {at} (expected {} messages, got {}): expected {}, got {}",
             expected.len(),

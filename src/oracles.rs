@@ -17,7 +17,7 @@ pub use crate::evidence::Evidence;
 use crate::evidence::fork_mismatch;
 use crate::sut::AgentId;
 use crate::sut::event::{Event, Family, TaskStatus, Via};
-use crate::sut::llm::{Message, Role};
+use crate::sut::llm::{Message, Role, Transcript};
 use crate::trace::{Entry, Trace, What};
 
 /// Which rule a violation breaks.
@@ -153,24 +153,29 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
 }
 
 /// Oracle 9: two runs of the same scenario and seed give byte-identical traces.
+///
+/// Both renderings (text and JSON lines) are functions of the entries alone, so the entries
+/// are compared as values and only a difference is rendered.
 pub fn determinism(first: &Trace, second: &Trace) -> Option<Violation> {
-    let (a, b) = (first.lines(), second.lines());
-    let json = |t: &Trace| t.entries.iter().map(|e| e.json().to_string()).collect::<Vec<_>>();
-    let (ja, jb) = (json(first), json(second));
-    if a == b && ja == jb {
-        return None;
-    }
-    // The JSON form holds every field in full; the text form shortens long strings.
-    let at = ja.iter().zip(&jb).position(|(x, y)| x != y).unwrap_or(ja.len().min(jb.len()));
-    let entry = first.entries.get(at).or(second.entries.get(at));
-    let show = |lines: &[String], json: &[String]| {
-        lines.get(at).map_or("(end)".to_string(), |l| if a.get(at) == b.get(at) { json[at].clone() } else { l.clone() })
+    let (a, b) = (&first.entries, &second.entries);
+    let at = a.iter().zip(b.iter()).position(|(x, y)| x != y).or((a.len() != b.len()).then(|| a.len().min(b.len())))?;
+    let entry = a.get(at).or(b.get(at));
+    // The text form shortens long strings; where it hides the difference, show the JSON.
+    let show = |e: Option<&Entry>, other: Option<&Entry>| match (e, other) {
+        (None, _) => "(end)".to_string(),
+        (Some(e), Some(o)) if e.line() == o.line() => e.json().to_string(),
+        (Some(e), _) => e.line(),
     };
     Some(Violation {
         oracle: Oracle::Determinism,
         agent: entry.map_or("main".into(), |e| e.agent.to_string()),
         at: entry.map_or(Duration::ZERO, |e| e.at),
-        message: format!("two runs differ at trace line {}: {:?} vs {:?}", at + 1, show(&a, &ja), show(&b, &jb)),
+        message: format!(
+            "two runs differ at trace line {}: {:?} vs {:?}",
+            at + 1,
+            show(a.get(at), b.get(at)),
+            show(b.get(at), a.get(at))
+        ),
         lines: vec![at],
     })
 }
@@ -581,7 +586,7 @@ impl Provenance<'_> {
     /// stretch (call ids are compared within the request, never parsed); a user message
     /// must be a text that reached the agent from outside (turns, steering, sends,
     /// notifications) or the runtime's exhaustion nudge.
-    fn first_foreign(&self, agent: &AgentId, messages: &[Message]) -> Option<String> {
+    fn first_foreign<'m>(&self, agent: &AgentId, messages: impl IntoIterator<Item = &'m Message>) -> Option<String> {
         let mut calls: BTreeSet<&str> = BTreeSet::new();
         for message in messages {
             match message.role {
@@ -670,7 +675,7 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
     }
     let line_of = |agent: &AgentId| kinds.get(agent).map_or(0, |(_, line)| *line);
     let mut seen: BTreeMap<&AgentId, usize> = BTreeMap::new();
-    let mut first: BTreeMap<&AgentId, &Vec<Message>> = BTreeMap::new();
+    let mut first: BTreeMap<&AgentId, &Transcript> = BTreeMap::new();
     for exchange in e.exchanges {
         let request = &exchange.request;
         let agent = &request.agent;
@@ -724,7 +729,7 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
             }
             _ => continue,
         };
-        if let Some(why) = prov.first_foreign(agent, &request.messages[from..]) {
+        if let Some(why) = prov.first_foreign(agent, request.messages.iter().skip(from)) {
             r.add(Oracle::ForkIsolation, line, format!("{agent}'s request holds {why}"), vec![]);
         }
     }

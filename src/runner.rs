@@ -180,7 +180,7 @@ async fn run_paused(sut: &dyn SystemUnderTest, scenario: &Scenario, profiles: &[
             let (at, message) = (Duration::from_millis(s.at_ms), s.message.clone());
             Some(tokio::spawn(async move {
                 tokio::time::sleep_until(start + at).await;
-                schedule.tie_break(&format!("steer {}", at.as_millis())).await;
+                schedule.tie_break(|| format!("steer {}", at.as_millis())).await;
                 handle.steer(&message);
             }))
         })
@@ -235,7 +235,7 @@ async fn run_paused(sut: &dyn SystemUnderTest, scenario: &Scenario, profiles: &[
     }
     let elapsed = ended.borrow().unwrap_or_else(|| recorder.elapsed());
     Run {
-        trace: recorder.trace(),
+        trace: recorder.take_trace(),
         outcomes: outcomes.into_inner(),
         exchanges: log.take(),
         elapsed,
@@ -252,11 +252,11 @@ async fn run_paused(sut: &dyn SystemUnderTest, scenario: &Scenario, profiles: &[
 
 /// Judges a run against the scenario's expectations.
 pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
-    let lines = run.trace.lines();
+    let trace = &run.trace;
     let mut failures = Vec::new();
     let mut fail = |what: String, lines: Vec<String>| failures.push(Failure { what, lines });
     for halt in &run.halts {
-        fail(format!("stopped: {halt}"), lines.iter().rev().take(6).rev().cloned().collect());
+        fail(format!("stopped: {halt}"), trace.tail(6));
     }
     for check in &run.failed_checks {
         fail(format!("check failed: {check}"), Vec::new());
@@ -288,11 +288,11 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
             .entries
             .iter()
             .position(|e| matches!(&e.what, What::Core(Event::TurnEnded { turn, .. }) if *turn == turn_number));
-        let turn_lines: Vec<String> = end.map_or_else(Vec::new, |end| lines[end.saturating_sub(1)..=end].to_vec());
+        let turn_lines = || end.map_or_else(Vec::new, |end| trace.lines_at(&[end.saturating_sub(1), end]));
         let e = &turn.expect;
         let mut mismatch = |field: &str, want: String, got: String| {
             if want != got {
-                fail(format!("{place}.{field}: expected {want}, got {got}"), turn_lines.clone());
+                fail(format!("{place}.{field}: expected {want}, got {got}"), turn_lines());
             }
         };
         if let Some(want) = e.outcome {
@@ -317,10 +317,15 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
         }
     }
     for violation in oracles::check(&run.evidence()) {
-        let context = violation.lines.iter().filter_map(|i| lines.get(*i).cloned()).collect();
-        fail(violation.to_string(), context);
+        fail(violation.to_string(), trace.lines_at(&violation.lines));
     }
-    let text = run.trace.text();
+    // The text is rendered only when the scenario has fragments to find in it.
+    let lines = if scenario.expect.trace.is_empty() && scenario.expect.trace_absent.is_empty() {
+        Vec::new()
+    } else {
+        trace.lines()
+    };
+    let text: String = lines.iter().flat_map(|l| [l.as_str(), "\n"]).collect();
     let mut from = 0;
     for (i, fragment) in scenario.expect.trace.iter().enumerate() {
         match text[from..].find(fragment.as_str()) {
@@ -364,8 +369,7 @@ pub fn verify(scenario: &Scenario, profiles: &[Profile]) -> Verdict {
     let differs = oracles::determinism(&first.trace, &second.trace);
     let mut verdict = judge(scenario, first);
     if let Some(violation) = differs {
-        let lines =
-            violation.lines.iter().filter_map(|i| verdict.run.trace.entries.get(*i)).map(|e| e.line()).collect();
+        let lines = verdict.run.trace.lines_at(&violation.lines);
         verdict.failures.push(Failure { what: violation.to_string(), lines });
     }
     verdict
@@ -385,18 +389,10 @@ pub fn check_order(scenario: &Scenario, profiles: &[Profile], schedule: Schedule
 /// A scenario in the tie order of `seed`: what stopped the run, and the oracle violations.
 pub fn explore(scenario: &Scenario, profiles: &[Profile], seed: u64) -> Verdict {
     let (run, violations) = check_order(scenario, profiles, Schedule::seeded(seed));
-    let lines = run.trace.lines();
-    let mut failures: Vec<Failure> = run
-        .halts
-        .iter()
-        .map(|halt| Failure {
-            what: format!("stopped: {halt}"),
-            lines: lines.iter().rev().take(6).rev().cloned().collect(),
-        })
-        .collect();
+    let mut failures: Vec<Failure> =
+        run.halts.iter().map(|halt| Failure { what: format!("stopped: {halt}"), lines: run.trace.tail(6) }).collect();
     for violation in violations {
-        let context = violation.lines.iter().filter_map(|i| lines.get(*i).cloned()).collect();
-        failures.push(Failure { what: violation.to_string(), lines: context });
+        failures.push(Failure { what: violation.to_string(), lines: run.trace.lines_at(&violation.lines) });
     }
     Verdict { run, failures }
 }

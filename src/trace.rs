@@ -249,6 +249,16 @@ impl Trace {
         self.entries.iter().map(Entry::line).collect()
     }
 
+    /// The text lines of the entries at `indices` (those that exist), rendered on demand.
+    pub fn lines_at(&self, indices: &[usize]) -> Vec<String> {
+        indices.iter().filter_map(|i| self.entries.get(*i)).map(Entry::line).collect()
+    }
+
+    /// The text lines of the last `n` entries.
+    pub fn tail(&self, n: usize) -> Vec<String> {
+        self.entries[self.entries.len().saturating_sub(n)..].iter().map(Entry::line).collect()
+    }
+
     /// The text trace.
     pub fn text(&self) -> String {
         let mut out = String::new();

@@ -12,10 +12,10 @@ use serde_json::json;
 use tracing::Instrument;
 
 use super::budget::Budget;
-use super::conversation::Conversation;
 use super::{Inbox, Shared, background, foreground};
 use crate::sut::approval::Decision;
 use crate::sut::event::{Event, OutcomeKind, Status};
+use crate::sut::llm::Transcript;
 use crate::sut::llm::{BoxFuture, LlmRequest, Message, ToolCall, ToolSpec};
 use crate::sut::tool::{ToolContext, ToolOutput};
 use crate::sut::{AgentId, Outcome};
@@ -24,13 +24,13 @@ use crate::sut::{AgentId, Outcome};
 pub(crate) struct Loop {
     pub agent: AgentId,
     pub depth: u32,
-    pub goal: String,
-    pub request_id: String,
-    pub model: Option<String>,
-    pub reasoning_effort: Option<String>,
-    pub profile: Option<String>,
-    pub system: String,
-    pub history: Conversation,
+    pub goal: Arc<str>,
+    pub request_id: Arc<str>,
+    pub model: Option<Arc<str>>,
+    pub reasoning_effort: Option<Arc<str>>,
+    pub profile: Option<Arc<str>>,
+    pub system: Arc<str>,
+    pub history: Transcript,
     pub budget: Budget,
     pub step_index: u32,
     /// Catalog tools this loop may use; `None` = the whole catalog.
@@ -44,20 +44,32 @@ pub(crate) struct Loop {
     pub children: u32,
     /// Model requests made so far.
     pub llm_calls: u32,
+    /// The tools offered to the model, built at the first request (they do not change
+    /// during a loop).
+    pub offered: Option<Arc<[ToolSpec]>>,
 }
 
 const TERMINALS: [&str; 3] = ["final_answer", "ask_user", "fail"];
 
+/// What decides the tools a loop is offered.
+#[derive(PartialEq, Eq)]
+pub(crate) struct OfferKey {
+    catalog: Option<BTreeSet<String>>,
+    ask_user: bool,
+    agent: bool,
+    subagents: bool,
+}
+
 impl Loop {
     /// A child of `self`: fresh counters, the parent's context passed through.
     pub fn child(&self, agent: AgentId, goal: &str, grant: u32, shared: &Shared) -> Loop {
-        let mut history = Conversation::new();
+        let mut history = Transcript::new();
         history.push(Message::user(goal));
         Loop {
             agent,
             depth: self.depth + 1,
-            goal: goal.to_string(),
-            request_id: format!("{}-sub", self.request_id),
+            goal: Arc::from(goal),
+            request_id: Arc::from(format!("{}-sub", self.request_id)),
             model: self.model.clone(),
             reasoning_effort: self.reasoning_effort.clone(),
             profile: None,
@@ -71,6 +83,7 @@ impl Loop {
             inbox: Arc::new(Inbox::default()),
             children: 0,
             llm_calls: 0,
+            offered: None,
         }
     }
 
@@ -102,8 +115,26 @@ impl Loop {
             .collect()
     }
 
+    /// The tools offered to the model, shared by every loop offered the same set (the
+    /// session keeps one list per distinct set).
+    fn offered_tools(&self, shared: &Shared) -> Arc<[ToolSpec]> {
+        let key = OfferKey {
+            catalog: self.catalog.clone(),
+            ask_user: self.ask_user,
+            agent: self.offers_agent(shared),
+            subagents: self.offers_subagents(shared),
+        };
+        let mut offers = shared.offers.lock().expect("offer cache lock poisoned");
+        if let Some((_, tools)) = offers.iter().find(|(k, _)| *k == key) {
+            return tools.clone();
+        }
+        let tools: Arc<[ToolSpec]> = self.build_offered(shared).into();
+        offers.push((key, tools.clone()));
+        tools
+    }
+
     /// The tools offered to the model: catalog tools, then the pseudo tools.
-    fn offered(&self, shared: &Shared) -> Vec<ToolSpec> {
+    fn build_offered(&self, shared: &Shared) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> =
             self.catalog_names(shared).iter().map(|n| shared.tools.get(n).expect("listed").spec().clone()).collect();
         specs.push(pseudo("final_answer", "Finish with a final answer.", &[("message", true)]));
@@ -187,18 +218,22 @@ impl Loop {
             }
             self.absorb(shared);
             self.llm_calls += 1;
+            if self.offered.is_none() {
+                self.offered = Some(self.offered_tools(shared));
+            }
+            let tools = self.offered.clone().unwrap_or_else(|| Arc::from([]));
             let request = LlmRequest {
                 agent: self.agent.clone(),
                 goal: self.goal.clone(),
                 profile: self.profile.clone(),
                 request_id: self.request_id.clone(),
-                session_id: shared.config.session_id.clone(),
+                session_id: shared.session_id.clone(),
                 model: self.model.clone(),
                 reasoning_effort: self.reasoning_effort.clone(),
-                memory: shared.config.memory.clone(),
+                memory: shared.memory.clone(),
                 system: self.system.clone(),
-                messages: self.history.to_vec(),
-                tools: self.offered(shared),
+                messages: self.history.clone(),
+                tools,
             };
             self.emit(
                 shared,
@@ -352,9 +387,9 @@ pub(crate) fn run(shared: Arc<Shared>, mut lp: Loop) -> BoxFuture<'static, (Outc
                     &shared,
                     Event::AgentStarted {
                         depth: lp.depth,
-                        goal: lp.goal.clone(),
+                        goal: lp.goal.to_string(),
                         budget: lp.budget.remaining,
-                        request_id: lp.request_id.clone(),
+                        request_id: lp.request_id.to_string(),
                     },
                 );
             }

@@ -20,11 +20,11 @@ use tokio::time::Instant;
 
 use super::agent_loop::{self, Loop, pseudo, string_arg};
 use super::budget::{Budget, truncate_result};
-use super::conversation::Conversation;
 use super::foreground::seconds;
 use super::{Inbox, Shared, system_prompt};
 use crate::seed::splitmix64;
 use crate::sut::event::{Event, Family, Status, TaskStatus, Via};
+use crate::sut::llm::Transcript;
 use crate::sut::llm::{Message, ToolCall, ToolSpec};
 use crate::sut::tool::ToolOutput;
 use crate::sut::{AgentId, Profile};
@@ -106,11 +106,11 @@ impl SessionMode {
 /// How to (re)start a task's loop: what the call and the profile decided.
 #[derive(Clone)]
 struct Launch {
-    request_id: String,
-    model: Option<String>,
-    reasoning_effort: Option<String>,
-    profile: Option<String>,
-    system: String,
+    request_id: Arc<str>,
+    model: Option<Arc<str>>,
+    reasoning_effort: Option<Arc<str>>,
+    profile: Option<Arc<str>>,
+    system: Arc<str>,
     catalog: Option<BTreeSet<String>>,
     skills: Vec<String>,
     timeout: Option<Duration>,
@@ -163,7 +163,7 @@ impl Task {
 
 /// A session record of the store.
 struct Record {
-    conversation: Conversation,
+    conversation: Transcript,
     in_use_by: Option<String>,
 }
 
@@ -308,7 +308,7 @@ impl Board {
     }
 
     /// Records the end of a task's run, frees its slot, and wakes the parent.
-    fn finish(&self, shared: &Shared, id: &str, status: TaskStatus, body: String, history: Option<Conversation>) {
+    fn finish(&self, shared: &Shared, id: &str, status: TaskStatus, body: String, history: Option<Transcript>) {
         let mut st = self.lock();
         let (body, _) = truncate_result(&body, shared.rules.result_limit_chars);
         let task = st.tasks.get_mut(id).expect("finished task exists");
@@ -334,7 +334,7 @@ impl Board {
         alias: &AgentId,
         id: &str,
         session: &SessionMode,
-        history: Option<Conversation>,
+        history: Option<Transcript>,
     ) {
         let key = session.key(id);
         match session {
@@ -583,15 +583,17 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
     parent.children += 1;
     let alias = parent.agent.child(parent.children);
     let launch = Launch {
-        request_id: format!("{}-{id}", parent.request_id),
+        request_id: Arc::from(format!("{}-{id}", parent.request_id)),
         model: string_arg(args, "model")
             .or_else(|| profile.and_then(|p| p.model.clone()))
+            .map(Arc::from)
             .or_else(|| parent.model.clone()),
         reasoning_effort: string_arg(args, "reasoning_effort")
             .or_else(|| profile.and_then(|p| p.reasoning_effort.clone()))
+            .map(Arc::from)
             .or_else(|| parent.reasoning_effort.clone()),
-        profile: profile.map(|p| p.name.clone()),
-        system: system_prompt(&shared.config, None, profile.map(|p| p.body.as_str()), &skills),
+        profile: profile.map(|p| Arc::from(p.name.as_str())),
+        system: Arc::from(system_prompt(&shared.config, None, profile.map(|p| p.body.as_str()), &skills)),
         catalog,
         skills,
         timeout: seconds_arg(args, "timeout_seconds")
@@ -602,12 +604,12 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
     // fork), a named one where it left off.
     let key = session.key(&id);
     let record =
-        st.sessions.entry(key.clone()).or_insert_with(|| Record { conversation: Conversation::new(), in_use_by: None });
+        st.sessions.entry(key.clone()).or_insert_with(|| Record { conversation: Transcript::new(), in_use_by: None });
     record.in_use_by = Some(id.clone());
     if session == SessionMode::Fork {
-        record.conversation = parent.history.fork_prefix(assistant_len);
+        record.conversation = parent.history.prefix(assistant_len);
     }
-    let conversation = record.conversation.fork();
+    let conversation = record.conversation.clone();
     let seq = st.order.len();
     st.order.push(id.clone());
     st.tasks.insert(
@@ -649,7 +651,7 @@ fn child_loop(
     alias: AgentId,
     prompt: &str,
     grant: u32,
-    mut conversation: Conversation,
+    mut conversation: Transcript,
 ) -> Loop {
     let st = shared.board.lock();
     let task = &st.tasks[id];
@@ -658,7 +660,7 @@ fn child_loop(
     Loop {
         agent: alias,
         depth: 1,
-        goal: prompt.to_string(),
+        goal: Arc::from(prompt),
         request_id: launch.request_id,
         model: launch.model,
         reasoning_effort: launch.reasoning_effort,
@@ -673,6 +675,7 @@ fn child_loop(
         inbox: task.inbox.clone(),
         children: 0,
         llm_calls: 0,
+        offered: None,
     }
 }
 
@@ -708,7 +711,7 @@ fn send(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
         return error(format!("session '{name}' is in use by task {user}"));
     }
     record.in_use_by = Some(id.clone());
-    let conversation = record.conversation.fork();
+    let conversation = record.conversation.clone();
     drop(st);
 
     let grant = parent.budget.grant(rules.child_step_cap);

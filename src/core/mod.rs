@@ -12,7 +12,6 @@
 
 pub mod approval;
 pub mod budget;
-pub mod conversation;
 
 mod agent_loop;
 mod background;
@@ -24,12 +23,11 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::rules::Rules;
 use crate::sut::approval::{ApprovalGate, GateMode};
 use crate::sut::event::{Event, Observer};
-use crate::sut::llm::{BoxFuture, Llm, Message};
+use crate::sut::llm::{BoxFuture, Llm, Message, ToolSpec, Transcript};
 use crate::sut::tool::ToolCatalog;
 use crate::sut::{AgentId, CoreSession, Harness, Outcome, Profile, SessionConfig, Steer, SystemUnderTest};
 use approval::{AutoGate, RiskGate};
 use budget::Budget;
-use conversation::Conversation;
 
 /// The built-in core, as a system under test: every feature of both rule sets.
 pub struct Builtin;
@@ -68,6 +66,9 @@ impl Inbox {
 pub(crate) struct Shared {
     pub config: SessionConfig,
     pub rules: Rules,
+    /// The session id and memory every request carries, shared.
+    pub session_id: Arc<str>,
+    pub memory: Arc<[String]>,
     pub llm: Arc<dyn Llm>,
     pub tools: ToolCatalog,
     pub gate: Arc<dyn ApprovalGate>,
@@ -75,6 +76,8 @@ pub(crate) struct Shared {
     pub board: background::Board,
     /// Messages for the root from outside its loop (steering); kept across turns.
     pub root_inbox: Arc<Inbox>,
+    /// The distinct tool lists offered so far, built once each.
+    pub offers: Mutex<Vec<(agent_loop::OfferKey, Arc<[ToolSpec]>)>>,
     this: Weak<Shared>,
 }
 
@@ -113,7 +116,7 @@ pub(crate) fn system_prompt(
 /// A user's session with the root agent: turns, steering, and quitting.
 pub struct Session {
     shared: Arc<Shared>,
-    history: Conversation,
+    history: Transcript,
     turns: u32,
     /// Children the root has spawned in all turns so far: aliases stay unique across turns,
     /// since a background child may outlive the turn that started it.
@@ -145,8 +148,11 @@ impl Session {
         };
         let shared = Arc::new_cyclic(|this| Shared {
             rules: config.rules.clone(),
+            session_id: Arc::from(config.session_id.as_str()),
+            memory: Arc::from(config.memory.as_slice()),
             board: background::Board::new(config.seed),
             root_inbox: Arc::new(Inbox::default()),
+            offers: Mutex::default(),
             config,
             llm,
             tools,
@@ -154,7 +160,7 @@ impl Session {
             observer,
             this: this.clone(),
         });
-        Ok(Session { shared, history: Conversation::new(), turns: 0, children: 0 })
+        Ok(Session { shared, history: Transcript::new(), turns: 0, children: 0 })
     }
 
     /// A handle for steering messages.
@@ -178,12 +184,12 @@ impl Session {
         let root = agent_loop::Loop {
             agent: AgentId::root(),
             depth: 0,
-            goal: message.to_string(),
-            request_id: request_id.to_string(),
-            model: shared.config.model.clone(),
-            reasoning_effort: shared.config.reasoning_effort.clone(),
+            goal: Arc::from(message),
+            request_id: Arc::from(request_id),
+            model: shared.config.model.as_deref().map(Arc::from),
+            reasoning_effort: shared.config.reasoning_effort.as_deref().map(Arc::from),
             profile: None,
-            system: system_prompt(&shared.config, profiles, None, &skills),
+            system: Arc::from(system_prompt(&shared.config, profiles, None, &skills)),
             history,
             budget: Budget { remaining: rules.root_step_budget, recovery: rules.recovery_budget },
             step_index: 0,
@@ -193,6 +199,7 @@ impl Session {
             inbox: shared.root_inbox.clone(),
             children: self.children,
             llm_calls: 0,
+            offered: None,
         };
         let (outcome, root) = agent_loop::run(shared.clone(), root).await;
         self.history = root.history;

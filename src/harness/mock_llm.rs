@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::evidence::fork_mismatch;
 use crate::scenario::{Check, Lane, Reply};
 use crate::sut::AgentId;
-use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall};
+use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall, Transcript};
 
 use super::Stop;
 use super::exchanges::ExchangeLog;
@@ -30,6 +30,7 @@ use super::schedule::Schedule;
 struct State {
     bindings: BTreeMap<AgentId, usize>,
     used: Vec<usize>,
+    seen: BTreeMap<AgentId, Seen>,
 }
 
 /// The engine.
@@ -67,11 +68,11 @@ impl ScriptedLlm {
         let child = request.agent.depth() > 0;
         lane.agent.as_deref() == Some(request.agent.as_str())
             || (child && lane.task_contains.as_deref().is_some_and(|t| request.goal.contains(t)))
-            || (child && lane.profile.is_some() && lane.profile == request.profile)
+            || (child && lane.profile.is_some() && lane.profile.as_deref() == request.profile.as_deref())
     }
 
     /// Binds the request's agent to its lane and takes the lane's next reply.
-    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, Reply), String> {
+    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, &Reply), String> {
         let mut st = self.state.lock().expect("mock lock poisoned");
         let lane = match st.bindings.get(&request.agent) {
             Some(lane) => *lane,
@@ -125,7 +126,7 @@ impl ScriptedLlm {
         for (place, failure) in failures {
             self.stop.check_failed(format!("{place}: {} request #{call}: {failure}", request.agent));
         }
-        Ok((lane, call, reply.clone()))
+        Ok((lane, call, reply))
     }
 
     fn check(&self, check: &Check, request: &LlmRequest) -> Vec<String> {
@@ -171,17 +172,17 @@ impl ScriptedLlm {
             }
         }
         let fields = [
-            ("model", &check.model, &request.model),
-            ("reasoning_effort", &check.reasoning_effort, &request.reasoning_effort),
+            ("model", &check.model, request.model.as_deref()),
+            ("reasoning_effort", &check.reasoning_effort, request.reasoning_effort.as_deref()),
         ];
         for (name, want, got) in fields {
-            if want.is_some() && want != got {
+            if want.is_some() && want.as_deref() != got {
                 out.push(format!("{name} is {got:?}, expected {want:?}"));
             }
         }
         for (name, want, got) in [
-            ("request_id", &check.request_id, &request.request_id),
-            ("session_id", &check.session_id, &request.session_id),
+            ("request_id", &check.request_id, &*request.request_id),
+            ("session_id", &check.session_id, &*request.session_id),
         ] {
             if let Some(want) = want
                 && want != got
@@ -190,7 +191,7 @@ impl ScriptedLlm {
             }
         }
         if let Some(memory) = &check.memory
-            && *memory != request.memory
+            && memory[..] != request.memory[..]
         {
             out.push(format!("memory is {:?}, expected {memory:?}", request.memory));
         }
@@ -216,31 +217,80 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// The task ids of `known` (those the core reported) that a model could read in these
-/// messages, in order of first appearance. An id counts where it stands as a whole word (not
-/// inside a longer name), so ids of any format work.
-fn task_ids_seen(messages: &[Message], known: &[String]) -> Vec<String> {
-    let mut found: Vec<(usize, usize, &String)> = Vec::new();
-    for (m, message) in messages.iter().enumerate() {
-        for id in known {
-            if found.iter().any(|(_, _, seen)| *seen == id) {
+/// What one agent's requests showed of task ids so far, so each request scans only the
+/// messages added since the agent's previous one.
+#[derive(Default)]
+struct Seen {
+    /// The conversation of the previous request.
+    messages: Transcript,
+    /// How many of the known ids the scan looked for.
+    known: usize,
+    /// Ids found, with where they first stand: (message index, byte offset).
+    found: Vec<((usize, usize), String)>,
+}
+
+impl Seen {
+    /// The task ids of `known` (those the core reported) a model could read in `messages`, in
+    /// order of first appearance. An id counts where it stands as a whole word (not inside a
+    /// longer name), so ids of any format work.
+    fn update(&mut self, messages: &Transcript, known: &[String]) -> Vec<String> {
+        if !messages.extends(&self.messages) {
+            *self = Seen::default();
+        }
+        let from = self.messages.len();
+        // Ids that became known since the last scan may stand in the old messages too.
+        let new_ids = &known[self.known.min(known.len())..];
+        if !new_ids.is_empty() && from > 0 {
+            let old = std::mem::take(&mut self.messages);
+            for (index, message) in old.iter().enumerate() {
+                self.look(index, message, new_ids);
+            }
+        }
+        let added = messages.since(&self.messages).unwrap_or_else(|| messages.iter().collect());
+        for (offset, message) in added.into_iter().enumerate() {
+            self.look(from + offset, message, known);
+        }
+        self.found.sort();
+        self.messages = messages.clone();
+        self.known = known.len();
+        self.found.iter().map(|(_, id)| id.clone()).collect()
+    }
+
+    fn look(&mut self, index: usize, message: &Message, ids: &[String]) {
+        let text = message.content.as_str();
+        for id in ids {
+            if self.found.iter().any(|(_, seen)| seen == id) {
                 continue;
             }
-            if let Some(at) = whole_word(&message.content, id) {
-                found.push((m, at, id));
+            // A quick filter before the whole-word search: most messages hold no id at all.
+            if text.len() >= id.len()
+                && let Some(at) = whole_word(text, id)
+            {
+                self.found.push(((index, at), id.clone()));
             }
         }
     }
-    found.sort();
-    found.into_iter().map(|(_, _, id)| id.clone()).collect()
 }
 
 /// Where `word` first stands in `text` with no id character on either side.
 fn whole_word(text: &str, word: &str) -> Option<usize> {
     let is_id = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    text.match_indices(word).map(|(at, _)| at).find(|&at| {
-        !text[..at].chars().next_back().is_some_and(is_id) && !text[at + word.len()..].chars().next().is_some_and(is_id)
-    })
+    let first = word.as_bytes().first()?;
+    // memchr-style scan for the first byte, then a comparison, instead of a substring searcher
+    // per (message, id) pair.
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(offset) = bytes[from..].iter().position(|b| b == first) {
+        let at = from + offset;
+        if bytes[at..].starts_with(word.as_bytes())
+            && !text[..at].chars().next_back().is_some_and(is_id)
+            && !text[at + word.len()..].chars().next().is_some_and(is_id)
+        {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }
 
 /// Replaces every string `$taskN` in the arguments by the N-th task id (from 1) the request
@@ -271,14 +321,19 @@ impl Llm for ScriptedLlm {
                 }
             };
             tokio::time::sleep(Duration::from_millis(reply.latency_ms)).await;
-            self.schedule.tie_break(&format!("llm {} #{call}", request.agent)).await;
+            self.schedule.tie_break(|| format!("llm {} #{call}", request.agent)).await;
             if reply.hang {
                 return std::future::pending().await;
             }
-            if let Some(error) = reply.error {
+            if let Some(error) = &reply.error {
+                let error = error.clone();
                 return Err(LlmError(error));
             }
-            let task_ids = task_ids_seen(&request.messages, &self.recorder.task_ids());
+            let task_ids = {
+                let known = self.recorder.task_ids();
+                let mut st = self.state.lock().expect("mock lock poisoned");
+                st.seen.entry(request.agent.clone()).or_default().update(&request.messages, &known)
+            };
             let mut tool_calls = Vec::new();
             for (i, c) in reply.calls.iter().enumerate() {
                 let args = match resolve_task_refs(&c.args, &task_ids) {
@@ -295,7 +350,7 @@ impl Llm for ScriptedLlm {
                 tool_calls.push(ToolCall {
                     id: format!("{}#{call}.{}", request.agent, i + 1),
                     name: c.tool.clone(),
-                    args,
+                    args: Arc::new(args),
                 });
             }
             Ok(LlmReply { text: reply.text.as_ref().map(|t| t.render()).unwrap_or_default(), tool_calls })

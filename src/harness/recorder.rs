@@ -21,8 +21,9 @@ pub struct Recorder {
     stop: Arc<Stop>,
     /// Whether the event cap was reported (once; the run stops at its next await).
     capped: AtomicBool,
-    /// Background task ids the core reported, in the order they were first queued.
-    task_ids: Mutex<Vec<String>>,
+    /// Background task ids the core reported, in the order they were first queued (a new
+    /// list at each new id, so readers share it without copying).
+    task_ids: Mutex<Arc<[String]>>,
 }
 
 impl Recorder {
@@ -35,7 +36,7 @@ impl Recorder {
             max_events,
             stop,
             capped: Default::default(),
-            task_ids: Mutex::default(),
+            task_ids: Mutex::new(Arc::from([])),
         }
     }
 
@@ -57,15 +58,15 @@ impl Recorder {
         entries.push(Entry { at: self.elapsed(), agent: agent.clone(), what });
     }
 
-    /// The trace so far.
-    pub fn trace(&self) -> Trace {
-        Trace { entries: self.entries.lock().expect("trace lock poisoned").clone() }
+    /// Takes the trace out at the end of a run.
+    pub fn take_trace(&self) -> Trace {
+        Trace { entries: std::mem::take(&mut *self.entries.lock().expect("trace lock poisoned")) }
     }
 }
 
 impl Recorder {
     /// Background task ids the core reported so far, in the order first queued.
-    pub fn task_ids(&self) -> Vec<String> {
+    pub fn task_ids(&self) -> Arc<[String]> {
         self.task_ids.lock().expect("task id lock poisoned").clone()
     }
 }
@@ -75,7 +76,7 @@ impl Observer for Recorder {
         if let Event::TaskQueued { task_id, .. } = &event {
             let mut ids = self.task_ids.lock().expect("task id lock poisoned");
             if !ids.contains(task_id) {
-                ids.push(task_id.clone());
+                *ids = ids.iter().cloned().chain([task_id.clone()]).collect();
             }
         }
         self.record(agent, What::Core(event));

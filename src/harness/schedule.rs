@@ -33,10 +33,11 @@ impl Schedule {
     }
 
     /// Called by a harness task that just woke at `site` (a stable name such as
-    /// `llm main/1 #2`): lets other tasks of this instant run first, as often as the seed says.
-    pub async fn tie_break(&self, site: &str) {
+    /// `llm main/1 #2`, made only when exploring): lets other tasks of this instant run first,
+    /// as often as the seed says.
+    pub async fn tie_break(&self, site: impl FnOnce() -> String) {
         let Some(seed) = self.seed else { return };
-        let yields = splitmix64(seed ^ fnv1a(site)) % 4;
+        let yields = splitmix64(seed ^ fnv1a(&site())) % 4;
         for _ in 0..yields {
             tokio::task::yield_now().await;
         }

@@ -57,7 +57,7 @@ impl Tool for SimTool {
             let result = self.results.get(call - 1).or(self.results.last());
             let latency = result.and_then(|r| r.latency_ms).map_or(self.latency, Duration::from_millis);
             tokio::time::sleep(latency).await;
-            self.schedule.tie_break(&format!("tool {} #{call}", self.spec.name)).await;
+            self.schedule.tie_break(|| format!("tool {} #{call}", self.spec.name)).await;
             match result {
                 None => ToolOutput { content: "ok".to_string(), is_error: false },
                 Some(r) => match (&r.text, &r.error) {

@@ -95,7 +95,7 @@ pub enum Event {
     /// The approval gate denied a call (it cost `cost`, leaving `budget`).
     Denied { tool: String, reason: String, budget: u32 },
     /// A catalog tool, `Agent` or a `subagent` tool starts.
-    ToolStarted { call_id: String, tool: String, args: serde_json::Value },
+    ToolStarted { call_id: String, tool: String, args: std::sync::Arc<serde_json::Value> },
     /// It ended; `budget` and `recovery` are what the caller has left.
     ToolEnded { call_id: String, tool: String, is_error: bool, result: String, budget: u32, recovery: u32 },
     /// The exhaustion nudge was appended.

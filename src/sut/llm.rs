@@ -5,10 +5,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::AgentId;
+pub use super::transcript::Transcript;
 
 /// A boxed future, so the traits stay object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -33,7 +35,9 @@ pub struct ToolCall {
     /// The tool name, exactly as the model wrote it.
     pub name: String,
     /// The arguments object.
-    pub args: serde_json::Value,
+    /// The arguments object (shared: a call's arguments are stored once however many records
+    /// hold the call).
+    pub args: Arc<serde_json::Value>,
 }
 
 /// One message of a conversation.
@@ -97,35 +101,43 @@ pub struct ToolSpec {
     pub tags: Vec<String>,
 }
 
-/// Everything the core sends for one step.
+/// Everything a core sends for one step.
+///
+/// Cloning a request copies pointers only: the conversation is a shared [`Transcript`], the
+/// tools a shared slice, and the context strings shared text. A core builds the context once
+/// per loop and the tools once per loop.
 #[derive(Clone, Debug, Serialize)]
 pub struct LlmRequest {
     /// The agent asking (`main`, `main/1`, ...): request metadata, as telemetry tags are.
     pub agent: AgentId,
     /// The goal of the asking loop (the user's message, or a child's task).
-    pub goal: String,
+    pub goal: Arc<str>,
     /// The profile the asking child runs under, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
+    pub profile: Option<Arc<str>>,
     /// Request id (`<parent>-sub` for a child).
-    pub request_id: String,
+    pub request_id: Arc<str>,
     /// Session id.
-    pub session_id: String,
+    pub session_id: Arc<str>,
     /// Model override.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Arc<str>>,
     /// Reasoning effort.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reasoning_effort: Option<String>,
+    pub reasoning_effort: Option<Arc<str>>,
     /// Memory sections.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub memory: Vec<String>,
+    #[serde(skip_serializing_if = "no_memory")]
+    pub memory: Arc<[String]>,
     /// The system prompt (not one of the messages).
-    pub system: String,
+    pub system: Arc<str>,
     /// The conversation so far.
-    pub messages: Vec<Message>,
+    pub messages: Transcript,
     /// The tools offered, catalog tools first, then the pseudo tools.
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
+}
+
+fn no_memory(memory: &Arc<[String]>) -> bool {
+    memory.is_empty()
 }
 
 /// The model's answer.

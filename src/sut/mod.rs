@@ -21,6 +21,7 @@ pub mod approval;
 pub mod event;
 pub mod llm;
 pub mod tool;
+pub mod transcript;
 
 use std::fmt;
 use std::sync::Arc;
@@ -37,18 +38,20 @@ use tool::ToolCatalog;
 /// Part of the contract: the root is `main`; the `n`-th child an agent spawns (counting from
 /// 1, across the session's turns) is `<parent>/<n>`. The harness selects a model script by
 /// this alias, and the oracles read depth and parentage from it.
+///
+/// Cloning an alias copies a pointer.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct AgentId(String);
+pub struct AgentId(Arc<str>);
 
 impl AgentId {
     /// The root agent, `main`.
     pub fn root() -> AgentId {
-        AgentId("main".to_string())
+        AgentId(Arc::from("main"))
     }
 
     /// The `n`-th child (from 1) of this agent.
     pub fn child(&self, n: u32) -> AgentId {
-        AgentId(format!("{}/{n}", self.0))
+        AgentId(Arc::from(format!("{}/{n}", self.0)))
     }
 
     /// 0 for the root, 1 for its children, ...
@@ -58,13 +61,13 @@ impl AgentId {
 
     /// The parent's alias, if any.
     pub fn parent(&self) -> Option<AgentId> {
-        self.0.rsplit_once('/').map(|(parent, _)| AgentId(parent.to_string()))
+        self.0.rsplit_once('/').map(|(parent, _)| AgentId(Arc::from(parent)))
     }
 
     /// Whether `self` is a descendant of `ancestor` (a child, grandchild, ...).
     pub fn descends_from(&self, ancestor: &AgentId) -> bool {
         self.0.len() > ancestor.0.len()
-            && self.0.starts_with(&ancestor.0)
+            && self.0.starts_with(&*ancestor.0)
             && self.0[ancestor.0.len()..].starts_with('/')
     }
 

@@ -18,7 +18,7 @@ use rehearsal::runner;
 use rehearsal::scenario;
 use rehearsal::sut::AgentId;
 use rehearsal::sut::event::{Event, Family, OutcomeKind, Status, TaskStatus, Via};
-use rehearsal::sut::llm::{LlmRequest, Message, ToolCall};
+use rehearsal::sut::llm::{LlmRequest, Message, ToolCall, Transcript};
 use rehearsal::trace::{Entry, Trace, What};
 
 const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
@@ -250,7 +250,7 @@ fn llm(call: u32, budget: u32) -> Event {
 }
 
 fn tool_start(call_id: &str, tool: &str, args: serde_json::Value) -> Event {
-    Event::ToolStarted { call_id: call_id.into(), tool: tool.into(), args }
+    Event::ToolStarted { call_id: call_id.into(), tool: tool.into(), args: args.into() }
 }
 
 fn tool_end(call_id: &str, tool: &str, is_error: bool, result: &str, budget: u32) -> Event {
@@ -310,11 +310,18 @@ fn request(agent: &AgentId, goal: &str, messages: Vec<Message>) -> LlmRequest {
         session_id: "s".into(),
         model: None,
         reasoning_effort: None,
-        memory: Vec::new(),
-        system: String::new(),
-        messages,
-        tools: Vec::new(),
+        memory: Vec::new().into(),
+        system: "".into(),
+        messages: messages.into(),
+        tools: Vec::new().into(),
     }
+}
+
+/// Tampers with a request's conversation as a list.
+fn edit(messages: &mut Transcript, f: impl FnOnce(&mut Vec<Message>)) {
+    let mut list = messages.to_vec();
+    f(&mut list);
+    *messages = list.into();
 }
 
 fn exchange(request: LlmRequest, reply: Option<Message>) -> Exchange {
@@ -322,7 +329,7 @@ fn exchange(request: LlmRequest, reply: Option<Message>) -> Exchange {
 }
 
 fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
-    ToolCall { id: id.into(), name: name.into(), args }
+    ToolCall { id: id.into(), name: name.into(), args: args.into() }
 }
 
 /// The notification text `bub.delivery.notification-format` gives a finished result.
@@ -1716,7 +1723,9 @@ fn fork_isolation_later_request_holding_a_parent_message_written_after_the_fork(
 fn fork_isolation_later_request_that_lost_its_snapshot() {
     let mut c = Fork::new("fork").build();
     let second = c.exchanges.iter_mut().filter(|x| x.request.agent == kid(1)).nth(1).unwrap();
-    second.request.messages.remove(0);
+    edit(&mut second.request.messages, |m| {
+        m.remove(0);
+    });
     let v = c.sole(Oracle::ForkIsolation);
     assert_violation(
         &v,
@@ -1916,7 +1925,9 @@ fn delivery_finished_result_not_delivered_before_the_next_request() {
     let request = BG_NEXT_REQUEST - 1;
     let What::Core(Event::LlmRequest { messages, .. }) = &mut c.trace.entries[request].what else { panic!() };
     *messages -= 1;
-    c.exchanges.last_mut().unwrap().request.messages.pop();
+    edit(&mut c.exchanges.last_mut().unwrap().request.messages, |m| {
+        m.pop();
+    });
     let v = c.sole(Oracle::Delivery);
     assert_violation(
         &v,
@@ -1931,7 +1942,9 @@ fn delivery_finished_result_not_delivered_before_the_next_request() {
 #[test]
 fn delivery_notification_missing_from_the_next_request() {
     let mut c = one_background("done", "done");
-    c.exchanges.last_mut().unwrap().request.messages.pop();
+    edit(&mut c.exchanges.last_mut().unwrap().request.messages, |m| {
+        m.pop();
+    });
     let v = c.sole(Oracle::Delivery);
     assert_violation(
         &v,
@@ -1946,7 +1959,9 @@ fn delivery_notification_missing_from_the_next_request() {
 #[test]
 fn delivery_notification_with_another_body_is_missing() {
     let mut c = one_background("done", "done");
-    c.exchanges.last_mut().unwrap().request.messages.last_mut().unwrap().content = note("sub-a", "completed", "other");
+    edit(&mut c.exchanges.last_mut().unwrap().request.messages, |m| {
+        m.last_mut().unwrap().content = note("sub-a", "completed", "other");
+    });
     // The notified text is missing (delivery), and the text shown instead is a notification
     // nobody sent to the root (fork isolation): both are true of this request.
     let found = c.check();
@@ -2334,7 +2349,7 @@ fn e2e_dropped_delivery_in_a_real_bub_run_fails_the_delivery_oracle() {
         run.trace.entries.remove(line);
         let notified = |m: &Message| m.content.starts_with("<subagent-notification");
         let next = run.exchanges.iter_mut().find(|x| x.request.messages.iter().any(notified)).unwrap();
-        next.request.messages.retain(|m| !notified(m));
+        edit(&mut next.request.messages, |m| m.retain(|m| !notified(m)));
     });
     assert_eq!(failures.len(), 1, "{failures:#?}");
     assert!(failures[0].starts_with("oracle delivery: main at 1.100s: sub-"), "{failures:#?}");
