@@ -163,6 +163,11 @@ enum RootStyle {
 }
 
 fn shape_scenario(shape: Shape, style: RootStyle, root_replies: usize) -> Scenario {
+    shape_scenario_limited(shape, style, root_replies, Some(60_000))
+}
+
+/// The scenario of a shape with a given time limit per child (`None`: no limit).
+fn shape_scenario_limited(shape: Shape, style: RootStyle, root_replies: usize, limit_ms: Option<u64>) -> Scenario {
     let Shape { n, m, cap } = shape;
     let spawns: Vec<Value> =
         (0..n).map(|i| json!({"tool": "subagent", "args": {"prompt": format!("[c{i}] do part {i}")}})).collect();
@@ -191,7 +196,7 @@ fn shape_scenario(shape: Shape, style: RootStyle, root_replies: usize) -> Scenar
         "name": format!("bench-{n}x{m}-cap{cap}"),
         "rules": {
             "preset": "bub", "max_concurrency": cap, "child_step_cap": m + 1,
-            "root_step_budget": n * (m + 3) + 50, "subagent_default_timeout_ms": 60_000
+            "root_step_budget": n * (m + 3) + 50, "subagent_default_timeout_ms": limit_ms
         },
         "tools": tools,
         "lanes": lanes,
@@ -300,7 +305,9 @@ fn scaling(samples: usize) {
 fn memory_cases() {
     println!();
     println!("## Memory cases (one verify each: two runs and every oracle)");
-    let big = equivalent(Shape { n: 256, m: 50, cap: 8 }, RootStyle::Wait);
+    // Without a time limit, so every child runs its 50 steps (with the 60 s limit of the
+    // shapes, most would be stopped halfway).
+    let big = shape_scenario_limited(Shape { n: 256, m: 50, cap: 8 }, RootStyle::Wait, 0, None);
     let start = Instant::now();
     let (verdict, Memory { peak, .. }) = measure_memory(|| runner::verify(&big, &[]));
     println!(
@@ -363,7 +370,7 @@ fn fuzz_rate(cases: u64) {
     println!();
     println!("## Fuzzer rate on one core");
     for explore in [0, 2] {
-        let options = fuzz::Options { cases, seed: 1, explore, family: Family::Any, shrink_steps: 4096 };
+        let options = fuzz::Options { cases, seed: 1, explore, family: Family::Any, shrink_steps: 4096, jobs: 1 };
         let start = Instant::now();
         let report = fuzz::run(&options, |_| {});
         let elapsed = start.elapsed();

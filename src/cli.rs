@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::fuzz;
 use crate::generate::Family;
+use crate::jobs;
 use crate::runner::{self, Verdict};
 use crate::scenario::ScenarioError;
 
@@ -51,6 +52,10 @@ enum Command {
         /// Run only the tie order of this seed (to replay a failing order `--explore` found).
         #[arg(long, value_name = "SEED", conflicts_with = "explore")]
         explore_seed: Option<u64>,
+        /// Threads that run scenario files (default: the number of cores). Each run keeps its
+        /// own paused clock, so verdicts and output are the same for any number.
+        #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+        jobs: Option<u16>,
     },
     /// Run generated scenarios against every oracle; shrink the first violation to a minimal
     /// scenario file and print the command that replays it.
@@ -73,6 +78,10 @@ enum Command {
         /// Most shrinking steps.
         #[arg(long, default_value_t = 4096)]
         shrink_steps: u32,
+        /// Threads that run cases (default: the number of cores). The report, the finding and
+        /// its shrunk file are the same for any number.
+        #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+        jobs: Option<u16>,
     },
 }
 
@@ -126,17 +135,19 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ScenarioError> {
 /// Runs the command line and returns the exit code.
 pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     match cli.command {
-        Command::Run { paths, trace, format, explore, explore_seed } => {
+        Command::Run { paths, trace, format, explore, explore_seed, jobs } => {
             let orders = Orders { explore, seed: explore_seed };
-            run(&paths, trace, format, orders, out, err)
+            let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
+            run(&paths, trace, format, orders, jobs, out, err)
         }
-        Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps } => {
+        Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps, jobs } => {
+            let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
             let family = match family {
                 FamilyArg::Any => Family::Any,
                 FamilyArg::Roku => Family::Roku,
                 FamilyArg::Bub => Family::Bub,
             };
-            let options = fuzz::Options { cases, seed, explore, family, shrink_steps };
+            let options = fuzz::Options { cases, seed, explore, family, shrink_steps, jobs };
             fuzz_command(&options, &dir, out, err)
         }
     }
@@ -158,12 +169,13 @@ fn fuzz_command(options: &fuzz::Options, dir: &Path, out: &mut dyn Write, err: &
     // The wall clock measures the fuzzer's rate for the user; no run reads it.
     let started = std::time::Instant::now();
     let report = fuzz::run(options, |n| bar.set_position(n));
+    let threads = if options.jobs == 1 { "one core".to_string() } else { format!("{} threads", options.jobs) };
     bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
     let rate = report.cases as f64 / seconds.max(1e-9);
     let _ = writeln!(
         out,
-        "{} cases in {seconds:.2} s ({rate:.0} cases/s on one core), {} finding(s), {} invalid case(s)",
+        "{} cases in {seconds:.2} s ({rate:.0} cases/s on {threads}), {} finding(s), {} invalid case(s)",
         report.cases,
         u8::from(report.finding.is_some()),
         report.invalid
@@ -194,6 +206,7 @@ fn run(
     show_trace: bool,
     format: Format,
     orders: Orders,
+    jobs: usize,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Exit {
@@ -205,28 +218,38 @@ fn run(
         }
     };
     let (mut passed, mut failed, mut bad) = (0, 0, 0);
-    for file in &files {
-        match verify_in_orders(file, orders) {
-            Err(e) => {
-                bad += 1;
-                let _ = writeln!(err, "error: {e}");
-                if format == Format::Json {
-                    let _ = writeln!(out, "{}", json!({"file": file, "verdict": "bad_input", "error": e.to_string()}));
+    // Threads go to files first; with fewer files than threads, the two runs of each
+    // verification take two.
+    let runner = runner::Runner::new().parallel(files.len() < jobs);
+    jobs::ordered(
+        &files,
+        jobs,
+        |file| verify_in_orders(&runner, file, orders),
+        |i, verified| {
+            let file = &files[i];
+            match verified {
+                Err(e) => {
+                    bad += 1;
+                    let _ = writeln!(err, "error: {e}");
+                    if format == Format::Json {
+                        let _ =
+                            writeln!(out, "{}", json!({"file": file, "verdict": "bad_input", "error": e.to_string()}));
+                    }
+                }
+                Ok((scenario, verdict)) => {
+                    if verdict.passed() {
+                        passed += 1
+                    } else {
+                        failed += 1
+                    }
+                    match format {
+                        Format::Text => report_text(out, file, &scenario.name, &verdict, show_trace),
+                        Format::Json => report_json(out, file, &scenario.name, &verdict, show_trace),
+                    }
                 }
             }
-            Ok((scenario, verdict)) => {
-                if verdict.passed() {
-                    passed += 1
-                } else {
-                    failed += 1
-                }
-                match format {
-                    Format::Text => report_text(out, file, &scenario.name, &verdict, show_trace),
-                    Format::Json => report_json(out, file, &scenario.name, &verdict, show_trace),
-                }
-            }
-        }
-    }
+        },
+    );
     if format == Format::Text {
         let bad_note = if bad > 0 { format!(", {bad} bad input") } else { String::new() };
         let _ = writeln!(out, "{passed} passed, {failed} failed{bad_note}");
@@ -242,16 +265,20 @@ fn run(
 
 /// Verifies a file in the default order (or only in `orders.seed`), then in `orders.explore`
 /// seeded orders; failures of an explored order name the seed that replays it.
-fn verify_in_orders(file: &Path, orders: Orders) -> Result<(crate::scenario::Scenario, Verdict), ScenarioError> {
+fn verify_in_orders(
+    runner: &runner::Runner,
+    file: &Path,
+    orders: Orders,
+) -> Result<(crate::scenario::Scenario, Verdict), ScenarioError> {
     let scenario = crate::scenario::load(file)?;
     let profiles = runner::resolve_profiles(&scenario, file.parent().unwrap_or(Path::new(".")))?;
     if let Some(seed) = orders.seed {
-        let verdict = runner::explore(&scenario, &profiles, seed);
+        let verdict = runner.explore(&scenario, &profiles, seed);
         return Ok((scenario, verdict));
     }
-    let mut verdict = runner::verify(&scenario, &profiles);
+    let mut verdict = runner.verify(&scenario, &profiles);
     for order in 1..=u64::from(orders.explore) {
-        for failure in runner::explore(&scenario, &profiles, order).failures {
+        for failure in runner.explore(&scenario, &profiles, order).failures {
             verdict.failures.push(runner::Failure {
                 what: format!(
                     "in tie order {order} (replay: rehearsal run {} --explore-seed {order}): {}",

@@ -6,7 +6,12 @@
 //! not follow (an exhausted lane: a generator gap, not a rule violation) is counted as
 //! invalid, never as a finding. On a finding the plan is shrunk the proptest way, the lanes
 //! are trimmed to the replies the run used, and the result is an ordinary scenario file that
-//! `rehearsal run` replays. All draws come from the one `--seed`.
+//! `rehearsal run` replays.
+//!
+//! Case `n` of seed `s` is drawn from its own generator, seeded from `s` and `n` alone, so a
+//! case is the same whatever ran before it: cases run on several threads (`jobs`), and the
+//! report (counts, the finding: the failing case with the lowest number) is the same for any
+//! number of threads.
 
 use std::path::{Path, PathBuf};
 
@@ -66,6 +71,8 @@ pub struct Options {
     pub family: Family,
     /// Most shrinking steps.
     pub shrink_steps: u32,
+    /// Threads that run cases (at least 1).
+    pub jobs: usize,
 }
 
 /// A minimal reproduction of a violation.
@@ -102,30 +109,98 @@ fn runner_for(seed: u64) -> TestRunner {
     TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
 }
 
-/// Runs the cases, calling `progress` after each; stops at the first finding and shrinks it.
-pub fn run(options: &Options, mut progress: impl FnMut(u64)) -> Report {
-    let strategy = generate::scenario(options.family);
-    let mut runner = runner_for(options.seed);
-    let mut report = Report::default();
-    for case in 0..options.cases {
-        let mut tree = strategy.new_tree(&mut runner).expect("scenario strategies never reject");
-        report.cases += 1;
-        progress(case + 1);
-        for schedule in schedules(options.seed ^ case, options.explore) {
-            match check(&tree.current(), schedule) {
-                Verdict::Holds => {}
-                Verdict::Invalid(reason) => {
-                    report.invalid += 1;
-                    let kind: String = reason.split(':').next().unwrap_or_default().chars().take(60).collect();
-                    report.invalid_reasons.entry(kind).or_insert((0, reason)).0 += 1;
-                    break;
-                }
-                Verdict::Violates(_) => {
-                    let (scenario, violations) = shrink(&mut tree, schedule, options.shrink_steps);
-                    report.finding = Some(Finding { case, scenario, violations, schedule });
-                    return report;
+/// The generator of case `case` of seed `seed`: its own, so every case can be drawn alone.
+fn case_runner(seed: u64, case: u64) -> TestRunner {
+    runner_for(splitmix64(seed ^ splitmix64(case.wrapping_add(0xC0FF_EE00))))
+}
+
+/// What one case showed in every tie order checked.
+enum Outcome {
+    Holds,
+    Invalid(String),
+    Violates(Schedule),
+}
+
+fn run_case(strategy: &impl Strategy<Value = Scenario>, options: &Options, case: u64) -> Outcome {
+    let tree = strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
+    let scenario = tree.current();
+    for schedule in schedules(options.seed ^ case, options.explore) {
+        match check(&scenario, schedule) {
+            Verdict::Holds => {}
+            Verdict::Invalid(reason) => return Outcome::Invalid(reason),
+            Verdict::Violates(_) => return Outcome::Violates(schedule),
+        }
+    }
+    Outcome::Holds
+}
+
+/// Runs the cases on `options.jobs` threads, calling `progress` with the number of cases
+/// done; stops at the first finding (the failing case with the lowest number) and shrinks it.
+pub fn run(options: &Options, progress: impl Fn(u64) + Sync) -> Report {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let next = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    // The lowest failing case so far: no case above it needs to run.
+    let first_failure = AtomicU64::new(u64::MAX);
+    let outcomes: Mutex<Vec<(u64, Outcome)>> = Mutex::new(Vec::new());
+    let work = || {
+        // Each thread builds its own strategy (proptest's are not shared across threads).
+        let strategy = generate::scenario(options.family);
+        let mut mine = Vec::new();
+        loop {
+            let case = next.fetch_add(1, Ordering::Relaxed);
+            if case >= options.cases || case > first_failure.load(Ordering::Relaxed) {
+                break;
+            }
+            let outcome = run_case(&strategy, options, case);
+            match &outcome {
+                Outcome::Holds => {}
+                Outcome::Invalid(_) => mine.push((case, outcome)),
+                Outcome::Violates(_) => {
+                    first_failure.fetch_min(case, Ordering::Relaxed);
+                    mine.push((case, outcome));
                 }
             }
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+        }
+        outcomes.lock().expect("fuzz results lock poisoned").extend(mine);
+    };
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..options.jobs.max(1))
+            .map(|_| {
+                std::thread::Builder::new()
+                    .stack_size(runner::RUN_STACK_BYTES)
+                    .spawn_scoped(scope, work)
+                    .expect("a fuzz thread starts")
+            })
+            .collect();
+        work();
+        for helper in helpers {
+            helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        }
+    });
+    let mut outcomes = outcomes.into_inner().expect("fuzz results lock poisoned");
+    outcomes.sort_by_key(|(case, _)| *case);
+    let last = first_failure.load(Ordering::Relaxed);
+    let mut report = Report { cases: options.cases.min(last.saturating_add(1)), ..Report::default() };
+    for (case, outcome) in outcomes {
+        match outcome {
+            Outcome::Holds => {}
+            Outcome::Invalid(_) if case > last => {}
+            Outcome::Invalid(reason) => {
+                report.invalid += 1;
+                let kind: String = reason.split(':').next().unwrap_or_default().chars().take(60).collect();
+                report.invalid_reasons.entry(kind).or_insert((0, reason)).0 += 1;
+            }
+            Outcome::Violates(schedule) if case == last => {
+                let strategy = generate::scenario(options.family);
+                let mut tree =
+                    strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
+                let (scenario, violations) = shrink(&mut tree, schedule, options.shrink_steps);
+                report.finding = Some(Finding { case, scenario, violations, schedule });
+            }
+            Outcome::Violates(_) => {}
         }
     }
     report

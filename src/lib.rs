@@ -22,6 +22,7 @@
 //! - [`oracles`]: the nine rules of the oracles, checked on the evidence of every run.
 //! - [`generate`]: proptest strategies producing valid scenarios across both rule sets.
 //! - [`fuzz`]: `rehearsal fuzz`: generated cases against every oracle, shrunk to a file.
+//! - [`jobs`]: independent runs spread over threads, results handed back in order.
 //! - [`cli`]: the `rehearsal` command line; `main.rs` maps its outcome to an exit code.
 //!
 //! Architecture Invariants:
@@ -42,6 +43,7 @@ pub mod evidence;
 pub mod fuzz;
 pub mod generate;
 pub mod harness;
+pub mod jobs;
 pub mod oracles;
 pub mod profiles;
 pub mod rules;

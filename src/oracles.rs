@@ -570,8 +570,9 @@ fn concurrency(e: &Evidence, r: &mut Report) {
 
 /// Where the messages of each agent's requests may come from.
 struct Provenance<'a> {
-    /// Per agent: its own replies, as the assistant messages they became.
-    replies: BTreeMap<&'a AgentId, Vec<&'a Message>>,
+    /// Per agent: its own replies, as the assistant messages they became, indexed by text and
+    /// first call id (so finding one is a lookup, not a scan of every reply).
+    replies: BTreeMap<&'a AgentId, BTreeMap<ReplyKey<'a>, Vec<&'a Message>>>,
     /// Per agent: texts that legitimately reach it as user messages (user turns, steering,
     /// `subagent.send`, notifications).
     inbound: BTreeMap<AgentId, BTreeSet<String>>,
@@ -579,19 +580,42 @@ struct Provenance<'a> {
     request_lines: BTreeMap<AgentId, Vec<usize>>,
 }
 
-impl Provenance<'_> {
-    /// The first of `messages` (a stretch of one request of `agent`) that cannot come from
-    /// `agent`'s own loop, and why. An assistant message must be one of the agent's own
-    /// replies; a tool result must answer a call one of those replies made earlier in the
-    /// stretch (call ids are compared within the request, never parsed); a user message
-    /// must be a text that reached the agent from outside (turns, steering, sends,
-    /// notifications) or the runtime's exhaustion nudge.
-    fn first_foreign<'m>(&self, agent: &AgentId, messages: impl IntoIterator<Item = &'m Message>) -> Option<String> {
-        let mut calls: BTreeSet<&str> = BTreeSet::new();
+type ReplyKey<'a> = (&'a str, Option<&'a str>);
+
+fn reply_key(message: &Message) -> ReplyKey<'_> {
+    (message.content.as_str(), message.tool_calls.first().map(|c| c.id.as_str()))
+}
+
+/// How far provenance has checked an agent's conversation: its last request from `from` on,
+/// and the call ids its own replies made in it. The next request of the agent that grew from
+/// this one is checked only in the messages it added.
+struct Checked<'a> {
+    messages: &'a Transcript,
+    from: usize,
+    calls: BTreeSet<&'a str>,
+}
+
+impl<'a> Provenance<'a> {
+    /// The first of `messages` (a stretch of one request of `agent`, following what
+    /// `calls` already holds) that cannot come from `agent`'s own loop, and why. An assistant
+    /// message must be one of the agent's own replies; a tool result must answer a call one of
+    /// those replies made earlier (call ids are compared within the request, never parsed); a
+    /// user message must be a text that reached the agent from outside (turns, steering,
+    /// sends, notifications) or the runtime's exhaustion nudge.
+    fn first_foreign(
+        &self,
+        agent: &AgentId,
+        messages: impl IntoIterator<Item = &'a Message>,
+        calls: &mut BTreeSet<&'a str>,
+    ) -> Option<String> {
         for message in messages {
             match message.role {
                 Role::Assistant => {
-                    let own = self.replies.get(agent).is_some_and(|replies| replies.contains(&message));
+                    let own = self
+                        .replies
+                        .get(agent)
+                        .and_then(|replies| replies.get(&reply_key(message)))
+                        .is_some_and(|same| same.contains(&message));
                     if !own {
                         return Some(format!(
                             "an assistant message {agent} never wrote ({:?})",
@@ -670,9 +694,11 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
     }
     for exchange in e.exchanges {
         if let Some(reply) = &exchange.reply {
-            prov.replies.entry(&exchange.request.agent).or_default().push(reply);
+            let own = prov.replies.entry(&exchange.request.agent).or_default();
+            own.entry(reply_key(reply)).or_default().push(reply);
         }
     }
+    let mut checked: BTreeMap<&AgentId, Checked> = BTreeMap::new();
     let line_of = |agent: &AgentId| kinds.get(agent).map_or(0, |(_, line)| *line);
     let mut seen: BTreeMap<&AgentId, usize> = BTreeMap::new();
     let mut first: BTreeMap<&AgentId, &Transcript> = BTreeMap::new();
@@ -729,9 +755,16 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
             }
             _ => continue,
         };
-        if let Some(why) = prov.first_foreign(agent, request.messages.iter().skip(from)) {
+        // Only what this request added to the agent's previous one needs checking.
+        let previous = checked.remove(agent).filter(|c| c.from == from && request.messages.extends(c.messages));
+        let (added, mut calls) = match previous {
+            Some(c) => (request.messages.since(c.messages).unwrap_or_default(), c.calls),
+            None => (request.messages.iter().skip(from).collect(), BTreeSet::new()),
+        };
+        if let Some(why) = prov.first_foreign(agent, added, &mut calls) {
             r.add(Oracle::ForkIsolation, line, format!("{agent}'s request holds {why}"), vec![]);
         }
+        checked.insert(agent, Checked { messages: &request.messages, from, calls });
     }
     if e.session_ended {
         for session in e.live_sessions {
@@ -758,52 +791,56 @@ fn notification(task_id: &str, status: TaskStatus, body: &str) -> String {
 /// one delivery come in completion order, ties in spawn order; and each notified text is in
 /// the parent's next request.
 fn delivery(e: &Evidence, r: &mut Report) {
-    struct Ended {
-        task_id: String,
+    struct Ended<'a> {
+        task_id: &'a str,
         status: TaskStatus,
-        body: String,
+        body: &'a str,
         at: Duration,
         seq: usize,
         line: usize,
-        /// Delivered, or never deliverable (cancelled), or already reported as missed.
-        settled: bool,
     }
-    let mut spawn_seq: BTreeMap<String, usize> = BTreeMap::new();
+    let mut spawn_seq: BTreeMap<&str, usize> = BTreeMap::new();
     let mut ended: Vec<Ended> = Vec::new();
+    // Per task, its runs that ended and are not yet settled (delivered, or reported missed),
+    // oldest first; and every such run, for the check at each step of the parent.
+    let mut pending: BTreeMap<&str, VecDeque<usize>> = BTreeMap::new();
+    let mut unsettled: BTreeSet<usize> = BTreeSet::new();
+    // Per task, its last run that was cancelled (never deliverable).
+    let mut cancelled: BTreeMap<&str, usize> = BTreeMap::new();
     // The last notification of the current delivery: the root reads each batch before a step.
     let mut batch_last: Option<(Duration, usize)> = None;
     let mut root_requests = e.exchanges.iter().filter(|x| x.request.agent.depth() == 0);
+    let mut previous_request: Option<&Transcript> = None;
     let mut awaiting_text: Vec<(String, usize)> = Vec::new();
     for (i, entry, event) in core_events(e.trace) {
         match event {
             Event::TaskQueued { task_id, .. } => {
                 let next = spawn_seq.len();
-                spawn_seq.entry(task_id.clone()).or_insert(next);
+                spawn_seq.entry(task_id).or_insert(next);
             }
-            Event::TaskEnded { task_id, status, body, .. } => ended.push(Ended {
-                task_id: task_id.clone(),
-                status: *status,
-                body: body.clone(),
-                at: entry.at,
-                seq: spawn_seq.get(task_id).copied().unwrap_or(usize::MAX),
-                line: i,
-                settled: *status == TaskStatus::Cancelled,
-            }),
+            Event::TaskEnded { task_id, status: TaskStatus::Cancelled, .. } => {
+                cancelled.insert(task_id, i);
+            }
+            Event::TaskEnded { task_id, status, body, .. } => {
+                let seq = spawn_seq.get(task_id.as_str()).copied().unwrap_or(usize::MAX);
+                let task_id = task_id.as_str();
+                ended.push(Ended { task_id, status: *status, body, at: entry.at, seq, line: i });
+                pending.entry(task_id).or_default().push_back(ended.len() - 1);
+                unsettled.insert(ended.len() - 1);
+                cancelled.remove(task_id);
+            }
             Event::Delivered { task_id, status, via } => {
-                let Some(run) = ended.iter_mut().find(|x| x.task_id == *task_id && !x.settled) else {
-                    let cancelled = ended
-                        .iter()
-                        .rev()
-                        .find(|x| x.task_id == *task_id)
-                        .filter(|x| x.status == TaskStatus::Cancelled);
+                let Some(index) = pending.get_mut(task_id.as_str()).and_then(VecDeque::pop_front) else {
+                    let cancelled = cancelled.get(task_id.as_str());
                     let message = match cancelled {
                         Some(_) => format!("cancelled task {task_id} was delivered"),
                         None => format!("{task_id} was delivered again, or before it ended"),
                     };
-                    r.add(Oracle::Delivery, i, message, cancelled.map(|c| vec![c.line]).unwrap_or_default());
+                    r.add(Oracle::Delivery, i, message, cancelled.map(|line| vec![*line]).unwrap_or_default());
                     continue;
                 };
-                run.settled = true;
+                unsettled.remove(&index);
+                let run = &ended[index];
                 if run.status != *status {
                     r.add(
                         Oracle::Delivery,
@@ -823,16 +860,21 @@ fn delivery(e: &Evidence, r: &mut Report) {
                         );
                     }
                     batch_last = Some(key);
-                    awaiting_text.push((notification(task_id, run.status, &run.body), i));
+                    awaiting_text.push((notification(task_id, run.status, run.body), i));
                 }
             }
             Event::LlmRequest { .. } if entry.agent.depth() == 0 => {
                 batch_last = None;
-                let request = root_requests.next();
+                let request = root_requests.next().map(|x| &x.request.messages);
+                // Only what this request added since the root's previous one can hold a
+                // result notified since then.
+                let added: Vec<&Message> = match (request, previous_request) {
+                    (Some(now), Some(before)) => now.since(before).unwrap_or_else(|| now.iter().collect()),
+                    (Some(now), None) => now.iter().collect(),
+                    (None, _) => Vec::new(),
+                };
                 for (text, line) in awaiting_text.drain(..) {
-                    let shown = request
-                        .is_some_and(|x| x.request.messages.iter().any(|m| m.role == Role::User && m.content == text));
-                    if !shown {
+                    if !added.iter().any(|m| m.role == Role::User && m.content == text) {
                         r.add(
                             Oracle::Delivery,
                             line,
@@ -841,8 +883,12 @@ fn delivery(e: &Evidence, r: &mut Report) {
                         );
                     }
                 }
-                for run in ended.iter_mut().filter(|x| !x.settled) {
-                    run.settled = true;
+                previous_request = request.or(previous_request);
+                for index in std::mem::take(&mut unsettled) {
+                    let run = &ended[index];
+                    if let Some(runs) = pending.get_mut(run.task_id) {
+                        runs.retain(|x| *x != index);
+                    }
                     r.add(
                         Oracle::Delivery,
                         i,

@@ -16,7 +16,7 @@ use crate::evidence::{Evidence, Exchange};
 use crate::harness::Stop;
 use crate::harness::asker::ScriptedAsker;
 use crate::harness::exchanges::{ExchangeLog, Recorded};
-use crate::harness::mock_llm::ScriptedLlm;
+use crate::harness::mock_llm::{Script, ScriptedLlm};
 use crate::harness::recorder::Recorder;
 use crate::harness::schedule::Schedule;
 use crate::harness::sim_tools::SimTool;
@@ -114,33 +114,140 @@ pub fn resolve_profiles(scenario: &Scenario, dir: &Path) -> Result<Vec<Profile>,
     Ok(by_name)
 }
 
-/// Runs a scenario once on the built-in core with the given profiles, in the default tie
-/// order.
+/// How scenarios are run and verified: on which core, and whether the two runs of a
+/// verification may use two threads.
+///
+/// Each run has its own current-thread runtime with a paused clock, so running the two runs
+/// of the determinism check on separate threads changes nothing in either trace.
+#[derive(Clone, Copy)]
+pub struct Runner<'a> {
+    sut: &'a dyn SystemUnderTest,
+    parallel: bool,
+}
+
+impl Default for Runner<'static> {
+    fn default() -> Runner<'static> {
+        Runner { sut: &Builtin, parallel: false }
+    }
+}
+
+impl<'a> Runner<'a> {
+    /// The built-in core, one thread.
+    pub fn new() -> Runner<'static> {
+        Runner::default()
+    }
+
+    /// Runs scenarios on `sut` instead.
+    pub fn on<'b>(self, sut: &'b dyn SystemUnderTest) -> Runner<'b> {
+        Runner { sut, parallel: self.parallel }
+    }
+
+    /// Whether the two runs of a verification run on two threads at once.
+    pub fn parallel(self, parallel: bool) -> Runner<'a> {
+        Runner { parallel, ..self }
+    }
+
+    /// The core scenarios run on.
+    pub fn sut(&self) -> &'a dyn SystemUnderTest {
+        self.sut
+    }
+
+    /// Runs a scenario once, breaking same-instant ties as `schedule` says.
+    pub fn run(&self, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
+        self.run_script(scenario, &Arc::new(Script::new(&scenario.lanes)), profiles, schedule)
+    }
+
+    /// One run with a prepared script (the runs of one scenario share it), on a fresh
+    /// current-thread runtime whose clock is paused.
+    fn run_script(&self, scenario: &Scenario, script: &Arc<Script>, profiles: &[Profile], schedule: Schedule) -> Run {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime builds");
+        runtime.block_on(run_paused(self.sut, scenario, script.clone(), profiles, schedule))
+    }
+
+    /// Two runs of a scenario in one tie order, on two threads when allowed.
+    fn twice(&self, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> (Run, Run) {
+        let script = Arc::new(Script::new(&scenario.lanes));
+        if !self.parallel {
+            let first = self.run_script(scenario, &script, profiles, schedule);
+            return (first, self.run_script(scenario, &script, profiles, schedule));
+        }
+        std::thread::scope(|scope| {
+            let second = std::thread::Builder::new()
+                .stack_size(RUN_STACK_BYTES)
+                .spawn_scoped(scope, || self.run_script(scenario, &script, profiles, schedule))
+                .expect("a thread for the second run starts");
+            let first = self.run_script(scenario, &script, profiles, schedule);
+            (first, second.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        })
+    }
+
+    /// Runs a scenario twice, judges the first run, and fails it if the two traces differ
+    /// (the determinism oracle).
+    pub fn verify(&self, scenario: &Scenario, profiles: &[Profile]) -> Verdict {
+        let (first, second) = self.twice(scenario, profiles, Schedule::default_order());
+        let differs = oracles::determinism(&first.trace, &second.trace);
+        let mut verdict = judge(scenario, first);
+        if let Some(violation) = differs {
+            let lines = verdict.run.trace.lines_at(&violation.lines);
+            verdict.failures.push(Failure { what: violation.to_string(), lines });
+        }
+        verdict
+    }
+
+    /// Runs a scenario twice in one tie order: the first run, and the violations of every
+    /// oracle on it plus determinism across the two. Expectations are not checked (they
+    /// describe the default order; another legitimate order may log ties differently).
+    pub fn check_order(&self, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> (Run, Vec<Violation>) {
+        let (first, second) = self.twice(scenario, profiles, schedule);
+        let mut violations = oracles::check(&first.evidence());
+        violations.extend(oracles::determinism(&first.trace, &second.trace));
+        (first, violations)
+    }
+
+    /// A scenario in the tie order of `seed`: what stopped the run, and the oracle violations.
+    pub fn explore(&self, scenario: &Scenario, profiles: &[Profile], seed: u64) -> Verdict {
+        let (run, violations) = self.check_order(scenario, profiles, Schedule::seeded(seed));
+        let mut failures: Vec<Failure> = run
+            .halts
+            .iter()
+            .map(|halt| Failure { what: format!("stopped: {halt}"), lines: run.trace.tail(6) })
+            .collect();
+        for violation in violations {
+            failures.push(Failure { what: violation.to_string(), lines: run.trace.lines_at(&violation.lines) });
+        }
+        Verdict { run, failures }
+    }
+}
+
+/// The stack of a thread that runs a scenario. Foreground children run inline, so a deep
+/// chain of agents polls deep futures; the main thread's 8 MiB is the floor.
+pub const RUN_STACK_BYTES: usize = 8 << 20;
+
+/// Runs a scenario once on the built-in core, in the default tie order.
 pub fn run(scenario: &Scenario, profiles: &[Profile]) -> Run {
-    run_scheduled(scenario, profiles, Schedule::default_order())
+    Runner::new().run(scenario, profiles, Schedule::default_order())
 }
 
 /// Runs a scenario once on the built-in core, breaking same-instant ties as `schedule` says.
 pub fn run_scheduled(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
-    run_on(&Builtin, scenario, profiles, schedule)
+    Runner::new().run(scenario, profiles, schedule)
 }
 
-/// Runs a scenario once on `sut`, breaking same-instant ties as `schedule` says, on a fresh
-/// current-thread runtime whose clock is paused.
-pub fn run_on(sut: &dyn SystemUnderTest, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime builds");
-    runtime.block_on(run_paused(sut, scenario, profiles, schedule))
-}
-
-async fn run_paused(sut: &dyn SystemUnderTest, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
+async fn run_paused(
+    sut: &dyn SystemUnderTest,
+    scenario: &Scenario,
+    script: Arc<Script>,
+    profiles: &[Profile],
+    schedule: Schedule,
+) -> Run {
     let stop = Arc::new(Stop::default());
     let recorder = Arc::new(Recorder::new(scenario.limits.max_events, stop.clone()));
     let log = Arc::new(ExchangeLog::default());
-    let mock = ScriptedLlm::new(scenario.lanes.clone(), stop.clone(), schedule, log.clone(), recorder.clone());
+    let mock = ScriptedLlm::new(script, stop.clone(), schedule, log.clone(), recorder.clone());
     let mock = Arc::new(mock);
     let mut tools = ToolCatalog::new();
     for decl in &scenario.tools {
@@ -361,40 +468,19 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
     Verdict { run, failures }
 }
 
-/// Runs a scenario twice, judges the first run, and fails it if the two traces differ
-/// (the determinism oracle).
+/// Verifies a scenario on the built-in core ([`Runner::verify`]).
 pub fn verify(scenario: &Scenario, profiles: &[Profile]) -> Verdict {
-    let first = run(scenario, profiles);
-    let second = run(scenario, profiles);
-    let differs = oracles::determinism(&first.trace, &second.trace);
-    let mut verdict = judge(scenario, first);
-    if let Some(violation) = differs {
-        let lines = verdict.run.trace.lines_at(&violation.lines);
-        verdict.failures.push(Failure { what: violation.to_string(), lines });
-    }
-    verdict
+    Runner::new().verify(scenario, profiles)
 }
 
-/// Runs a scenario twice in one tie order: the first run, and the violations of every oracle
-/// on it plus determinism across the two. Expectations are not checked (they describe the
-/// default order; another legitimate order may log ties differently).
+/// Checks one tie order on the built-in core ([`Runner::check_order`]).
 pub fn check_order(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> (Run, Vec<Violation>) {
-    let first = run_scheduled(scenario, profiles, schedule);
-    let second = run_scheduled(scenario, profiles, schedule);
-    let mut violations = oracles::check(&first.evidence());
-    violations.extend(oracles::determinism(&first.trace, &second.trace));
-    (first, violations)
+    Runner::new().check_order(scenario, profiles, schedule)
 }
 
-/// A scenario in the tie order of `seed`: what stopped the run, and the oracle violations.
+/// Explores one tie order on the built-in core ([`Runner::explore`]).
 pub fn explore(scenario: &Scenario, profiles: &[Profile], seed: u64) -> Verdict {
-    let (run, violations) = check_order(scenario, profiles, Schedule::seeded(seed));
-    let mut failures: Vec<Failure> =
-        run.halts.iter().map(|halt| Failure { what: format!("stopped: {halt}"), lines: run.trace.tail(6) }).collect();
-    for violation in violations {
-        failures.push(Failure { what: violation.to_string(), lines: run.trace.lines_at(&violation.lines) });
-    }
-    Verdict { run, failures }
+    Runner::new().explore(scenario, profiles, seed)
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

@@ -684,6 +684,7 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
     if s.turns.is_empty() {
         return Err(("turns".into(), "a scenario needs at least one user turn".into()));
     }
+    let mut declared = std::collections::BTreeSet::new();
     for (i, tool) in s.tools.iter().enumerate() {
         if tool.name.trim().is_empty() {
             return Err((format!("tools[{i}].name"), "a tool needs a name".into()));
@@ -691,7 +692,7 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
         if BUILTIN.contains(&tool.name.as_str()) {
             return Err((format!("tools[{i}].name"), format!("`{}` is a built-in tool of the core", tool.name)));
         }
-        if s.tools[..i].iter().any(|t| t.name == tool.name) {
+        if !declared.insert(tool.name.as_str()) {
             return Err((format!("tools[{i}].name"), format!("tool `{}` is declared twice", tool.name)));
         }
         for (j, result) in tool.results.iter().enumerate() {
@@ -720,8 +721,8 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 return Err((place, "a reply is text and/or calls, or an `error`, or a `hang`: not several".into()));
             }
             for (k, call) in reply.calls.iter().enumerate() {
-                let declared = BUILTIN.contains(&call.tool.as_str()) || s.tools.iter().any(|t| t.name == call.tool);
-                if !declared && !call.undeclared {
+                let known = BUILTIN.contains(&call.tool.as_str()) || declared.contains(call.tool.as_str());
+                if !known && !call.undeclared {
                     return Err((
                         format!("{place}.calls[{k}].tool"),
                         format!(

@@ -256,14 +256,22 @@ impl Loop {
             let calls: Vec<String> = reply.tool_calls.iter().map(|c| c.name.clone()).collect();
             self.emit(shared, Event::LlmReply { text: reply.text.clone(), calls });
             let assistant_len = self.history.len() + 1;
-            self.history.push(Message::assistant(reply.text.clone(), reply.tool_calls.clone()));
+            self.history.push(Message::assistant(reply.text, reply.tool_calls));
+            // The reply, as the conversation now holds it (shared, not copied): the calls are
+            // read from here while the loop appends their results.
+            let reply = self.history.clone();
+            let reply = reply.last().expect("the assistant message was just appended");
 
             if reply.tool_calls.is_empty() {
                 self.budget.spend(1);
                 if self.hold_for_children(shared).await {
                     continue;
                 }
-                let message = if reply.text.is_empty() { "Runtime loop completed.".to_string() } else { reply.text };
+                let message = if reply.content.is_empty() {
+                    "Runtime loop completed.".to_string()
+                } else {
+                    reply.content.clone()
+                };
                 return self.end(shared, OutcomeKind::FinalAnswer, Status::Ok, message);
             }
 

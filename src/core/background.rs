@@ -138,6 +138,8 @@ struct Finished {
 
 struct Task {
     alias: AgentId,
+    /// Runs that finished with a result (a named-session task may run several times).
+    finished_runs: usize,
     /// Spawn order, for ties between results ending at one instant.
     seq: usize,
     session: SessionMode,
@@ -174,8 +176,12 @@ struct BoardState {
     order: Vec<String>,
     running: usize,
     queue: VecDeque<String>,
+    /// Tasks queued or running (every launch is matched by one finish or one cancel).
+    active: usize,
     /// Results of finished runs, in completion order.
     results: Vec<Finished>,
+    /// Indices into `results` of those the parent has not read.
+    unread: BTreeSet<usize>,
     sessions: BTreeMap<String, Record>,
     ids: u64,
     handles: Vec<JoinHandle<()>>,
@@ -204,7 +210,7 @@ impl Board {
     /// Tasks queued or running, plus finished results the parent has not read.
     pub fn outstanding(&self) -> usize {
         let st = self.lock();
-        st.tasks.values().filter(|t| t.active()).count() + st.results.iter().filter(|r| r.read.is_none()).count()
+        st.active + st.unread.len()
     }
 
     /// Names of the sessions still held (named ones, and temp/fork ones of unfinished tasks).
@@ -221,8 +227,7 @@ impl Board {
             notified.as_mut().enable();
             {
                 let st = self.lock();
-                let unread = st.results.iter().any(|r| r.read.is_none());
-                if unread || !root_inbox.is_empty() || !st.tasks.values().any(Task::active) {
+                if !st.unread.is_empty() || !root_inbox.is_empty() || st.active == 0 {
                     return;
                 }
             }
@@ -234,12 +239,18 @@ impl Board {
     /// as notification messages.
     pub fn take_notifications(&self, shared: &Shared) -> Vec<String> {
         let mut st = self.lock();
+        let st = &mut *st;
         // Broken variant (test-only build): a result read by `wait` is notified again.
-        let due = |r: &Finished| r.read.is_none() || (cfg!(broken = "notify_twice") && r.read == Some(Via::Wait));
-        let mut ready: Vec<&mut Finished> = st.results.iter_mut().filter(|r| due(r)).collect();
-        ready.sort_by_key(|r| (r.at, r.seq));
+        let mut ready: Vec<usize> = if cfg!(broken = "notify_twice") {
+            (0..st.results.len()).filter(|i| st.results[*i].read != Some(Via::Notification)).collect()
+        } else {
+            std::mem::take(&mut st.unread).into_iter().collect()
+        };
+        ready.sort_by_key(|i| (st.results[*i].at, st.results[*i].seq));
         let mut out = Vec::new();
-        for result in ready {
+        for i in ready {
+            st.unread.remove(&i);
+            let result = &mut st.results[i];
             result.read = Some(Via::Notification);
             out.push(format!(
                 "<subagent-notification task_id=\"{}\" status=\"{}\">\n{}\n</subagent-notification>",
@@ -302,6 +313,7 @@ impl Board {
             .observer
             .event(&task.alias, Event::TaskQueued { task_id: id.to_string(), child: task.alias.clone(), session });
         st.handles.push(handle);
+        st.active += 1;
         st.queue.push_back(id.to_string());
         Board::start_queued(&mut st, shared);
         st.tasks[id].status_word()
@@ -313,6 +325,7 @@ impl Board {
         let (body, _) = truncate_result(&body, shared.rules.result_limit_chars);
         let task = st.tasks.get_mut(id).expect("finished task exists");
         task.state = TaskState::Done(status);
+        task.finished_runs += 1;
         let seq = task.seq;
         task.abort = None;
         let (alias, session) = (task.alias.clone(), task.session.clone());
@@ -322,6 +335,9 @@ impl Board {
         );
         Board::close_session(&mut st, shared, &alias, id, &session, history);
         st.results.push(Finished { task_id: id.to_string(), seq, status, body, at: Instant::now(), read: None });
+        let index = st.results.len() - 1;
+        st.unread.insert(index);
+        st.active -= 1;
         st.running -= 1;
         Board::start_queued(&mut st, shared);
         drop(st);
@@ -374,6 +390,7 @@ impl Board {
             Event::TaskEnded { task_id: id.to_string(), child: alias.clone(), status: TaskStatus::Cancelled, body },
         );
         Board::close_session(&mut st, shared, &alias, id, &session, None);
+        st.active -= 1;
         if was_running {
             st.running -= 1;
         } else {
@@ -616,6 +633,7 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
         id.clone(),
         Task {
             alias: alias.clone(),
+            finished_runs: 0,
             seq,
             session: session.clone(),
             state: TaskState::Running,
@@ -741,8 +759,8 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
     let targets: Vec<String> = {
         let st = shared.board.lock();
         if listed.is_empty() {
-            let unread = |id: &String| st.results.iter().any(|r| &r.task_id == id && r.read.is_none());
-            st.order.iter().filter(|id| st.tasks[*id].active() || unread(id)).cloned().collect()
+            let unread: BTreeSet<&str> = st.unread.iter().map(|i| st.results[*i].task_id.as_str()).collect();
+            st.order.iter().filter(|id| st.tasks[*id].active() || unread.contains(id.as_str())).cloned().collect()
         } else {
             let mut targets = Vec::new();
             for id in listed.iter().map(|id| id.trim().to_string()) {
@@ -758,11 +776,17 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
     };
     let limit = seconds_arg(args, "timeout_seconds").unwrap_or(Duration::from_secs(crate::rules::WAIT_DEFAULT_SECONDS));
     let deadline = Instant::now() + limit;
+    // The targets still unfinished; each wake-up checks only those.
+    let mut unfinished: Vec<&String> = targets.iter().collect();
     loop {
         let notified = shared.board.news.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if targets.iter().all(|id| !shared.board.lock().tasks[id].active()) {
+        {
+            let st = shared.board.lock();
+            unfinished.retain(|id| st.tasks[*id].active());
+        }
+        if unfinished.is_empty() {
             break;
         }
         tokio::select! {
@@ -772,13 +796,16 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
         }
     }
     let mut st = shared.board.lock();
-    let BoardState { tasks, results: finished, .. } = &mut *st;
+    let BoardState { tasks, results: finished, unread: unread_set, .. } = &mut *st;
+    let wanted: BTreeSet<&str> = targets.iter().map(String::as_str).collect();
     let mut results = Vec::new();
-    let mut unread: Vec<&mut Finished> =
-        finished.iter_mut().filter(|r| r.read.is_none() && targets.contains(&r.task_id)).collect();
-    unread.sort_by_key(|r| (r.at, r.seq));
+    let mut unread: Vec<usize> =
+        unread_set.iter().copied().filter(|i| wanted.contains(finished[*i].task_id.as_str())).collect();
+    unread.sort_by_key(|i| (finished[*i].at, finished[*i].seq));
     let mut answered = BTreeSet::new();
-    for result in unread {
+    for i in unread {
+        unread_set.remove(&i);
+        let result = &mut finished[i];
         result.read = Some(Via::Wait);
         answered.insert(result.task_id.clone());
         results.push(json!({"task_id": result.task_id, "status": result.status.as_str(), "result": result.body}));
@@ -790,7 +817,7 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
     for id in targets.iter().filter(|id| !answered.contains(*id)) {
         let task = &tasks[id];
         let mut entry = json!({"task_id": id, "status": task.status_word()});
-        if !task.active() && finished.iter().any(|r| &r.task_id == id) {
+        if !task.active() && task.finished_runs > 0 {
             entry["already_delivered"] = json!(true);
         }
         results.push(entry);

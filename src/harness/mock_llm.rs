@@ -12,7 +12,9 @@
 //! parent's conversation at the call); `$taskN` in call arguments resolves against the task ids
 //! the core reported, as the request shows them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use aho_corasick::AhoCorasick;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,9 +35,39 @@ struct State {
     seen: BTreeMap<AgentId, Seen>,
 }
 
+/// A scenario's lanes, prepared once and shared by every run of the scenario: the selectors
+/// indexed, and each scripted call's arguments stored once.
+pub struct Script {
+    lanes: Vec<Lane>,
+    selectors: Selectors,
+    /// Per lane, per reply, per call: the arguments, and whether they refer to `$taskN`.
+    args: Vec<Vec<Vec<PreparedArgs>>>,
+}
+
+/// A scripted call's arguments, stored once, and whether they refer to `$taskN`.
+type PreparedArgs = (Arc<serde_json::Value>, bool);
+
+impl Script {
+    /// The script of `lanes`.
+    pub fn new(lanes: &[Lane]) -> Script {
+        let args = lanes
+            .iter()
+            .map(|lane| {
+                lane.replies
+                    .iter()
+                    .map(|reply| {
+                        reply.calls.iter().map(|c| (Arc::new(c.args.clone()), refers_to_tasks(&c.args))).collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        Script { lanes: lanes.to_vec(), selectors: Selectors::new(lanes), args }
+    }
+}
+
 /// The engine.
 pub struct ScriptedLlm {
-    lanes: Vec<Lane>,
+    script: Arc<Script>,
     state: Mutex<State>,
     stop: Arc<Stop>,
     schedule: Schedule,
@@ -46,29 +78,22 @@ pub struct ScriptedLlm {
 }
 
 impl ScriptedLlm {
-    /// An engine playing `lanes`; authoring errors halt through `stop`. `log` is the run's
+    /// An engine playing `script`; authoring errors halt through `stop`. `log` is the run's
     /// exchange log and `recorder` its trace recorder, read by request checks and `$taskN`.
     pub fn new(
-        lanes: Vec<Lane>,
+        script: Arc<Script>,
         stop: Arc<Stop>,
         schedule: Schedule,
         log: Arc<ExchangeLog>,
         recorder: Arc<Recorder>,
     ) -> ScriptedLlm {
-        let used = vec![0; lanes.len()];
-        ScriptedLlm { lanes, state: Mutex::new(State { used, ..State::default() }), stop, schedule, log, recorder }
+        let used = vec![0; script.lanes.len()];
+        ScriptedLlm { script, state: Mutex::new(State { used, ..State::default() }), stop, schedule, log, recorder }
     }
 
     /// How many replies of each lane were used.
     pub fn used(&self) -> Vec<usize> {
         self.state.lock().expect("mock lock poisoned").used.clone()
-    }
-
-    fn selects(lane: &Lane, request: &LlmRequest) -> bool {
-        let child = request.agent.depth() > 0;
-        lane.agent.as_deref() == Some(request.agent.as_str())
-            || (child && lane.task_contains.as_deref().is_some_and(|t| request.goal.contains(t)))
-            || (child && lane.profile.is_some() && lane.profile.as_deref() == request.profile.as_deref())
     }
 
     /// Binds the request's agent to its lane and takes the lane's next reply.
@@ -77,8 +102,7 @@ impl ScriptedLlm {
         let lane = match st.bindings.get(&request.agent) {
             Some(lane) => *lane,
             None => {
-                let matching: Vec<usize> =
-                    (0..self.lanes.len()).filter(|i| ScriptedLlm::selects(&self.lanes[*i], request)).collect();
+                let matching = self.script.selectors.matching(request);
                 match matching[..] {
                     [lane] => {
                         st.bindings.insert(request.agent.clone(), lane);
@@ -93,8 +117,8 @@ impl ScriptedLlm {
                     [a, b, ..] => {
                         return Err(format!(
                             "lanes[{a}] ({}) and lanes[{b}] ({}) both select agent {} (task {:?}); make the selectors exclusive",
-                            self.lanes[a].selector(),
-                            self.lanes[b].selector(),
+                            self.script.lanes[a].selector(),
+                            self.script.lanes[b].selector(),
                             request.agent,
                             request.goal
                         ));
@@ -103,17 +127,17 @@ impl ScriptedLlm {
             }
         };
         let call = st.used[lane] + 1;
-        let Some(reply) = self.lanes[lane].replies.get(call - 1) else {
+        let Some(reply) = self.script.lanes[lane].replies.get(call - 1) else {
             return Err(format!(
                 "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {}",
-                self.lanes[lane].selector(),
+                self.script.lanes[lane].selector(),
                 request.agent,
-                plural(self.lanes[lane].replies.len(), "reply", "replies")
+                plural(self.script.lanes[lane].replies.len(), "reply", "replies")
             ));
         };
         st.used[lane] = call;
         let mut failures = Vec::new();
-        if let Some(check) = &self.lanes[lane].check_every {
+        if let Some(check) = &self.script.lanes[lane].check_every {
             failures.extend(self.check(check, request).into_iter().map(|f| (format!("lanes[{lane}].check_every"), f)));
         }
         if let Some(check) = &reply.check {
@@ -213,6 +237,55 @@ impl ScriptedLlm {
     }
 }
 
+/// The lanes' selectors, indexed so that binding an agent costs a lookup and one pass over
+/// its task, however many lanes there are.
+struct Selectors {
+    by_agent: BTreeMap<String, Vec<usize>>,
+    by_profile: BTreeMap<String, Vec<usize>>,
+    /// Every `task_contains` text at once (lane index per pattern).
+    tasks: AhoCorasick,
+    task_lanes: Vec<usize>,
+}
+
+impl Selectors {
+    fn new(lanes: &[Lane]) -> Selectors {
+        let (mut by_agent, mut by_profile) =
+            (BTreeMap::<String, Vec<usize>>::new(), BTreeMap::<String, Vec<usize>>::new());
+        let (mut patterns, mut task_lanes) = (Vec::new(), Vec::new());
+        for (i, lane) in lanes.iter().enumerate() {
+            if let Some(agent) = &lane.agent {
+                by_agent.entry(agent.clone()).or_default().push(i);
+            }
+            if let Some(profile) = &lane.profile {
+                by_profile.entry(profile.clone()).or_default().push(i);
+            }
+            if let Some(text) = &lane.task_contains {
+                patterns.push(text.as_str());
+                task_lanes.push(i);
+            }
+        }
+        let tasks = AhoCorasick::new(patterns).expect("plain text patterns build an automaton");
+        Selectors { by_agent, by_profile, tasks, task_lanes }
+    }
+
+    /// The lanes that select the request's agent, in lane order: by alias, and for a child by
+    /// a text its task contains or by its profile.
+    fn matching(&self, request: &LlmRequest) -> Vec<usize> {
+        let mut lanes: Vec<usize> = self.by_agent.get(request.agent.as_str()).cloned().unwrap_or_default();
+        if request.agent.depth() > 0 {
+            lanes.extend(
+                self.tasks.find_overlapping_iter(&*request.goal).map(|m| self.task_lanes[m.pattern().as_usize()]),
+            );
+            if let Some(profile) = request.profile.as_deref() {
+                lanes.extend(self.by_profile.get(profile).into_iter().flatten());
+            }
+        }
+        lanes.sort_unstable();
+        lanes.dedup();
+        lanes
+    }
+}
+
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
@@ -227,6 +300,8 @@ struct Seen {
     known: usize,
     /// Ids found, with where they first stand: (message index, byte offset).
     found: Vec<((usize, usize), String)>,
+    /// The same ids, for lookups.
+    found_ids: BTreeSet<String>,
 }
 
 impl Seen {
@@ -259,7 +334,7 @@ impl Seen {
     fn look(&mut self, index: usize, message: &Message, ids: &[String]) {
         let text = message.content.as_str();
         for id in ids {
-            if self.found.iter().any(|(_, seen)| seen == id) {
+            if self.found_ids.contains(id) {
                 continue;
             }
             // A quick filter before the whole-word search: most messages hold no id at all.
@@ -267,6 +342,7 @@ impl Seen {
                 && let Some(at) = whole_word(text, id)
             {
                 self.found.push(((index, at), id.clone()));
+                self.found_ids.insert(id.clone());
             }
         }
     }
@@ -291,6 +367,17 @@ fn whole_word(text: &str, word: &str) -> Option<usize> {
         from = at + 1;
     }
     None
+}
+
+/// Whether some string in the arguments is a `$taskN` reference.
+fn refers_to_tasks(args: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match args {
+        Value::String(s) => s.starts_with("$task"),
+        Value::Array(items) => items.iter().any(refers_to_tasks),
+        Value::Object(map) => map.values().any(refers_to_tasks),
+        _ => false,
+    }
 }
 
 /// Replaces every string `$taskN` in the arguments by the N-th task id (from 1) the request
@@ -329,14 +416,20 @@ impl Llm for ScriptedLlm {
                 let error = error.clone();
                 return Err(LlmError(error));
             }
-            let task_ids = {
+            let prepared = &self.script.args[lane][call - 1];
+            // The scan runs only for replies that refer to task ids.
+            let task_ids = if prepared.iter().any(|(_, refers)| *refers) {
                 let known = self.recorder.task_ids();
                 let mut st = self.state.lock().expect("mock lock poisoned");
                 st.seen.entry(request.agent.clone()).or_default().update(&request.messages, &known)
+            } else {
+                Vec::new()
             };
             let mut tool_calls = Vec::new();
-            for (i, c) in reply.calls.iter().enumerate() {
-                let args = match resolve_task_refs(&c.args, &task_ids) {
+            for (i, (c, (args, refers))) in reply.calls.iter().zip(prepared).enumerate() {
+                let resolved =
+                    if *refers { resolve_task_refs(args, &task_ids).map(Arc::new) } else { Ok(args.clone()) };
+                let args = match resolved {
                     Ok(args) => args,
                     Err(reference) => {
                         self.stop.halt(format!(
@@ -350,7 +443,7 @@ impl Llm for ScriptedLlm {
                 tool_calls.push(ToolCall {
                     id: format!("{}#{call}.{}", request.agent, i + 1),
                     name: c.tool.clone(),
-                    args: Arc::new(args),
+                    args,
                 });
             }
             Ok(LlmReply { text: reply.text.as_ref().map(|t| t.render()).unwrap_or_default(), tool_calls })

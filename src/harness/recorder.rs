@@ -1,6 +1,7 @@
 //! The trace recorder: the core's [`Observer`] during a run, stamping every event with virtual
 //! time and stopping the run past the event cap.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,9 +22,9 @@ pub struct Recorder {
     stop: Arc<Stop>,
     /// Whether the event cap was reported (once; the run stops at its next await).
     capped: AtomicBool,
-    /// Background task ids the core reported, in the order they were first queued (a new
-    /// list at each new id, so readers share it without copying).
-    task_ids: Mutex<Arc<[String]>>,
+    /// Background task ids the core reported, in the order they were first queued, with a
+    /// set for lookups.
+    task_ids: Mutex<(Vec<String>, BTreeSet<String>)>,
 }
 
 impl Recorder {
@@ -36,7 +37,7 @@ impl Recorder {
             max_events,
             stop,
             capped: Default::default(),
-            task_ids: Mutex::new(Arc::from([])),
+            task_ids: Mutex::default(),
         }
     }
 
@@ -66,8 +67,8 @@ impl Recorder {
 
 impl Recorder {
     /// Background task ids the core reported so far, in the order first queued.
-    pub fn task_ids(&self) -> Arc<[String]> {
-        self.task_ids.lock().expect("task id lock poisoned").clone()
+    pub fn task_ids(&self) -> Vec<String> {
+        self.task_ids.lock().expect("task id lock poisoned").0.clone()
     }
 }
 
@@ -75,8 +76,8 @@ impl Observer for Recorder {
     fn event(&self, agent: &AgentId, event: Event) {
         if let Event::TaskQueued { task_id, .. } = &event {
             let mut ids = self.task_ids.lock().expect("task id lock poisoned");
-            if !ids.contains(task_id) {
-                *ids = ids.iter().cloned().chain([task_id.clone()]).collect();
+            if ids.1.insert(task_id.clone()) {
+                ids.0.push(task_id.clone());
             }
         }
         self.record(agent, What::Core(event));

@@ -39,29 +39,35 @@ use tool::ToolCatalog;
 /// 1, across the session's turns) is `<parent>/<n>`. The harness selects a model script by
 /// this alias, and the oracles read depth and parentage from it.
 ///
-/// Cloning an alias copies a pointer.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct AgentId(Arc<str>);
+/// Cloning an alias copies a pointer; its depth is counted once.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AgentId(Arc<str>, u32);
+
+impl serde::Serialize for AgentId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
 
 impl AgentId {
     /// The root agent, `main`.
     pub fn root() -> AgentId {
-        AgentId(Arc::from("main"))
+        AgentId(Arc::from("main"), 0)
     }
 
     /// The `n`-th child (from 1) of this agent.
     pub fn child(&self, n: u32) -> AgentId {
-        AgentId(Arc::from(format!("{}/{n}", self.0)))
+        AgentId(Arc::from(format!("{}/{n}", self.0)), self.1 + 1)
     }
 
     /// 0 for the root, 1 for its children, ...
     pub fn depth(&self) -> u32 {
-        self.0.matches('/').count() as u32
+        self.1
     }
 
     /// The parent's alias, if any.
     pub fn parent(&self) -> Option<AgentId> {
-        self.0.rsplit_once('/').map(|(parent, _)| AgentId(Arc::from(parent)))
+        self.0.rsplit_once('/').map(|(parent, _)| AgentId(Arc::from(parent), self.1 - 1))
     }
 
     /// Whether `self` is a descendant of `ancestor` (a child, grandchild, ...).
