@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 
 use rehearsal::fuzz;
 use rehearsal::generate::Family;
+use rehearsal::harness::schedule::Schedule;
 use rehearsal::runner;
 use rehearsal::scenario::{self, Scenario};
 use rehearsal::seed::splitmix64;
@@ -175,7 +176,7 @@ fn shape_scenario_limited(shape: Shape, style: RootStyle, root_replies: usize, l
     match style {
         RootStyle::Wait => {
             root.push(
-                json!({"calls": [{"tool": "subagent.wait", "args": {"timeout_seconds": 3600}}], "latency_ms": 100}),
+                json!({"calls": [{"tool": "subagent.wait", "args": {"timeout_seconds": 86_400}}], "latency_ms": 100}),
             );
             root.push(json!({"text": "all done", "latency_ms": 100}));
         }
@@ -201,7 +202,7 @@ fn shape_scenario_limited(shape: Shape, style: RootStyle, root_replies: usize, l
         "tools": tools,
         "lanes": lanes,
         "turns": [{"user": "Do all the parts."}],
-        "limits": {"max_events": 10_000_000, "horizon_ms": 36_000_000}
+        "limits": {"max_events": 10_000_000, "horizon_ms": 86_400_000}
     });
     scenario::parse(Path::new("bench.json"), &file.to_string()).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -224,35 +225,77 @@ fn equivalent(shape: Shape, style: RootStyle) -> Scenario {
 // Sections
 // ---------------------------------------------------------------------------------------------
 
+/// Times each of `subjects` against the floor, interleaved: every sample runs the floor and
+/// then each subject back to back, so a noisy neighbour slows both sides of a ratio alike.
+/// Returns the floor's median and, per subject, its median and the median of its per-sample
+/// ratios to the floor.
+fn interleaved(samples: usize, floor: impl Fn(), subjects: &[&dyn Fn()]) -> (Duration, Vec<(Duration, f64)>) {
+    let time = |f: &dyn Fn()| {
+        let start = Instant::now();
+        f();
+        start.elapsed()
+    };
+    let mut floors = Vec::new();
+    let mut times = vec![Vec::new(); subjects.len()];
+    let mut ratios = vec![Vec::new(); subjects.len()];
+    for _ in 0..samples {
+        let base = time(&floor);
+        floors.push(base);
+        for (k, subject) in subjects.iter().enumerate() {
+            let t = time(*subject);
+            times[k].push(t);
+            ratios[k].push(t.as_secs_f64() / base.as_secs_f64());
+        }
+    }
+    let median_f = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let out = times.into_iter().zip(ratios).map(|(t, r)| (median(t), median_f(r))).collect();
+    (median(floors), out)
+}
+
 fn shapes(samples: usize) {
-    println!("## Shapes: ratio to the bare-tokio floor (median of {samples} runs each, same process)");
+    println!("## Shapes: ratio to the bare-tokio floor (median of {samples} interleaved samples, same process)");
     println!(
-        "| shape | root | floor µs/run | verify µs | verify × floor | run+judge µs | run+judge × floor | events | µs/event | allocs/event | bytes/event |"
+        "| shape | root | floor µs/run | verify µs (1 thread) | × floor | verify µs (2 threads) | × floor | run+judge µs | × floor | events | µs/event | allocs/event | bytes/event |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let parallel = runner::Runner::new().parallel(true);
     for shape in [Shape { n: 4, m: 5, cap: 2 }, Shape { n: 16, m: 10, cap: 4 }, Shape { n: 64, m: 20, cap: 8 }] {
         for style in [RootStyle::Wait, RootStyle::Notify] {
             let scenario = equivalent(shape, style);
-            let floor_t = time_median(samples, || floor(shape));
-            let verify_t = time_median(samples, || {
+            // Prepared once, as `rehearsal run` prepares a file once for all its runs.
+            let prepared = runner::Runner::new().prepare(&scenario, &[]);
+            let verify = || {
                 runner::verify(&scenario, &[]);
-            });
-            let judge_t = time_median(samples, || {
-                runner::judge(&scenario, runner::run(&scenario, &[]));
-            });
-            let (run, memory) = measure_memory(|| runner::judge(&scenario, runner::run(&scenario, &[])).run);
+            };
+            let verify_parallel = || {
+                parallel.verify(&scenario, &[]);
+            };
+            let run_judge = || {
+                runner::judge(&scenario, prepared.run(Schedule::default_order()));
+            };
+            let (floor_t, timed) = interleaved(samples, || floor(shape), &[&verify, &verify_parallel, &run_judge]);
+            let [(verify_t, verify_x), (parallel_t, parallel_x), (judge_t, judge_x)] = timed[..] else {
+                unreachable!()
+            };
+            let (run, memory) =
+                measure_memory(|| runner::judge(&scenario, prepared.run(Schedule::default_order())).run);
             let events = run.trace.entries.len();
             println!(
-                "| {}×{}, cap {} | {} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} | {events} | {:.2} | {:.1} | {:.0} |",
+                "| {}×{}, cap {} | {} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} | {:.0} | {:.1} | {events} | {:.2} | {:.1} | {:.0} |",
                 shape.n,
                 shape.m,
                 shape.cap,
                 if style == RootStyle::Wait { "wait" } else { "notify" },
                 us(floor_t),
                 us(verify_t),
-                us(verify_t) / us(floor_t),
+                verify_x,
+                us(parallel_t),
+                parallel_x,
                 us(judge_t),
-                us(judge_t) / us(floor_t),
+                judge_x,
                 us(judge_t) / events as f64,
                 memory.allocs as f64 / events as f64,
                 memory.bytes as f64 / events as f64,
@@ -282,11 +325,13 @@ fn scaling(samples: usize) {
         let mut memory_points = Vec::new();
         let mut cells = Vec::new();
         for shape in shapes {
-            let scenario = equivalent(shape, RootStyle::Wait);
+            // No time limit, so every child runs all its steps and the work really doubles.
+            let scenario = shape_scenario_limited(shape, RootStyle::Wait, 0, None);
+            let prepared = runner::Runner::new().prepare(&scenario, &[]);
             let t = time_median(samples.div_ceil(2), || {
-                runner::judge(&scenario, runner::run(&scenario, &[]));
+                runner::judge(&scenario, prepared.run(Schedule::default_order()));
             });
-            let (_, memory) = measure_memory(|| runner::judge(&scenario, runner::run(&scenario, &[])));
+            let (_, memory) = measure_memory(|| runner::judge(&scenario, prepared.run(Schedule::default_order())));
             let peak = memory.peak;
             let x = (shape.n * shape.m) as f64;
             time_points.push((x, us(t)));

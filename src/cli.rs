@@ -272,13 +272,15 @@ fn verify_in_orders(
 ) -> Result<(crate::scenario::Scenario, Verdict), ScenarioError> {
     let scenario = crate::scenario::load(file)?;
     let profiles = runner::resolve_profiles(&scenario, file.parent().unwrap_or(Path::new(".")))?;
+    let prepared = runner.prepare(&scenario, &profiles);
     if let Some(seed) = orders.seed {
-        let verdict = runner.explore(&scenario, &profiles, seed);
+        let verdict = prepared.explore(seed);
+        drop(prepared);
         return Ok((scenario, verdict));
     }
-    let mut verdict = runner.verify(&scenario, &profiles);
+    let mut verdict = prepared.verify();
     for order in 1..=u64::from(orders.explore) {
-        for failure in runner.explore(&scenario, &profiles, order).failures {
+        for failure in prepared.explore(order).failures {
             verdict.failures.push(runner::Failure {
                 what: format!(
                     "in tie order {order} (replay: rehearsal run {} --explore-seed {order}): {}",
@@ -289,6 +291,7 @@ fn verify_in_orders(
             });
         }
     }
+    drop(prepared);
     Ok((scenario, verdict))
 }
 

@@ -43,7 +43,12 @@ fn inline_profiles(scenario: &Scenario) -> Vec<Profile> {
 
 /// Runs one case in one tie order and checks every oracle.
 pub fn check(scenario: &Scenario, schedule: Schedule) -> Verdict {
-    let (run, violations) = runner::check_order(scenario, &inline_profiles(scenario), schedule);
+    let profiles = inline_profiles(scenario);
+    check_prepared(&runner::Runner::new().prepare(scenario, &profiles), schedule)
+}
+
+fn check_prepared(prepared: &runner::Prepared, schedule: Schedule) -> Verdict {
+    let (run, violations) = prepared.check_order(schedule);
     if let Some(halt) = run.halts.iter().find(|h| run.limit_hit.as_deref() != Some(h.as_str())) {
         return Verdict::Invalid(halt.clone());
     }
@@ -124,8 +129,10 @@ enum Outcome {
 fn run_case(strategy: &impl Strategy<Value = Scenario>, options: &Options, case: u64) -> Outcome {
     let tree = strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
     let scenario = tree.current();
+    let profiles = inline_profiles(&scenario);
+    let prepared = runner::Runner::new().prepare(&scenario, &profiles);
     for schedule in schedules(options.seed ^ case, options.explore) {
-        match check(&scenario, schedule) {
+        match check_prepared(&prepared, schedule) {
             Verdict::Holds => {}
             Verdict::Invalid(reason) => return Outcome::Invalid(reason),
             Verdict::Violates(_) => return Outcome::Violates(schedule),

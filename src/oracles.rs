@@ -372,13 +372,13 @@ pub fn expected_result(message: &str, limit: Option<usize>) -> String {
 /// still checked.
 fn truncation(e: &Evidence, r: &mut Report) {
     let limit = e.rules.result_limit_chars;
-    let mut last_message: BTreeMap<AgentId, (String, usize)> = BTreeMap::new();
+    let mut last_message: BTreeMap<&AgentId, (&str, usize)> = BTreeMap::new();
     // Per parent: the child spawned inside its running `Agent` call, and that spawn's line.
     let mut open: BTreeMap<AgentId, Option<(AgentId, usize)>> = BTreeMap::new();
     for (i, entry, event) in core_events(e.trace) {
         match event {
             Event::AgentEnded { message, .. } => {
-                last_message.insert(entry.agent.clone(), (message.clone(), i));
+                last_message.insert(&entry.agent, (message, i));
             }
             Event::ToolStarted { tool, .. } if tool == "Agent" => {
                 open.insert(entry.agent.clone(), None);
@@ -521,12 +521,12 @@ fn timeouts(e: &Evidence, r: &mut Report) {
 /// Oracle 5.
 fn concurrency(e: &Evidence, r: &mut Report) {
     let cap = e.rules.max_concurrency;
-    let mut running: BTreeSet<String> = BTreeSet::new();
-    let mut queue: VecDeque<(String, usize)> = VecDeque::new();
-    let events: Vec<_> = core_events(e.trace).collect();
-    for (n, &(i, entry, event)) in events.iter().enumerate() {
+    let mut running: BTreeSet<&str> = BTreeSet::new();
+    let mut queue: VecDeque<(&str, usize)> = VecDeque::new();
+    let mut events = core_events(e.trace).peekable();
+    while let Some((i, entry, event)) = events.next() {
         match event {
-            Event::TaskQueued { task_id, .. } => queue.push_back((task_id.clone(), i)),
+            Event::TaskQueued { task_id, .. } => queue.push_back((task_id, i)),
             Event::TaskStarted { task_id, .. } => {
                 if let Some((first, line)) = queue.front()
                     && first != task_id
@@ -539,7 +539,7 @@ fn concurrency(e: &Evidence, r: &mut Report) {
                     );
                 }
                 queue.retain(|(id, _)| id != task_id);
-                running.insert(task_id.clone());
+                running.insert(task_id);
                 if running.len() > cap {
                     r.add(
                         Oracle::Concurrency,
@@ -550,10 +550,12 @@ fn concurrency(e: &Evidence, r: &mut Report) {
                 }
             }
             // A task that ends without running was cancelled in the queue.
-            Event::TaskEnded { task_id, .. } if !running.remove(task_id) => queue.retain(|(id, _)| id != task_id),
+            Event::TaskEnded { task_id, .. } if !running.remove(task_id.as_str()) => {
+                queue.retain(|(id, _)| id != task_id)
+            }
             _ => {}
         }
-        let instant_ends = events.get(n + 1).is_none_or(|(_, next, _)| next.at != entry.at);
+        let instant_ends = events.peek().is_none_or(|(_, next, _)| next.at != entry.at);
         if instant_ends
             && running.len() < cap
             && let Some((waiting, line)) = queue.front()

@@ -152,45 +152,76 @@ impl<'a> Runner<'a> {
         self.sut
     }
 
+    /// A scenario prepared for runs on this runner: its script is built once, however many
+    /// runs, orders and verifications follow.
+    pub fn prepare<'s>(&self, scenario: &'s Scenario, profiles: &'s [Profile]) -> Prepared<'a, 's> {
+        Prepared { runner: *self, scenario, profiles, script: Arc::new(Script::new(&scenario.lanes)) }
+    }
+
     /// Runs a scenario once, breaking same-instant ties as `schedule` says.
     pub fn run(&self, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
-        self.run_script(scenario, &Arc::new(Script::new(&scenario.lanes)), profiles, schedule)
-    }
-
-    /// One run with a prepared script (the runs of one scenario share it), on a fresh
-    /// current-thread runtime whose clock is paused.
-    fn run_script(&self, scenario: &Scenario, script: &Arc<Script>, profiles: &[Profile], schedule: Schedule) -> Run {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a current-thread runtime builds");
-        runtime.block_on(run_paused(self.sut, scenario, script.clone(), profiles, schedule))
-    }
-
-    /// Two runs of a scenario in one tie order, on two threads when allowed.
-    fn twice(&self, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> (Run, Run) {
-        let script = Arc::new(Script::new(&scenario.lanes));
-        if !self.parallel {
-            let first = self.run_script(scenario, &script, profiles, schedule);
-            return (first, self.run_script(scenario, &script, profiles, schedule));
-        }
-        std::thread::scope(|scope| {
-            let second = std::thread::Builder::new()
-                .stack_size(RUN_STACK_BYTES)
-                .spawn_scoped(scope, || self.run_script(scenario, &script, profiles, schedule))
-                .expect("a thread for the second run starts");
-            let first = self.run_script(scenario, &script, profiles, schedule);
-            (first, second.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-        })
+        self.prepare(scenario, profiles).run(schedule)
     }
 
     /// Runs a scenario twice, judges the first run, and fails it if the two traces differ
     /// (the determinism oracle).
     pub fn verify(&self, scenario: &Scenario, profiles: &[Profile]) -> Verdict {
-        let (first, second) = self.twice(scenario, profiles, Schedule::default_order());
+        self.prepare(scenario, profiles).verify()
+    }
+
+    /// Runs a scenario twice in one tie order: the first run, and the violations of every
+    /// oracle on it plus determinism across the two. Expectations are not checked (they
+    /// describe the default order; another legitimate order may log ties differently).
+    pub fn check_order(&self, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> (Run, Vec<Violation>) {
+        self.prepare(scenario, profiles).check_order(schedule)
+    }
+
+    /// A scenario in the tie order of `seed`: what stopped the run, and the oracle violations.
+    pub fn explore(&self, scenario: &Scenario, profiles: &[Profile], seed: u64) -> Verdict {
+        self.prepare(scenario, profiles).explore(seed)
+    }
+}
+
+/// A scenario ready to run on a runner ([`Runner::prepare`]).
+pub struct Prepared<'a, 's> {
+    runner: Runner<'a>,
+    scenario: &'s Scenario,
+    profiles: &'s [Profile],
+    script: Arc<Script>,
+}
+
+impl Prepared<'_, '_> {
+    /// One run on a fresh current-thread runtime whose clock is paused, breaking same-instant
+    /// ties as `schedule` says.
+    pub fn run(&self, schedule: Schedule) -> Run {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a current-thread runtime builds");
+        runtime.block_on(run_paused(self.runner.sut, self.scenario, self.script.clone(), self.profiles, schedule))
+    }
+
+    /// Two runs in one tie order, on two threads when the runner allows.
+    fn twice(&self, schedule: Schedule) -> (Run, Run) {
+        if !self.runner.parallel {
+            return (self.run(schedule), self.run(schedule));
+        }
+        std::thread::scope(|scope| {
+            let second = std::thread::Builder::new()
+                .stack_size(RUN_STACK_BYTES)
+                .spawn_scoped(scope, || self.run(schedule))
+                .expect("a thread for the second run starts");
+            let first = self.run(schedule);
+            (first, second.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        })
+    }
+
+    /// [`Runner::verify`].
+    pub fn verify(&self) -> Verdict {
+        let (first, second) = self.twice(Schedule::default_order());
         let differs = oracles::determinism(&first.trace, &second.trace);
-        let mut verdict = judge(scenario, first);
+        let mut verdict = judge(self.scenario, first);
         if let Some(violation) = differs {
             let lines = verdict.run.trace.lines_at(&violation.lines);
             verdict.failures.push(Failure { what: violation.to_string(), lines });
@@ -198,19 +229,17 @@ impl<'a> Runner<'a> {
         verdict
     }
 
-    /// Runs a scenario twice in one tie order: the first run, and the violations of every
-    /// oracle on it plus determinism across the two. Expectations are not checked (they
-    /// describe the default order; another legitimate order may log ties differently).
-    pub fn check_order(&self, scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> (Run, Vec<Violation>) {
-        let (first, second) = self.twice(scenario, profiles, schedule);
+    /// [`Runner::check_order`].
+    pub fn check_order(&self, schedule: Schedule) -> (Run, Vec<Violation>) {
+        let (first, second) = self.twice(schedule);
         let mut violations = oracles::check(&first.evidence());
         violations.extend(oracles::determinism(&first.trace, &second.trace));
         (first, violations)
     }
 
-    /// A scenario in the tie order of `seed`: what stopped the run, and the oracle violations.
-    pub fn explore(&self, scenario: &Scenario, profiles: &[Profile], seed: u64) -> Verdict {
-        let (run, violations) = self.check_order(scenario, profiles, Schedule::seeded(seed));
+    /// [`Runner::explore`].
+    pub fn explore(&self, seed: u64) -> Verdict {
+        let (run, violations) = self.check_order(Schedule::seeded(seed));
         let mut failures: Vec<Failure> = run
             .halts
             .iter()

@@ -8,11 +8,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use serde_json::json;
 use tracing::Instrument;
 
 use super::budget::Budget;
-use super::{Inbox, Shared, background, foreground};
+use super::{Inbox, Shared, background, foreground, pseudo};
 use crate::sut::approval::Decision;
 use crate::sut::event::{Event, OutcomeKind, Status};
 use crate::sut::llm::Transcript;
@@ -137,20 +136,16 @@ impl Loop {
     fn build_offered(&self, shared: &Shared) -> Vec<ToolSpec> {
         let mut specs: Vec<ToolSpec> =
             self.catalog_names(shared).iter().map(|n| shared.tools.get(n).expect("listed").spec().clone()).collect();
-        specs.push(pseudo("final_answer", "Finish with a final answer.", &[("message", true)]));
+        specs.push(pseudo::spec("final_answer").clone());
         if self.ask_user {
-            specs.push(pseudo("ask_user", "Ask the user a question and wait.", &[("question", true)]));
+            specs.push(pseudo::spec("ask_user").clone());
         }
-        specs.push(pseudo("fail", "Give up, with a reason.", &[("reason", true)]));
+        specs.push(pseudo::spec("fail").clone());
         if self.offers_agent(shared) {
-            specs.push(pseudo(
-                "Agent",
-                "Run a sub-agent on a task and return its answer.",
-                &[("task", true), ("tools", false)],
-            ));
+            specs.push(pseudo::spec("Agent").clone());
         }
         if self.offers_subagents(shared) {
-            specs.extend(background::specs());
+            specs.extend(pseudo::family().iter().cloned());
         }
         specs
     }
@@ -313,8 +308,8 @@ impl Loop {
     /// Runs one non-terminal call and appends its result. Returns whether it was a regular
     /// call (a catalog tool or an unknown name), which advances `step_index`.
     async fn dispatch(&mut self, shared: &Shared, call: &ToolCall, assistant_len: usize) -> bool {
-        let tags = shared.tools.get(&call.name).map(|t| t.spec().tags.clone()).unwrap_or_default();
-        if let Decision::Deny(reason) = shared.gate.check(&self.agent, call, &tags).await {
+        let tags = shared.tools.get(&call.name).map_or(&[][..], |t| &t.spec().tags[..]);
+        if let Decision::Deny(reason) = shared.gate.check(&self.agent, call, tags).await {
             self.budget.spend(1);
             self.emit(
                 shared,
@@ -411,17 +406,4 @@ pub(crate) fn run(shared: Arc<Shared>, mut lp: Loop) -> BoxFuture<'static, (Outc
 /// A string argument, if present and a string.
 pub(crate) fn string_arg(args: &serde_json::Value, name: &str) -> Option<String> {
     args.get(name).and_then(|v| v.as_str()).map(str::to_string)
-}
-
-/// The schema of a pseudo tool with string parameters `(name, required)`.
-pub(crate) fn pseudo(name: &str, description: &str, params: &[(&str, bool)]) -> ToolSpec {
-    let properties: serde_json::Map<String, serde_json::Value> =
-        params.iter().map(|(p, _)| (p.to_string(), json!({"type": "string"}))).collect();
-    let required: Vec<&str> = params.iter().filter(|(_, r)| *r).map(|(p, _)| *p).collect();
-    ToolSpec {
-        name: name.to_string(),
-        description: description.to_string(),
-        parameters: json!({"type": "object", "properties": properties, "required": required}),
-        tags: Vec::new(),
-    }
 }

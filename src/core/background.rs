@@ -18,14 +18,14 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::Instant;
 
-use super::agent_loop::{self, Loop, pseudo, string_arg};
+use super::agent_loop::{self, Loop, string_arg};
 use super::budget::{Budget, truncate_result};
 use super::foreground::seconds;
 use super::{Inbox, Shared, system_prompt};
 use crate::seed::splitmix64;
 use crate::sut::event::{Event, Family, Status, TaskStatus, Via};
 use crate::sut::llm::Transcript;
-use crate::sut::llm::{Message, ToolCall, ToolSpec};
+use crate::sut::llm::{Message, ToolCall};
 use crate::sut::tool::ToolOutput;
 use crate::sut::{AgentId, Profile};
 
@@ -37,33 +37,6 @@ const FAMILY: [&str; 4] = ["subagent", "subagent.wait", "subagent.send", "subage
 /// Whether `name` is one of the `subagent` tools.
 pub(crate) fn is_family(name: &str) -> bool {
     FAMILY.contains(&name)
-}
-
-/// The family's schemas, in the order they are offered.
-pub(crate) fn specs() -> Vec<ToolSpec> {
-    let mut start = pseudo(
-        "subagent",
-        "Start a sub-agent in the background; returns its task id at once.",
-        &[("prompt", true), ("agent", false), ("session", false), ("model", false), ("reasoning_effort", false)],
-    );
-    let props = start.parameters["properties"].as_object_mut().expect("object schema");
-    props.insert("allowed_tools".into(), json!({"type": "array", "items": {"type": "string"}}));
-    props.insert("allowed_skills".into(), json!({"type": "array", "items": {"type": "string"}}));
-    props.insert("timeout_seconds".into(), json!({"type": "number"}));
-    let mut wait = pseudo("subagent.wait", "Return results of background tasks, waiting at most timeout_seconds.", &[]);
-    let props = wait.parameters["properties"].as_object_mut().expect("object schema");
-    props.insert("task_ids".into(), json!({"type": "array", "items": {"type": "string"}}));
-    props.insert("timeout_seconds".into(), json!({"type": "number"}));
-    vec![
-        start,
-        wait,
-        pseudo(
-            "subagent.send",
-            "Send a message to a task, or continue a finished named-session task.",
-            &[("task_id", true), ("message", true)],
-        ),
-        pseudo("subagent.cancel", "Stop a running or queued task.", &[("task_id", true)]),
-    ]
 }
 
 /// Where a task's conversation comes from and where it goes afterwards.

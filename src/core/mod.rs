@@ -12,6 +12,7 @@
 
 pub mod approval;
 pub mod budget;
+pub mod pseudo;
 
 mod agent_loop;
 mod background;

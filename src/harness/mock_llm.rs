@@ -50,18 +50,25 @@ type PreparedArgs = (Arc<serde_json::Value>, bool);
 impl Script {
     /// The script of `lanes`.
     pub fn new(lanes: &[Lane]) -> Script {
+        let mut lanes = lanes.to_vec();
+        // Each call's arguments move into a shared value (the lanes keep a null in their place).
         let args = lanes
-            .iter()
+            .iter_mut()
             .map(|lane| {
                 lane.replies
-                    .iter()
+                    .iter_mut()
                     .map(|reply| {
-                        reply.calls.iter().map(|c| (Arc::new(c.args.clone()), refers_to_tasks(&c.args))).collect()
+                        let calls = reply.calls.iter_mut();
+                        calls
+                            .map(|c| (refers_to_tasks(&c.args), std::mem::take(&mut c.args)))
+                            .map(|(r, a)| (Arc::new(a), r))
+                            .collect()
                     })
                     .collect()
             })
             .collect();
-        Script { lanes: lanes.to_vec(), selectors: Selectors::new(lanes), args }
+        let selectors = Selectors::new(&lanes);
+        Script { lanes, selectors, args }
     }
 }
 

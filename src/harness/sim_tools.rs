@@ -31,7 +31,7 @@ impl SimTool {
             spec: ToolSpec {
                 name: decl.name.clone(),
                 description: decl.description.clone(),
-                parameters: serde_json::json!({"type": "object"}),
+                parameters: std::sync::Arc::new(serde_json::json!({"type": "object"})),
                 tags,
             },
             latency: Duration::from_millis(decl.latency_ms),

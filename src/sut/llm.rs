@@ -94,8 +94,8 @@ pub struct ToolSpec {
     pub name: String,
     /// What it does.
     pub description: String,
-    /// JSON schema of its arguments.
-    pub parameters: serde_json::Value,
+    /// JSON schema of its arguments (shared: offered lists copy a pointer).
+    pub parameters: Arc<serde_json::Value>,
     /// Tags such as `risk:write`, read by the approval gate; not sent to a model.
     #[serde(skip)]
     pub tags: Vec<String>,
