@@ -152,6 +152,17 @@ impl<'a> Runner<'a> {
         self.sut
     }
 
+    /// Whether this runner's core implements everything `scenario` needs; the error names
+    /// what is missing (the scenario is then skipped, not failed).
+    pub fn applies(&self, scenario: &Scenario) -> Result<(), String> {
+        let missing = self.sut.capabilities().missing(&scenario.requires());
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("the core `{}` does not implement {}", self.sut.name(), missing.join(", ")))
+        }
+    }
+
     /// A scenario prepared for runs on this runner: its script is built once, however many
     /// runs, orders and verifications follow.
     pub fn prepare<'s>(&self, scenario: &'s Scenario, profiles: &'s [Profile]) -> Prepared<'a, 's> {

@@ -68,6 +68,21 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }
 
+impl Scenario {
+    /// What a core must implement to run this scenario: the spawning tools its rules offer
+    /// the root, the risk gate when the approval mode asks for it, steering when the scenario
+    /// steers.
+    pub fn requires(&self) -> crate::sut::Capabilities {
+        let rules = self.rules.resolve();
+        crate::sut::Capabilities {
+            foreground: rules.agent_tool,
+            background: rules.subagent_tools,
+            risk_gate: self.approval.mode == GateMode::Risk,
+            steering: !self.steer.is_empty(),
+        }
+    }
+}
+
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
