@@ -12,6 +12,8 @@
 //!   answers ([`harness::asker`]) and the one object that breaks same-instant ties
 //!   ([`harness::schedule`]).
 //! - [`trace`]: the record of a run, one line per event, as text and as JSON lines.
+//! - [`timeline`]: a picture of a finished run's trace on the virtual time axis (SVG, or an
+//!   HTML page beside the text trace), for `rehearsal run FILE --timeline out.svg`.
 //! - [`runner`]: runs one scenario on a fresh paused-clock runtime and judges it against its
 //!   expectations and the oracles.
 //! - [`oracles`]: the nine rules of core.md, checked on the evidence of every run.
@@ -38,4 +40,5 @@ pub mod profiles;
 pub mod rules;
 pub mod runner;
 pub mod scenario;
+pub mod timeline;
 pub mod trace;
