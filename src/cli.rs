@@ -51,6 +51,10 @@ enum Command {
         /// Run only the tie order of this seed (to replay a failing order `--explore` found).
         #[arg(long, value_name = "SEED", conflicts_with = "explore")]
         explore_seed: Option<u64>,
+        /// Draw the run as a timeline into FILE: SVG, or an HTML page beside the text trace
+        /// when FILE ends in `.html`. Needs exactly one scenario file.
+        #[arg(long, value_name = "FILE")]
+        timeline: Option<PathBuf>,
     },
     /// Run generated scenarios against every oracle; shrink the first violation to a minimal
     /// scenario file and print the command that replays it.
@@ -126,9 +130,9 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ScenarioError> {
 /// Runs the command line and returns the exit code.
 pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     match cli.command {
-        Command::Run { paths, trace, format, explore, explore_seed } => {
+        Command::Run { paths, trace, format, explore, explore_seed, timeline } => {
             let orders = Orders { explore, seed: explore_seed };
-            run(&paths, trace, format, orders, out, err)
+            run(&paths, trace, format, orders, timeline.as_deref(), out, err)
         }
         Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps } => {
             let family = match family {
@@ -194,6 +198,7 @@ fn run(
     show_trace: bool,
     format: Format,
     orders: Orders,
+    timeline: Option<&Path>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Exit {
@@ -204,6 +209,11 @@ fn run(
             return Exit::BadInput;
         }
     };
+    if timeline.is_some() && files.len() != 1 {
+        let _ =
+            writeln!(err, "error: --timeline draws one run: give exactly one scenario file ({} given)", files.len());
+        return Exit::BadInput;
+    }
     let (mut passed, mut failed, mut bad) = (0, 0, 0);
     for file in &files {
         match verify_in_orders(file, orders) {
@@ -223,6 +233,12 @@ fn run(
                 match format {
                     Format::Text => report_text(out, file, &scenario.name, &verdict, show_trace),
                     Format::Json => report_json(out, file, &scenario.name, &verdict, show_trace),
+                }
+                if let Some(path) = timeline
+                    && let Err(e) = crate::timeline::write(path, &scenario.name, &verdict.run.trace)
+                {
+                    bad += 1;
+                    let _ = writeln!(err, "error: cannot write the timeline {}: {e}", path.display());
                 }
             }
         }
