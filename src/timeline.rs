@@ -1236,60 +1236,75 @@ fn draw_budgets(out: &mut Out, m: &Model, lay: &Layout) {
         let max = points.iter().map(|p| p.value).max().unwrap_or(0).max(1) as f64;
         let by = |v: u32| y + BUDGET_BOTTOM - (v as f64 / max) * (BUDGET_BOTTOM - BUDGET_TOP);
         let mut d = String::new();
-        let mut taken = Taken::default();
-        let mut labels = String::new();
         let mut prev: Option<u32> = None;
-        // The last value labelled, and whether the current run has been labelled yet.
-        let (mut labelled, mut run_labelled) = (None, false);
         let mut hover = Vec::new();
         // The pen's position, as printed: a step repeats neither.
         let mut pen = (String::new(), String::new());
-        for (i, p) in points.iter().enumerate() {
-            let (x, py) = (lay.x(p.t), by(p.value));
-            let (px, pyy) = (n(x), n(py));
+        for p in points {
+            let (px, py) = (n(lay.x(p.t)), n(by(p.value)));
             if p.starts_run || prev.is_none() {
-                let _ = write!(d, "M{px},{pyy}");
-                run_labelled = false;
+                let _ = write!(d, "M{px},{py}");
             } else {
                 if px != pen.0 {
                     let _ = write!(d, "H{px}");
                 }
-                if pyy != pen.1 {
+                if py != pen.1 {
                     // Falls at one instant make one fall.
                     if let Some(v) = d.rfind('V')
                         && !d[v..].contains(['H', 'M'])
                     {
                         d.truncate(v);
                     }
-                    let _ = write!(d, "V{pyy}");
+                    let _ = write!(d, "V{py}");
                 }
             }
-            pen = (px, pyy);
+            pen = (px, py);
             if p.starts_run || prev != Some(p.value) {
                 hover.push(format!("{} budget {}", secs(p.t), p.value));
             }
             prev = Some(p.value);
-            // Several changes at one instant (a spawn, then the tool's end) get one label: the
-            // value the instant leaves.
-            let last_at_instant = points.get(i + 1).is_none_or(|q| q.t != p.t || q.starts_run);
-            if last_at_instant && (!run_labelled || labelled != Some(p.value)) {
-                let text = p.value.to_string();
-                let w = text.len() as f64 * CW8;
-                if taken.take(x + 1.0, x + 2.0 + w) {
-                    let _ = writeln!(
-                        labels,
-                        "<text class=\"bl\" x=\"{}\" y=\"{}\">{text}</text>",
-                        n(x + 1.0),
-                        n(y + BUDGET_BOTTOM + 1.0)
-                    );
-                    labelled = Some(p.value);
-                    run_labelled = true;
-                }
-            }
         }
         out.line(&format!("<path class=\"budget\" d=\"{d}\">{}</path>", title(&hover)));
-        out.s.push_str(&labels);
+        for (x, value) in budget_labels(points, lay) {
+            out.line(&format!(
+                "<text class=\"bl\" x=\"{}\" y=\"{}\">{value}</text>",
+                n(x + 1.0),
+                n(y + BUDGET_BOTTOM + 1.0)
+            ));
+        }
     }
+}
+
+/// Where to write the budget of one row, left to right. Each instant that changes it gets one
+/// label, the value it leaves (a spawn and the tool's end at one instant are one fall). Where
+/// labels would overlap, a run's last value wins, then its first, then the others in order.
+fn budget_labels(points: &[BudgetPoint], lay: &Layout) -> Vec<(f64, u32)> {
+    let mut runs: Vec<Vec<(f64, u32)>> = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        if p.starts_run || runs.is_empty() {
+            runs.push(Vec::new());
+        }
+        let last_at_instant = points.get(i + 1).is_none_or(|q| q.t != p.t || q.starts_run);
+        let run = runs.last_mut().expect("a run was pushed");
+        if last_at_instant && run.last().is_none_or(|&(_, v)| v != p.value) {
+            run.push((lay.x(p.t), p.value));
+        }
+    }
+    let mut taken = Taken::default();
+    let mut placed = Vec::new();
+    for run in runs {
+        let n = run.len();
+        let order = std::iter::once(n - 1).chain((n > 1).then_some(0)).chain(1..n.saturating_sub(1));
+        for i in order {
+            let (x, value) = run[i];
+            let w = value.to_string().len() as f64 * CW8;
+            if taken.take(x + 1.0, x + 2.0 + w) {
+                placed.push((x, value));
+            }
+        }
+    }
+    placed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    placed
 }
 
 fn draw_arrows(out: &mut Out, m: &Model, lay: &Layout) {
