@@ -1,15 +1,19 @@
 //! The timeline picture of a run (`src/timeline.rs`): the reviewed SVG of the cap-4 scenario
 //! (`snapshots/timeline__cap-4-six-children-queue-fifo.snap`), well-formed XML that shows its
-//! queue and its four running slots, a foreground timeout, thirty agents, hostile text, and
-//! `rehearsal run --timeline`.
+//! queue and its four running slots, a foreground timeout, thirty agents, hostile text, every
+//! scenario and generated ones, and `rehearsal run --timeline`.
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use proptest::prelude::*;
 use rehearsal::core::AgentId;
 use rehearsal::core::event::Event;
+use rehearsal::generate::{self, Family};
+use rehearsal::harness::schedule::Schedule;
 use rehearsal::trace::{Entry, Trace, What};
-use rehearsal::{runner, timeline};
+use rehearsal::{cli, runner, timeline};
 
 use crate::support::{manifest_path, rehearsal};
 
@@ -175,6 +179,80 @@ fn markup_and_control_characters_in_the_trace_are_escaped() {
         assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "a raw control character is left");
         assert!(text.contains("denied Bash\\u{7}&lt;x&gt;"), "{text}");
         assert!(text.contains("a&lt;b&gt;&amp;\\u{1}"));
+    }
+}
+
+/// Every agent the trace names, as the picture's rows must show them.
+fn agents(trace: &Trace) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for entry in &trace.entries {
+        out.insert(entry.agent.to_string());
+        if let What::Core(
+            Event::Spawned { child, .. }
+            | Event::TaskQueued { child, .. }
+            | Event::TaskStarted { child, .. }
+            | Event::TaskEnded { child, .. }
+            | Event::TimedOut { child, .. }
+            | Event::ChildResult { child, .. },
+        ) = &entry.what
+        {
+            out.insert(child.to_string());
+        }
+    }
+    out
+}
+
+/// The picture is well-formed, has a row for each agent of the trace, its spans run forward,
+/// and the HTML page is well-formed too.
+fn check_picture(name: &str, trace: &Trace) -> Result<(), String> {
+    let svg = timeline::svg(name, trace);
+    let doc = roxmltree::Document::parse(&svg).map_err(|e| format!("SVG not well-formed: {e}"))?;
+    let rows: BTreeSet<String> = doc
+        .descendants()
+        .filter(|n| {
+            n.attribute("class") == Some("alias") && !n.ancestors().any(|a| a.attribute("class") == Some("key"))
+        })
+        .filter_map(|n| n.text().map(str::to_string))
+        .filter(|t| t != "background")
+        .collect();
+    if rows != agents(trace) {
+        return Err(format!("rows {rows:?} are not the agents {:?}", agents(trace)));
+    }
+    for node in doc.descendants().filter(|n| n.has_attribute("data-t0")) {
+        let t = |a| node.attribute(a).and_then(|v| v.parse::<u64>().ok()).expect("a time");
+        if t("data-t0") > t("data-t1") {
+            return Err(format!("a span runs backwards: {node:?}"));
+        }
+    }
+    parse_page(&timeline::html(name, trace)).map_err(|e| format!("page not well-formed: {e}"))
+}
+
+#[test]
+fn every_scenario_and_fixture_that_runs_draws_a_well_formed_picture() {
+    let folders: Vec<PathBuf> = ["scenarios", "tests/fixtures"].iter().map(|f| manifest_path(f)).collect();
+    let mut drawn = 0;
+    for file in cli::collect(&folders).expect("the folders exist") {
+        // Bad input does not run; a run that stops (an exhausted lane) is drawn with its stop.
+        let Ok((scenario, verdict)) = runner::verify_file(&file) else { continue };
+        check_picture(&scenario.name, &verdict.run.trace).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        drawn += 1;
+    }
+    assert!(drawn > 100, "only {drawn} files were drawn");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Generated runs of both rule sets, in any tie order, draw a well-formed picture with a
+    /// row per agent, the same bytes twice.
+    #[test]
+    fn generated_runs_draw_well_formed_pictures(scenario in generate::scenario(Family::Any), order in 0u64..1000) {
+        let profiles = runner::resolve_profiles(&scenario, Path::new(".")).expect("inline profiles only");
+        let schedule = if order == 0 { Schedule::default_order() } else { Schedule::seeded(order) };
+        let run = runner::run_scheduled(&scenario, &profiles, schedule);
+        let checked = check_picture(&scenario.name, &run.trace);
+        prop_assert!(checked.is_ok(), "{}", checked.unwrap_err());
+        prop_assert_eq!(timeline::svg(&scenario.name, &run.trace), timeline::svg(&scenario.name, &run.trace));
     }
 }
 
