@@ -12,7 +12,9 @@
 //! denials, approval questions, refused spawns and nudges; guides show turn boundaries and a
 //! harness stop. Above the rows, when there are background tasks, a strip counts how many run
 //! and how many wait at each moment. Every element carries the trace lines it stands for as a
-//! hover `<title>`; in the HTML page it also links to its line.
+//! hover `<title>`; in the HTML page it also links to its line. Spans say what they are in
+//! their `class` (`queued`, `running`, `fg`, `llm`, `tool err`, ...) and when in `data-t0` and
+//! `data-t1` (virtual microseconds), so a test or a script can read the picture back.
 //!
 //! It deliberately does not judge, re-derive or run anything (the runner and the oracles do),
 //! and reads nothing but the [`Trace`] and the core's [`Event`] enum. The output is a pure
