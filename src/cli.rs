@@ -32,31 +32,39 @@ pub struct Cli {
     command: Command,
 }
 
+/// The options of `rehearsal run`.
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Scenario files or folders.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Print each scenario's trace.
+    #[arg(long)]
+    trace: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Also run each scenario under K seeded orders of same-instant events, checking every
+    /// oracle in each (expectations describe the default order and are not checked there).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    explore: u32,
+    /// Run only the tie order of this seed (to replay a failing order `--explore` found).
+    #[arg(long, value_name = "SEED", conflicts_with = "explore")]
+    explore_seed: Option<u64>,
+    /// Threads that run scenario files (default: the number of cores). Each run keeps its
+    /// own paused clock, so verdicts and output are the same for any number.
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
+    /// Draw the run as a timeline into FILE: SVG, or an HTML page beside the text trace
+    /// when FILE ends in `.html`. Needs exactly one scenario file.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run scenario files (or folders of them, recursively) and print a verdict for each.
-    Run {
-        /// Scenario files or folders.
-        #[arg(required = true)]
-        paths: Vec<PathBuf>,
-        /// Print each scenario's trace.
-        #[arg(long)]
-        trace: bool,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Text)]
-        format: Format,
-        /// Also run each scenario under K seeded orders of same-instant events, checking every
-        /// oracle in each (expectations describe the default order and are not checked there).
-        #[arg(long, value_name = "K", default_value_t = 0)]
-        explore: u32,
-        /// Run only the tie order of this seed (to replay a failing order `--explore` found).
-        #[arg(long, value_name = "SEED", conflicts_with = "explore")]
-        explore_seed: Option<u64>,
-        /// Threads that run scenario files (default: the number of cores). Each run keeps its
-        /// own paused clock, so verdicts and output are the same for any number.
-        #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-        jobs: Option<u16>,
-    },
+    Run(RunArgs),
     /// Run generated scenarios against every oracle; shrink the first violation to a minimal
     /// scenario file and print the command that replays it.
     Fuzz {
@@ -135,11 +143,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ScenarioError> {
 /// Runs the command line and returns the exit code.
 pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     match cli.command {
-        Command::Run { paths, trace, format, explore, explore_seed, jobs } => {
-            let orders = Orders { explore, seed: explore_seed };
-            let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
-            run(&paths, trace, format, orders, jobs, out, err)
-        }
+        Command::Run(args) => run(&args, out, err),
         Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps, jobs } => {
             let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
             let family = match family {
@@ -201,15 +205,11 @@ fn fuzz_command(options: &fuzz::Options, dir: &Path, out: &mut dyn Write, err: &
     Exit::Failed
 }
 
-fn run(
-    paths: &[PathBuf],
-    show_trace: bool,
-    format: Format,
-    orders: Orders,
-    jobs: usize,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Exit {
+fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    let (paths, show_trace, format) = (&args.paths, args.trace, args.format);
+    let orders = Orders { explore: args.explore, seed: args.explore_seed };
+    let jobs = args.jobs.map_or_else(jobs::default_jobs, usize::from);
+    let timeline = args.timeline.as_deref();
     let files = match collect(paths) {
         Ok(files) => files,
         Err(e) => {
@@ -217,6 +217,11 @@ fn run(
             return Exit::BadInput;
         }
     };
+    if timeline.is_some() && files.len() != 1 {
+        let _ =
+            writeln!(err, "error: --timeline draws one run: give exactly one scenario file ({} given)", files.len());
+        return Exit::BadInput;
+    }
     let (mut passed, mut failed, mut bad) = (0, 0, 0);
     // Threads go to files first; with fewer files than threads, the two runs of each
     // verification take two.
@@ -245,6 +250,12 @@ fn run(
                     match format {
                         Format::Text => report_text(out, file, &scenario.name, &verdict, show_trace),
                         Format::Json => report_json(out, file, &scenario.name, &verdict, show_trace),
+                    }
+                    if let Some(path) = timeline
+                        && let Err(e) = crate::timeline::write(path, &scenario.name, &verdict.run.trace)
+                    {
+                        bad += 1;
+                        let _ = writeln!(err, "error: cannot write the timeline {}: {e}", path.display());
                     }
                 }
             }

@@ -17,6 +17,8 @@
 //!   ([`harness::mock_llm`]), simulated tools ([`harness::sim_tools`]), the scripted approval
 //!   answers ([`harness::asker`]), the trace recorder and exchange log, and the one object that
 //!   breaks same-instant ties ([`harness::schedule`]).
+//! - [`timeline`]: a picture of a finished run's trace on the virtual time axis (SVG, or an
+//!   HTML page beside the text trace), for `rehearsal run FILE --timeline out.svg`.
 //! - [`runner`]: runs one scenario on a core, on a fresh paused-clock runtime, and judges it
 //!   against its expectations and the oracles.
 //! - [`oracles`]: the nine rules of the oracles, checked on the evidence of every run.
@@ -51,4 +53,5 @@ pub mod runner;
 pub mod scenario;
 pub mod seed;
 pub mod sut;
+pub mod timeline;
 pub mod trace;

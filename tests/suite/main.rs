@@ -7,3 +7,4 @@ mod logging;
 mod oracles;
 mod scenarios;
 mod support;
+mod timeline;
