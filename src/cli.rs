@@ -225,11 +225,14 @@ fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     let (mut passed, mut failed, mut bad) = (0, 0, 0);
     // Threads go to files first; with fewer files than threads, the two runs of each
     // verification take two.
-    let runner = runner::Runner::new().parallel(files.len() < jobs);
+    let mut runner = runner::Runner::new().parallel(files.len() < jobs).explore(orders.explore);
+    if let Some(seed) = orders.seed {
+        runner = runner.only_order(seed);
+    }
     jobs::ordered(
         &files,
         jobs,
-        |file| verify_in_orders(&runner, file, orders),
+        |file| runner.check_file(file),
         |i, verified| {
             let file = &files[i];
             match verified {
@@ -248,7 +251,7 @@ fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
                         failed += 1
                     }
                     match format {
-                        Format::Text => report_text(out, file, &scenario.name, &verdict, show_trace),
+                        Format::Text => report_text(out, file, &verdict, show_trace),
                         Format::Json => report_json(out, file, &scenario.name, &verdict, show_trace),
                     }
                     if let Some(path) = timeline
@@ -274,56 +277,10 @@ fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     }
 }
 
-/// Verifies a file in the default order (or only in `orders.seed`), then in `orders.explore`
-/// seeded orders; failures of an explored order name the seed that replays it.
-fn verify_in_orders(
-    runner: &runner::Runner,
-    file: &Path,
-    orders: Orders,
-) -> Result<(crate::scenario::Scenario, Verdict), ScenarioError> {
-    let scenario = crate::scenario::load(file)?;
-    let profiles = runner::resolve_profiles(&scenario, file.parent().unwrap_or(Path::new(".")))?;
-    let prepared = runner.prepare(&scenario, &profiles);
-    if let Some(seed) = orders.seed {
-        let verdict = prepared.explore(seed);
-        drop(prepared);
-        return Ok((scenario, verdict));
-    }
-    let mut verdict = prepared.verify();
-    for order in 1..=u64::from(orders.explore) {
-        for failure in prepared.explore(order).failures {
-            verdict.failures.push(runner::Failure {
-                what: format!(
-                    "in tie order {order} (replay: rehearsal run {} --explore-seed {order}): {}",
-                    file.display(),
-                    failure.what
-                ),
-                lines: failure.lines,
-            });
-        }
-    }
-    drop(prepared);
-    Ok((scenario, verdict))
-}
-
-fn report_text(out: &mut dyn Write, file: &Path, name: &str, verdict: &Verdict, show_trace: bool) {
-    let run = &verdict.run;
-    let word = if verdict.passed() { "PASS" } else { "FAIL" };
-    let _ = writeln!(
-        out,
-        "{word} {name} ({}; {} events, {} ms virtual)",
-        file.display(),
-        run.trace.entries.len(),
-        run.elapsed.as_millis()
-    );
-    for failure in &verdict.failures {
-        let _ = writeln!(out, "  - {}", failure.what);
-        for line in &failure.lines {
-            let _ = writeln!(out, "      | {line}");
-        }
-    }
+fn report_text(out: &mut dyn Write, file: &Path, verdict: &Verdict, show_trace: bool) {
+    let _ = write!(out, "{}", verdict.report(Some(file)));
     if show_trace {
-        for line in run.trace.lines() {
+        for line in verdict.run.trace.lines() {
             let _ = writeln!(out, "    {line}");
         }
     }

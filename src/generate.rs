@@ -396,7 +396,7 @@ impl Compiler<'_> {
 }
 
 fn lane() -> Lane {
-    Lane { agent: None, task_contains: None, profile: None, replies: Vec::new(), check_every: None }
+    Lane::default()
 }
 
 impl Plan {
@@ -481,6 +481,7 @@ impl Plan {
                         latency_ms: None,
                     }],
                     risk: None,
+                    handler: None,
                 },
                 ToolSpec {
                     name: "Flaky".into(),
@@ -492,6 +493,7 @@ impl Plan {
                         latency_ms: None,
                     }],
                     risk: None,
+                    handler: None,
                 },
             ],
             profiles: vec![ProfileSpec {

@@ -39,10 +39,13 @@
 //! - The oracles never call the core's arithmetic; they re-derive each rule on their own.
 #![deny(missing_docs)]
 
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod core;
 pub mod evidence;
+#[cfg(feature = "fuzz")]
 pub mod fuzz;
+#[cfg(feature = "fuzz")]
 pub mod generate;
 pub mod harness;
 pub mod jobs;

@@ -68,12 +68,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ScenarioError> {
         return Err(invalid(path, "front matter", "the front matter has no closing `---` line"));
     }
     let body: String = lines.collect();
-    let front: FrontMatter = serde_norway::from_str(&yaml).map_err(|e| {
-        let (line, column) = e.location().map_or((2, 1), |l| (l.line() + 1, l.column()));
-        // The YAML parser counts from the front matter; the place is printed in front instead.
-        let message = without_positions(&e.to_string());
-        ScenarioError::Parse { path: path.to_path_buf(), line, column, field: "front matter".into(), message }
-    })?;
+    let front = front_matter(path, &yaml)?;
     let description = front.description.map(|d| d.trim().to_string()).filter(|d| !d.is_empty());
     let Some(description) = description else {
         return Err(invalid(path, "description", "a profile needs a `description` in its front matter"));
@@ -97,7 +92,27 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ScenarioError> {
     })
 }
 
+#[cfg(feature = "profile-files")]
+fn front_matter(path: &Path, yaml: &str) -> Result<FrontMatter, ScenarioError> {
+    serde_norway::from_str(yaml).map_err(|e| {
+        let (line, column) = e.location().map_or((2, 1), |l| (l.line() + 1, l.column()));
+        // The YAML parser counts from the front matter; the place is printed in front instead.
+        let message = without_positions(&e.to_string());
+        ScenarioError::Parse { path: path.to_path_buf(), line, column, field: "front matter".into(), message }
+    })
+}
+
+#[cfg(not(feature = "profile-files"))]
+fn front_matter(path: &Path, _: &str) -> Result<FrontMatter, ScenarioError> {
+    Err(invalid(
+        path,
+        "front matter",
+        "this build of rehearsal reads no profile files: enable the `profile-files` feature",
+    ))
+}
+
 /// The message without its ` at line L column C` parts.
+#[cfg(feature = "profile-files")]
 fn without_positions(message: &str) -> String {
     let mut out = String::new();
     let mut rest = message;
@@ -144,7 +159,7 @@ pub fn from_spec(spec: &ProfileSpec) -> Profile {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "profile-files"))]
 mod tests {
     use super::*;
 

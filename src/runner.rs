@@ -7,6 +7,7 @@
 //! render (that is `trace`).
 
 use std::cell::RefCell;
+use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,7 @@ use crate::sut::{AgentId, Approval, Harness, Outcome, Profile, SessionConfig, Sy
 use crate::trace::{Trace, What};
 
 /// Everything a run produced.
+#[derive(Debug)]
 pub struct Run {
     /// The trace.
     pub trace: Trace,
@@ -80,18 +82,73 @@ pub struct Failure {
     pub lines: Vec<String>,
 }
 
-/// A judged run.
+/// A judged run: the verdict on a scenario.
+///
+/// Its `Display` is the report `rehearsal run` prints: a `PASS`/`FAIL` line, then each failure
+/// with the trace lines involved.
 pub struct Verdict {
-    /// The run.
+    /// The scenario's name.
+    pub name: String,
+    /// The run (in the default tie order, or in the one order checked).
     pub run: Run,
     /// Why it failed; empty when it passed.
     pub failures: Vec<Failure>,
+    /// The tie orders checked: the default one, and any explored ones.
+    pub orders: u32,
 }
 
 impl Verdict {
     /// Whether every expectation held.
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
+    }
+
+    /// Panics with the report unless the scenario passed: one line in a `#[test]`.
+    #[track_caller]
+    pub fn assert_passed(&self) {
+        assert!(self.passed(), "{self}");
+    }
+
+    /// The report, naming `file` when the scenario came from one.
+    pub fn report(&self, file: Option<&Path>) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let word = if self.passed() { "PASS" } else { "FAIL" };
+        let file = file.map(|f| format!("{}; ", f.display())).unwrap_or_default();
+        let orders = if self.orders > 1 { format!(", {} tie orders", self.orders) } else { String::new() };
+        let _ = writeln!(
+            out,
+            "{word} {} ({file}{} events, {} ms virtual{orders})",
+            self.name,
+            self.run.trace.entries.len(),
+            self.run.elapsed.as_millis()
+        );
+        for failure in &self.failures {
+            let _ = writeln!(out, "  - {}", failure.what);
+            for line in &failure.lines {
+                let _ = writeln!(out, "      | {line}");
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.report(None))
+    }
+}
+
+impl fmt::Debug for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Verdict")
+            .field("name", &self.name)
+            .field("passed", &self.passed())
+            .field("failures", &self.failures)
+            .field("events", &self.run.trace.entries.len())
+            .field("elapsed", &self.run.elapsed)
+            .field("orders", &self.orders)
+            .finish()
     }
 }
 
@@ -123,11 +180,13 @@ pub fn resolve_profiles(scenario: &Scenario, dir: &Path) -> Result<Vec<Profile>,
 pub struct Runner<'a> {
     sut: &'a dyn SystemUnderTest,
     parallel: bool,
+    explore: u32,
+    only_order: Option<u64>,
 }
 
 impl Default for Runner<'static> {
     fn default() -> Runner<'static> {
-        Runner { sut: &Builtin, parallel: false }
+        Runner { sut: &Builtin, parallel: false, explore: 0, only_order: None }
     }
 }
 
@@ -139,7 +198,19 @@ impl<'a> Runner<'a> {
 
     /// Runs scenarios on `sut` instead.
     pub fn on<'b>(self, sut: &'b dyn SystemUnderTest) -> Runner<'b> {
-        Runner { sut, parallel: self.parallel }
+        Runner { sut, parallel: self.parallel, explore: self.explore, only_order: self.only_order }
+    }
+
+    /// [`Runner::check`] also runs each scenario in `k` seeded orders of same-instant events
+    /// (seeds 1 to `k`), checking every oracle in each.
+    pub fn explore(self, k: u32) -> Runner<'a> {
+        Runner { explore: k, only_order: None, ..self }
+    }
+
+    /// [`Runner::check`] runs each scenario in the tie order of `seed` only (to replay a
+    /// failing order an exploration found).
+    pub fn only_order(self, seed: u64) -> Runner<'a> {
+        Runner { explore: 0, only_order: Some(seed), ..self }
     }
 
     /// Whether the two runs of a verification run on two threads at once.
@@ -161,6 +232,48 @@ impl<'a> Runner<'a> {
         } else {
             Err(format!("the core `{}` does not implement {}", self.sut.name(), missing.join(", ")))
         }
+    }
+
+    /// The one entry for a scenario built in code: validates it exactly as a file is
+    /// validated, resolves its profiles (inline, and profile folders relative to the current
+    /// folder), and checks it as `rehearsal run` does: two runs, every expectation and oracle,
+    /// and the explored tie orders. An invalid scenario, or one this runner's core cannot run,
+    /// is an error.
+    ///
+    /// ```
+    /// use rehearsal::runner::Runner;
+    /// use rehearsal::scenario::{Lane, Reply, Scenario, Turn};
+    ///
+    /// let scenario = Scenario::builder("hello")
+    ///     .lane(Lane::agent("main").reply(Reply::text("Hi.")))
+    ///     .turn(Turn::user("Hello?").expect_message("Hi."))
+    ///     .build()
+    ///     .unwrap();
+    /// Runner::new().explore(4).check(&scenario).unwrap().assert_passed();
+    /// ```
+    pub fn check(&self, scenario: &Scenario) -> Result<Verdict, ScenarioError> {
+        let at = Path::new("(scenario built in code)");
+        crate::scenario::validate(scenario).map_err(|(field, message)| ScenarioError::Invalid {
+            path: at.to_path_buf(),
+            field,
+            message,
+        })?;
+        self.applies(scenario).map_err(|message| ScenarioError::Invalid {
+            path: at.to_path_buf(),
+            field: ".".into(),
+            message,
+        })?;
+        let profiles = resolve_profiles(scenario, Path::new("."))?;
+        Ok(self.prepare(scenario, &profiles).check(None))
+    }
+
+    /// Loads a scenario file with its profiles and checks it ([`Runner::check`]); the verdict's
+    /// replay hints name the file.
+    pub fn check_file(&self, path: &Path) -> Result<(Scenario, Verdict), ScenarioError> {
+        let scenario = crate::scenario::load(path)?;
+        let profiles = resolve_profiles(&scenario, path.parent().unwrap_or(Path::new(".")))?;
+        let verdict = self.prepare(&scenario, &profiles).check(Some(path));
+        Ok((scenario, verdict))
     }
 
     /// A scenario prepared for runs on this runner: its script is built once, however many
@@ -188,8 +301,8 @@ impl<'a> Runner<'a> {
     }
 
     /// A scenario in the tie order of `seed`: what stopped the run, and the oracle violations.
-    pub fn explore(&self, scenario: &Scenario, profiles: &[Profile], seed: u64) -> Verdict {
-        self.prepare(scenario, profiles).explore(seed)
+    pub fn in_order(&self, scenario: &Scenario, profiles: &[Profile], seed: u64) -> Verdict {
+        self.prepare(scenario, profiles).in_order(seed)
     }
 }
 
@@ -228,6 +341,30 @@ impl Prepared<'_, '_> {
         })
     }
 
+    /// Checks the scenario as [`Runner::check`] does (it is already valid): verified in the
+    /// default order and in each explored one, or in the runner's one order only. Failures of
+    /// an explored order say how to replay it (naming `file` when known).
+    pub fn check(&self, file: Option<&Path>) -> Verdict {
+        if let Some(seed) = self.runner.only_order {
+            return self.in_order(seed);
+        }
+        let mut verdict = self.verify();
+        for order in 1..=u64::from(self.runner.explore) {
+            let replay = match file {
+                Some(file) => format!("rehearsal run {} --explore-seed {order}", file.display()),
+                None => format!("Runner::only_order({order})"),
+            };
+            for failure in self.in_order(order).failures {
+                verdict.failures.push(Failure {
+                    what: format!("in tie order {order} (replay: {replay}): {}", failure.what),
+                    lines: failure.lines,
+                });
+            }
+        }
+        verdict.orders += self.runner.explore;
+        verdict
+    }
+
     /// [`Runner::verify`].
     pub fn verify(&self) -> Verdict {
         let (first, second) = self.twice(Schedule::default_order());
@@ -248,8 +385,8 @@ impl Prepared<'_, '_> {
         (first, violations)
     }
 
-    /// [`Runner::explore`].
-    pub fn explore(&self, seed: u64) -> Verdict {
+    /// [`Runner::in_order`].
+    pub fn in_order(&self, seed: u64) -> Verdict {
         let (run, violations) = self.check_order(Schedule::seeded(seed));
         let mut failures: Vec<Failure> = run
             .halts
@@ -259,7 +396,7 @@ impl Prepared<'_, '_> {
         for violation in violations {
             failures.push(Failure { what: violation.to_string(), lines: run.trace.lines_at(&violation.lines) });
         }
-        Verdict { run, failures }
+        Verdict { name: self.scenario.name.clone(), run, failures, orders: 1 }
     }
 }
 
@@ -410,7 +547,7 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
     }
     if run.halts.is_empty() {
         for (i, (lane, used)) in scenario.lanes.iter().zip(&run.lane_use).enumerate() {
-            let left = lane.replies.len() - used;
+            let left = lane.replies.len().saturating_sub(*used);
             if left > 0 {
                 let of = plural(lane.replies.len(), "reply was", "replies were");
                 fail(
@@ -505,7 +642,7 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
     {
         fail(format!("expect.live_sessions: expected {want:?}, got {:?}", run.live_sessions), Vec::new());
     }
-    Verdict { run, failures }
+    Verdict { name: scenario.name.clone(), run, failures, orders: 1 }
 }
 
 /// Verifies a scenario on the built-in core ([`Runner::verify`]).
@@ -518,20 +655,16 @@ pub fn check_order(scenario: &Scenario, profiles: &[Profile], schedule: Schedule
     Runner::new().check_order(scenario, profiles, schedule)
 }
 
-/// Explores one tie order on the built-in core ([`Runner::explore`]).
+/// Checks one tie order on the built-in core ([`Runner::in_order`]).
 pub fn explore(scenario: &Scenario, profiles: &[Profile], seed: u64) -> Verdict {
-    Runner::new().explore(scenario, profiles, seed)
+    Runner::new().in_order(scenario, profiles, seed)
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Loads a scenario file with its profiles and verifies it.
+/// Loads a scenario file with its profiles and verifies it on the built-in core.
 pub fn verify_file(path: &Path) -> Result<(Scenario, Verdict), ScenarioError> {
-    let scenario = crate::scenario::load(path)?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let profiles = resolve_profiles(&scenario, dir)?;
-    let verdict = verify(&scenario, &profiles);
-    Ok((scenario, verdict))
+    Runner::new().check_file(path)
 }

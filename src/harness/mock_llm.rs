@@ -12,6 +12,7 @@
 //! parent's conversation at the call); `$taskN` in call arguments resolves against the task ids
 //! the core reported, as the request shows them.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use aho_corasick::AhoCorasick;
@@ -104,7 +105,7 @@ impl ScriptedLlm {
     }
 
     /// Binds the request's agent to its lane and takes the lane's next reply.
-    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, &Reply), String> {
+    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, Cow<'_, Reply>), String> {
         let mut st = self.state.lock().expect("mock lock poisoned");
         let lane = match st.bindings.get(&request.agent) {
             Some(lane) => *lane,
@@ -134,13 +135,19 @@ impl ScriptedLlm {
             }
         };
         let call = st.used[lane] + 1;
-        let Some(reply) = self.script.lanes[lane].replies.get(call - 1) else {
-            return Err(format!(
-                "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {}",
-                self.script.lanes[lane].selector(),
-                request.agent,
-                plural(self.script.lanes[lane].replies.len(), "reply", "replies")
-            ));
+        let scripted = &self.script.lanes[lane];
+        let reply = match (scripted.replies.get(call - 1), &scripted.respond) {
+            (Some(reply), _) => Cow::Borrowed(reply),
+            // Past the scripted replies, a lane's Rust function answers.
+            (None, Some(respond)) => Cow::Owned((respond.0)(request)),
+            (None, None) => {
+                return Err(format!(
+                    "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {}",
+                    self.script.lanes[lane].selector(),
+                    request.agent,
+                    plural(self.script.lanes[lane].replies.len(), "reply", "replies")
+                ));
+            }
         };
         st.used[lane] = call;
         let mut failures = Vec::new();
@@ -423,7 +430,16 @@ impl Llm for ScriptedLlm {
                 let error = error.clone();
                 return Err(LlmError(error));
             }
-            let prepared = &self.script.args[lane][call - 1];
+            // A scripted reply's arguments were prepared with the script; a reply a lane's
+            // function made is prepared here.
+            let made: Vec<PreparedArgs>;
+            let prepared = match self.script.args[lane].get(call - 1) {
+                Some(prepared) => prepared,
+                None => {
+                    made = reply.calls.iter().map(|c| (Arc::new(c.args.clone()), refers_to_tasks(&c.args))).collect();
+                    &made
+                }
+            };
             // The scan runs only for replies that refer to task ids.
             let task_ids = if prepared.iter().any(|(_, refers)| *refers) {
                 let known = self.recorder.task_ids();
