@@ -5,5 +5,6 @@ mod cli;
 mod determinism;
 mod logging;
 mod oracles;
+mod own_runtime;
 mod scenarios;
 mod support;
