@@ -317,3 +317,53 @@ fn the_call_id_problem_is_the_only_difference() {
     assert!(echoed.passed(), "{}", show(&echoed));
     assert_eq!(own.run.trace.text(), echoed.run.trace.text(), "the ids reach no trace line");
 }
+
+/// Generated Roku scenarios (knobs at their edges, several turns, LLM errors, timeouts next to
+/// latencies, results around the limit) hold every oracle on TinyRoku: with the model's ids
+/// all of them, with its own ids all but the call-id provenance check above. Scenarios that
+/// need the `subagent` family are skipped. 64 cases unless `PROPTEST_CASES` says otherwise.
+mod generated {
+    use proptest::prelude::*;
+    use rehearsal::generate::{self, Family};
+    use rehearsal::harness::schedule::Schedule;
+    use rehearsal::runner::Runner;
+
+    use super::is_call_id_provenance_failure;
+    use super::tiny_roku::{CallIds, TinyRoku};
+
+    fn cases() -> u32 {
+        std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64)
+    }
+
+    proptest! {
+        // About three in four Roku plans add the `subagent` family and are skipped.
+        #![proptest_config(ProptestConfig {
+            cases: cases(),
+            max_global_rejects: cases() * 16,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn every_oracle_holds_on_tiny_roku(scenario in generate::scenario(Family::Roku), order in 0u64..1_000_000) {
+            let echoing = TinyRoku::new().with_call_ids(CallIds::Model);
+            let runner = Runner::new().on(&echoing);
+            prop_assume!(runner.applies(&scenario).is_ok());
+            let json = || serde_json::to_string_pretty(&scenario).expect("scenarios serialise");
+            for schedule in [Schedule::default_order(), Schedule::seeded(order)] {
+                let (run, violations) = runner.check_order(&scenario, &[], schedule);
+                let broken: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+                prop_assert!(run.halts.is_empty(), "stopped: {:?}\n{}", run.halts, json());
+                prop_assert!(broken.is_empty(), "{}\nscenario:\n{}", broken.join("\n"), json());
+            }
+            let own = TinyRoku::new();
+            let (_, violations) = Runner::new().on(&own).check_order(&scenario, &[], Schedule::default_order());
+            let broken: Vec<String> = violations
+                .iter()
+                .map(|v| v.to_string())
+                .filter(|v| !is_call_id_provenance_failure(v))
+                .collect();
+            prop_assert!(broken.is_empty(), "{}\nscenario:\n{}", broken.join("\n"), json());
+        }
+    }
+}
