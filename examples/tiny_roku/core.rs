@@ -14,10 +14,12 @@
 //!   call and lives inside that call.
 //! - [`Gate`] is the approval gate, handed by reference to every loop of a session.
 //!
-//! Call ids are TinyRoku's own: whatever id the model gives a call, the loop renames it
-//! `c1`, `c2`, ... (counted per agent) in the assistant message it keeps and in the result it
-//! appends. The contract says ids are compared only within one request, so this must not
-//! matter to any oracle.
+//! Call ids are TinyRoku's own by default ([`CallIds::Own`]): whatever id the model gives a
+//! call, the loop renames it `c1`, `c2`, ... (counted per agent) in the assistant message it
+//! keeps and in the result it appends. `docs/evidence.md` says call ids may be anything and
+//! are compared only within one request; the fork-isolation oracle disagrees for the root's
+//! own replies, so [`CallIds::Model`] (echo the model's ids) exists to show that the ids are
+//! the only difference (`tests/suite/own_runtime.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -457,7 +459,8 @@ impl<'k> Agent<'k> {
                 text: reply.text.clone(),
                 calls: reply.tool_calls.iter().map(|c| c.name.clone()).collect(),
             });
-            // Our own ids, consistently in the kept assistant message and in the results.
+            // The ids this agent keeps (its own unless told to echo the model's), the same in
+            // the assistant message and in the results that answer it.
             let calls: Vec<ToolCall> = reply
                 .tool_calls
                 .into_iter()
