@@ -84,25 +84,32 @@ pub enum Event {
     TurnStarted { turn: u32, message: String, budget: u32 },
     /// A user turn ended.
     TurnEnded { turn: u32, kind: OutcomeKind, status: Status, budget: u32 },
-    /// A child loop begins (foreground or background).
+    /// A child loop begins (foreground or background), reported at the child's alias.
     AgentStarted { depth: u32, goal: String, budget: u32, request_id: String },
-    /// A loop asks the model. `call` counts this agent's requests from 1.
+    /// A loop asks the model. `call` counts this loop's requests from 1: the root's count
+    /// starts again at each user turn (scenario traces expect `llm.request #1` per turn).
     LlmRequest { call: u32, messages: usize, tools: usize, budget: u32 },
     /// The model answered.
     LlmReply { text: String, calls: Vec<String> },
     /// The model call failed.
     LlmFailed { error: String },
-    /// The approval gate denied a call (it cost `cost`, leaving `budget`).
+    /// The approval gate denied a call, leaving `budget`. A denied call has no
+    /// `ToolStarted` or `ToolEnded`.
     Denied { tool: String, reason: String, budget: u32 },
     /// A catalog tool, `Agent` or a `subagent` tool starts.
     ToolStarted { call_id: String, tool: String, args: std::sync::Arc<serde_json::Value> },
-    /// It ended; `budget` and `recovery` are what the caller has left.
+    /// It ended; `budget` and `recovery` are what the caller has left. A call to a name the
+    /// agent does not have reports only this event (no `ToolStarted`), carrying the
+    /// unknown-tool answer as an error.
     ToolEnded { call_id: String, tool: String, is_error: bool, result: String, budget: u32, recovery: u32 },
     /// The exhaustion nudge was appended.
     Nudge { budget: u32, recovery: u32 },
-    /// A non-terminal turn ended.
+    /// A response that ran calls without ending the loop is done: one per such response,
+    /// after its last call; `step_index` as it stands after the response.
     StepCompleted { step_index: u32, budget: u32 },
-    /// A child was created and granted steps.
+    /// A child was created and granted steps, reported at the parent. `budget_before` is the
+    /// parent's budget before the spawn cost; `budget_after` is what is left after the cost
+    /// and the grant. For `Agent` it follows the call's `ToolStarted`.
     Spawned {
         child: AgentId,
         family: Family,
@@ -114,11 +121,14 @@ pub enum Event {
     },
     /// A spawning call was refused; no child exists.
     SpawnRefused { tool: String, reason: String },
-    /// A foreground child's result is handed to its parent.
+    /// A foreground child's result is handed to its parent (not after a timeout). `chars` is
+    /// the child's final message length in Unicode scalar values; `truncated_to` is the limit
+    /// when the message was cut to it.
     ChildResult { child: AgentId, is_error: bool, chars: usize, truncated_to: Option<usize> },
-    /// A child ran out of time and was stopped.
+    /// A child ran out of time and was stopped, reported at the parent; the child then reports
+    /// no `AgentEnded`.
     TimedOut { child: AgentId, after: Duration },
-    /// A loop ended.
+    /// A loop ended: a child's, and the root's at the end of each turn, before `TurnEnded`.
     AgentEnded { kind: OutcomeKind, status: Status, message: String, steps: u32, budget: u32 },
     /// A background task waits for a free slot.
     TaskQueued { task_id: String, child: AgentId, session: String },

@@ -6,6 +6,7 @@ mod determinism;
 mod library;
 mod logging;
 mod oracles;
+mod own_runtime;
 mod scenarios;
 mod support;
 mod timeline;
