@@ -44,6 +44,17 @@ pub struct Evidence<'a> {
     pub alive_tasks: usize,
 }
 
+/// Whether `kept` is the model's `reply` as a core keeps it: the same role, text, and calls
+/// with the same names and arguments in the same order. Call ids are not compared: a core may
+/// give calls its own ids, as long as its tool results answer them (the contract,
+/// `docs/evidence.md`).
+pub fn same_reply(kept: &Message, reply: &Message) -> bool {
+    kept.role == reply.role
+        && kept.content == reply.content
+        && kept.tool_calls.len() == reply.tool_calls.len()
+        && kept.tool_calls.iter().zip(&reply.tool_calls).all(|(a, b)| a.name == b.name && a.args == b.args)
+}
+
 /// Whether a fork child's request is exactly its parent's conversation up to and including
 /// the assistant message that made the forking call, then the child's prompt, then the
 /// messages `sent` to it before its first step. `None` when it is; else what differs.
@@ -70,12 +81,16 @@ pub fn fork_mismatch(exchanges: &[Exchange], request: &LlmRequest, sent: &[Strin
         expected.push(reply.clone());
         expected.push(Message::user(&*request.goal));
         expected.extend(sent.iter().map(|m| Message::user(m.clone())));
-        if expected == request.messages {
-            return None;
-        }
+        // The forking reply is compared as the parent kept it (its call ids may be the core's).
+        let reply_at = e.request.messages.len();
+        let same = |i: usize, a: &Message, b: &Message| if i == reply_at { same_reply(b, a) } else { a == b };
         let (expected, got): (Vec<&Message>, Vec<&Message>) =
             (expected.iter().collect(), request.messages.iter().collect());
-        let at = expected.iter().zip(&got).position(|(a, b)| a != b).unwrap_or(expected.len().min(got.len()));
+        let differs = expected.iter().zip(&got).enumerate().position(|(i, (a, b))| !same(i, a, b));
+        if differs.is_none() && expected.len() == got.len() {
+            return None;
+        }
+        let at = differs.unwrap_or(expected.len().min(got.len()));
         let show = |m: Option<&&Message>| m.map_or("(none)".to_string(), |m| format!("{:?}: {:?}", m.role, m.content));
         last_difference = Some(format!(
             "the request differs from the parent's conversation at the call at message {at} (expected {} messages, got {}): expected {}, got {}",

@@ -14,7 +14,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use crate::evidence::Evidence;
-use crate::evidence::fork_mismatch;
+use crate::evidence::{fork_mismatch, same_reply};
 use crate::sut::AgentId;
 use crate::sut::event::{Event, Family, TaskStatus, Via};
 use crate::sut::llm::{Message, Role, Transcript};
@@ -573,7 +573,7 @@ fn concurrency(e: &Evidence, r: &mut Report) {
 /// Where the messages of each agent's requests may come from.
 struct Provenance<'a> {
     /// Per agent: its own replies, as the assistant messages they became, indexed by text and
-    /// first call id (so finding one is a lookup, not a scan of every reply).
+    /// first call name (so finding one is a lookup, not a scan of every reply).
     replies: BTreeMap<&'a AgentId, BTreeMap<ReplyKey<'a>, Vec<&'a Message>>>,
     /// Per agent: texts that legitimately reach it as user messages (user turns, steering,
     /// `subagent.send`, notifications).
@@ -584,8 +584,9 @@ struct Provenance<'a> {
 
 type ReplyKey<'a> = (&'a str, Option<&'a str>);
 
+/// What replies are indexed by: the text and the first call's name (never its id).
 fn reply_key(message: &Message) -> ReplyKey<'_> {
-    (message.content.as_str(), message.tool_calls.first().map(|c| c.id.as_str()))
+    (message.content.as_str(), message.tool_calls.first().map(|c| c.name.as_str()))
 }
 
 /// How far provenance has checked an agent's conversation: its last request from `from` on,
@@ -600,10 +601,11 @@ struct Checked<'a> {
 impl<'a> Provenance<'a> {
     /// The first of `messages` (a stretch of one request of `agent`, following what
     /// `calls` already holds) that cannot come from `agent`'s own loop, and why. An assistant
-    /// message must be one of the agent's own replies; a tool result must answer a call one of
-    /// those replies made earlier (call ids are compared within the request, never parsed); a
-    /// user message must be a text that reached the agent from outside (turns, steering,
-    /// sends, notifications) or the runtime's exhaustion nudge.
+    /// message must be one of the agent's own replies (same text, call names and arguments;
+    /// the core may give the calls ids of its own); a tool result must answer a call of such a
+    /// message earlier in the request (ids compared within the request as the core wrote them,
+    /// never parsed); a user message must be a text that reached the agent from outside (turns,
+    /// steering, sends, notifications) or the runtime's exhaustion nudge.
     fn first_foreign(
         &self,
         agent: &AgentId,
@@ -617,7 +619,7 @@ impl<'a> Provenance<'a> {
                         .replies
                         .get(agent)
                         .and_then(|replies| replies.get(&reply_key(message)))
-                        .is_some_and(|same| same.contains(&message));
+                        .is_some_and(|alike| alike.iter().any(|reply| same_reply(message, reply)));
                     if !own {
                         return Some(format!(
                             "an assistant message {agent} never wrote ({:?})",

@@ -115,7 +115,7 @@ impl Rules {
     }
 
     /// The answer to a call of a tool nobody offered.
-    pub(crate) fn unknown_tool(&self, name: &str) -> String {
+    pub fn unknown_tool(&self, name: &str) -> String {
         self.unknown_tool_message.replace("{name}", name)
     }
 }

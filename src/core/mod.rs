@@ -26,7 +26,9 @@ use crate::sut::approval::{ApprovalGate, GateMode};
 use crate::sut::event::{Event, Observer};
 use crate::sut::llm::{BoxFuture, Llm, Message, ToolSpec, Transcript};
 use crate::sut::tool::ToolCatalog;
-use crate::sut::{AgentId, CoreSession, Harness, Outcome, Profile, SessionConfig, Steer, SystemUnderTest};
+use crate::sut::{
+    AgentId, Capabilities, CoreSession, Harness, Outcome, Profile, SessionConfig, Steer, SystemUnderTest,
+};
 use approval::{AutoGate, RiskGate};
 use budget::Budget;
 
@@ -36,6 +38,10 @@ pub struct Builtin;
 impl SystemUnderTest for Builtin {
     fn name(&self) -> &str {
         "builtin"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
     }
 
     fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, String> {

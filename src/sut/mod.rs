@@ -205,6 +205,9 @@ impl Capabilities {
 }
 
 /// Sends messages to a session's root from outside its loop (a user typing while it works).
+///
+/// A core without steering (`Capabilities::steering` false) hands out one that does nothing:
+/// the runner never steers a scenario on it.
 pub trait Steer: Send + Sync {
     /// Queues a message the root reads before its next step; a core reports it as
     /// [`event::Event::Steered`] at the root.
@@ -235,10 +238,9 @@ pub trait SystemUnderTest: Send + Sync {
     /// A short name for reports (`builtin`, `tiny-roku`, ...).
     fn name(&self) -> &str;
 
-    /// What this core implements.
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
-    }
+    /// What this core implements (no default: a core says what it does, so the runner never
+    /// runs a scenario on a core that silently lacks a feature).
+    fn capabilities(&self) -> Capabilities;
 
     /// Starts a session with the harness's parts. Called inside the run's paused-clock
     /// runtime. The error explains a configuration the core refuses.

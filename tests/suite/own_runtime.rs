@@ -3,11 +3,11 @@
 //! the public boundary (`Runner::new().on(&core)`), and its deliberate rule bugs are caught by
 //! the oracles.
 //!
-//! One contract problem shows here and is pinned rather than hidden: TinyRoku renames the
-//! model's call ids (`c1`, `c2`, ...), which `docs/evidence.md` says is fine ("Call ids may be
-//! anything ... the oracles compare them only within one request"), yet the fork-isolation
-//! oracle then reports the root's own assistant messages as written by nobody. See
-//! [`BLOCKED_BY_CALL_ID_PROVENANCE`].
+//! TinyRoku renames the model's call ids (`c1`, `c2`, ...). The first version of this test
+//! found that the fork-isolation oracle then called 34 of the 47 Roku scenarios' own
+//! assistant messages "never written" (it compared call ids with the mock's); the oracle now
+//! matches a reply by its text, call names and arguments, as `docs/evidence.md` states, and
+//! every applicable scenario must pass with TinyRoku's own ids and with the model's.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -23,63 +23,7 @@ mod tiny_roku;
 
 use tiny_roku::{Bug, CallIds, TinyRoku};
 
-/// Roku scenarios that TinyRoku, with its own call ids, cannot pass for a reason outside it.
-///
-/// In each, the root asks the model again after a reply that made tool calls. Its request
-/// then holds that reply as an assistant message whose calls carry TinyRoku's ids, not the
-/// mock's, and the fork-isolation oracle (`oracle.fork-isolation.provenance`) reports "main's
-/// request holds an assistant message main never wrote". `docs/evidence.md` says call ids
-/// "may be anything" and that the oracles "never parse them" nor read "the scripted model's
-/// call ids", while `docs/rules/core.md` (oracle 6) says messages are traced to their writer
-/// by the ids the mock gives (`<alias>#<request>.<n>`), and evidence.md also asks that replies
-/// be "echoed unchanged ... with their ids". The oracle follows the second reading.
-///
-/// The test below accepts, for these scenarios only, exactly that one failure and nothing
-/// else; [`with_the_models_call_ids_every_applicable_scenario_passes`] shows the same core
-/// passing every one of them once it keeps the model's ids. Remove a name once it passes.
-const BLOCKED_BY_CALL_ID_PROVENANCE: &[&str] = &[
-    "agent-budget-from-30",
-    "agent-budget-two-calls-30-19-8",
-    "agent-child-ask-user-refused",
-    "agent-child-cannot-spawn",
-    "agent-child-fail-is-error-final-answer-is-not",
-    "agent-child-fail-without-reason",
-    "agent-child-fresh-history-and-tools",
-    "agent-child-own-recovery-and-step-counter",
-    "agent-child-request-context-passed",
-    "agent-denied-by-policy",
-    "agent-denied-by-user",
-    "agent-depth-limit-2-allows-grandchild",
-    "agent-empty-task",
-    "agent-gate-sees-child-calls",
-    "agent-result-10000-chars-truncated",
-    "agent-result-3999-chars-unchanged",
-    "agent-result-4000-chars-unchanged",
-    "agent-result-4001-chars-truncated",
-    "agent-result-cjk-4000-unchanged",
-    "agent-result-cjk-4001-truncated",
-    "agent-result-emoji-4000-unchanged",
-    "agent-result-emoji-4001-truncated-no-split",
-    "agent-result-mixed-bytes-truncated-at-char",
-    "agent-timeout-119s-child-finishes",
-    "agent-timeout-121s-child",
-    "agent-timeout-covers-whole-child",
-    "agent-timeout-hanging-child",
-    "agent-tools-argument-ignored",
-    "ask-user-awaits-user",
-    "exhaustion-nudge-after-budget-reaches-zero",
-    "llm-error-fails-loop",
-    "recovery-exhaustion-triggers-nudge",
-    "three-tools-run-in-order",
-    "unknown-tool-not-enabled",
-];
-
 /// The one failure a blocked scenario may show.
-fn is_call_id_provenance_failure(what: &str) -> bool {
-    what.starts_with("oracle fork-isolation: main at ")
-        && what.contains("main's request holds an assistant message main never wrote")
-}
-
 fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
 }
@@ -181,20 +125,10 @@ fn check_skips(found: &Sweep) {
 fn every_scenario_is_skipped_or_passes_on_tiny_roku() {
     let found = sweep(&TinyRoku::new());
     check_skips(&found);
-    let blocked: BTreeSet<&str> = BLOCKED_BY_CALL_ID_PROVENANCE.iter().copied().collect();
-    let name_of = |file: &str| file.trim_start_matches("roku/").trim_end_matches(".json").to_string();
-    let mut unexpected = Vec::new();
-    for (file, failures) in &found.failed {
-        let listed = file.starts_with("roku/") && blocked.contains(name_of(file).as_str());
-        if !listed || !failures.iter().all(|f| is_call_id_provenance_failure(f)) {
-            unexpected.push(format!("{file}:\n  {}", failures.join("\n  ")));
-        }
-    }
-    assert!(unexpected.is_empty(), "scenarios failed on TinyRoku:\n{}", unexpected.join("\n"));
-    let stale: Vec<&String> = found.passed.iter().filter(|file| blocked.contains(name_of(file).as_str())).collect();
-    assert!(stale.is_empty(), "these now pass; remove them from BLOCKED_BY_CALL_ID_PROVENANCE: {stale:?}");
-    assert_eq!(found.failed.len(), blocked.len(), "every blocked scenario ran");
-    assert!(found.passed.len() >= 13, "only {} scenarios passed outright: {:?}", found.passed.len(), found.passed);
+    let failed: Vec<String> =
+        found.failed.iter().map(|(file, failures)| format!("{file}:\n  {}", failures.join("\n  "))).collect();
+    assert!(failed.is_empty(), "scenarios failed on TinyRoku with its own call ids:\n{}", failed.join("\n"));
+    assert!(found.passed.len() >= 47, "only {} scenarios passed: {:?}", found.passed.len(), found.passed);
 }
 
 #[test]
@@ -243,10 +177,9 @@ fn refunding_a_grant_is_caught_by_the_budget_oracle() {
     assert!(verify(&TinyRoku::new(), &from_11).passed());
     assert!(names_oracle(&verify(&TinyRoku::with_bug(Bug::RefundGrant), &from_11), "budget"));
     let from_30 = roku("agent-budget-from-30");
-    let model_ids = |core: TinyRoku| core.with_call_ids(CallIds::Model);
-    let fine = verify(&model_ids(TinyRoku::new()), &from_30);
+    let fine = verify(&TinyRoku::new(), &from_30);
     assert!(fine.passed(), "{}", show(&fine));
-    let broken = verify(&model_ids(TinyRoku::with_bug(Bug::RefundGrant)), &from_30);
+    let broken = verify(&TinyRoku::with_bug(Bug::RefundGrant), &from_30);
     assert!(names_oracle(&broken, "budget"), "{}", show(&broken));
 }
 
@@ -261,9 +194,8 @@ fn cutting_without_the_notice_is_caught_by_the_truncation_oracle() {
     assert!(verify_inline(&TinyRoku::with_bug(Bug::NoTruncationNotice), &one_child_scenario(4000)).passed());
 
     let file = roku("agent-result-emoji-4001-truncated-no-split");
-    let model_ids = |core: TinyRoku| core.with_call_ids(CallIds::Model);
-    assert!(verify(&model_ids(TinyRoku::new()), &file).passed());
-    let broken = verify(&model_ids(TinyRoku::with_bug(Bug::NoTruncationNotice)), &file);
+    assert!(verify(&TinyRoku::new(), &file).passed());
+    let broken = verify(&TinyRoku::with_bug(Bug::NoTruncationNotice), &file);
     assert!(names_oracle(&broken, "truncation"), "{}", show(&broken));
 }
 
@@ -305,30 +237,28 @@ fn tiny_roku_keeps_its_own_call_ids_and_the_oracles_judge_it_anyway() {
     }
 }
 
+/// Formerly a contract problem (see the module doc): with its own ids TinyRoku failed where
+/// it echoed the model's. Now the ids change nothing the oracles or the trace see.
 #[test]
-fn the_call_id_problem_is_the_only_difference() {
-    // Pins the contract problem of BLOCKED_BY_CALL_ID_PROVENANCE on one scenario: the same core,
-    // the same run, only the ids differ.
+fn renaming_call_ids_changes_no_verdict_and_no_trace_line() {
     let file = roku("three-tools-run-in-order");
     let own = verify(&TinyRoku::new(), &file);
-    assert!(!own.passed());
-    assert!(own.failures.iter().all(|f| is_call_id_provenance_failure(&f.what)), "{}", show(&own));
+    assert!(own.passed(), "{}", show(&own));
     let echoed = verify(&TinyRoku::new().with_call_ids(CallIds::Model), &file);
     assert!(echoed.passed(), "{}", show(&echoed));
     assert_eq!(own.run.trace.text(), echoed.run.trace.text(), "the ids reach no trace line");
 }
 
 /// Generated Roku scenarios (knobs at their edges, several turns, LLM errors, timeouts next to
-/// latencies, results around the limit) hold every oracle on TinyRoku: with the model's ids
-/// all of them, with its own ids all but the call-id provenance check above. Scenarios that
-/// need the `subagent` family are skipped. 64 cases unless `PROPTEST_CASES` says otherwise.
+/// latencies, results around the limit) hold every oracle on TinyRoku, with the model's ids
+/// and with its own. Scenarios that need the `subagent` family are skipped. 64 cases unless
+/// `PROPTEST_CASES` says otherwise.
 mod generated {
     use proptest::prelude::*;
     use rehearsal::generate::{self, Family};
     use rehearsal::harness::schedule::Schedule;
     use rehearsal::runner::Runner;
 
-    use super::is_call_id_provenance_failure;
     use super::tiny_roku::{CallIds, TinyRoku};
 
     fn cases() -> u32 {
@@ -358,11 +288,7 @@ mod generated {
             }
             let own = TinyRoku::new();
             let (_, violations) = Runner::new().on(&own).check_order(&scenario, &[], Schedule::default_order());
-            let broken: Vec<String> = violations
-                .iter()
-                .map(|v| v.to_string())
-                .filter(|v| !is_call_id_provenance_failure(v))
-                .collect();
+            let broken: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
             prop_assert!(broken.is_empty(), "{}\nscenario:\n{}", broken.join("\n"), json());
         }
     }
