@@ -24,6 +24,7 @@
 //! - [`oracles`]: the nine rules of the oracles, checked on the evidence of every run.
 //! - [`generate`]: proptest strategies producing valid scenarios across both rule sets.
 //! - [`fuzz`]: `rehearsal fuzz`: generated cases against every oracle, shrunk to a file.
+//! - [`golden`]: golden traces: each scenario's reviewed trace in an insta snapshot file.
 //! - [`jobs`]: independent runs spread over threads, results handed back in order.
 //! - [`cli`]: the `rehearsal` command line; `main.rs` maps its outcome to an exit code.
 //!
@@ -47,6 +48,7 @@ pub mod evidence;
 pub mod fuzz;
 #[cfg(feature = "fuzz")]
 pub mod generate;
+pub mod golden;
 pub mod harness;
 pub mod jobs;
 pub mod oracles;

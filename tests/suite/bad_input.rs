@@ -188,7 +188,7 @@ fn unknown_format_exits_2_naming_the_choices() {
     let out = rehearsal(&["run", "--format", "yaml", "tests/fixtures/passing/text-reply.json"]);
     assert_eq!(out.code, Some(2), "{}", out.both());
     assert_contains(&out.stderr, "invalid value 'yaml' for '--format <FORMAT>'", &out.both());
-    assert_contains(&out.stderr, "[possible values: text, json]", &out.both());
+    assert_contains(&out.stderr, "[possible values: text, json, junit]", &out.both());
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,31 +1,9 @@
 //! Every scenario file under `scenarios/` runs through the core: its expectations must hold,
 //! two runs must give byte-identical traces, and its trace must match the reviewed snapshot
-//! in `snapshots/` (named after the file).
-
-use std::fmt::Write as _;
+//! in `snapshots/` (named after the file). The body is `rehearsal::golden::render`, so
+//! `rehearsal run scenarios --snapshots snapshots` compares against the very same files.
 
 use rehearsal::runner;
-
-fn render(scenario: &rehearsal::scenario::Scenario, verdict: &runner::Verdict) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "scenario: {}", scenario.name);
-    for (i, outcome) in verdict.run.outcomes.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "turn {}: {:?} {:?} budget_left={} steps={} message={:?}",
-            i + 1,
-            outcome.kind,
-            outcome.status,
-            outcome.budget_left,
-            outcome.steps,
-            outcome.message
-        );
-    }
-    let _ = writeln!(out, "elapsed: {} ms virtual", verdict.run.elapsed.as_millis());
-    let _ = writeln!(out, "---");
-    out.push_str(&verdict.run.trace.text());
-    out
-}
 
 #[test]
 fn every_scenario_passes_and_matches_its_snapshot() {
@@ -48,7 +26,7 @@ fn every_scenario_passes_and_matches_its_snapshot() {
             description => scenario.description.clone(),
             omit_expression => true,
         }, {
-            insta::assert_snapshot!(name, render(&scenario, &verdict));
+            insta::assert_snapshot!(name, rehearsal::golden::render(&scenario, &verdict));
         });
     });
 }

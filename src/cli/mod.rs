@@ -1,0 +1,146 @@
+//! The command line: `rehearsal run` ([`run`]: files, golden traces, reports) and
+//! `rehearsal fuzz` ([`fuzz`](mod@fuzz)). `main.rs` only maps the outcome to an exit code.
+
+mod fuzz;
+mod report;
+mod run;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::generate::Family;
+use crate::jobs;
+
+pub use run::collect;
+
+/// How a command ended, as an exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: everything passed.
+    Passed = 0,
+    /// 1: a scenario failed.
+    Failed = 1,
+    /// 2: bad input or usage.
+    BadInput = 2,
+}
+
+/// rehearsal: deterministic simulation and testing of agent orchestration rules.
+#[derive(Parser, Debug)]
+#[command(name = "rehearsal", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The options of `rehearsal run`.
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Scenario files or folders.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Print each scenario's trace.
+    #[arg(long)]
+    trace: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Also run each scenario under K seeded orders of same-instant events, checking every
+    /// oracle in each (expectations describe the default order and are not checked there).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    explore: u32,
+    /// Run only the tie order of this seed (to replay a failing order `--explore` found).
+    #[arg(long, value_name = "SEED", conflicts_with = "explore")]
+    explore_seed: Option<u64>,
+    /// Threads that run scenario files (default: the number of cores). Each run keeps its
+    /// own paused clock, so verdicts and output are the same for any number.
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
+    /// Draw the run as a timeline into FILE: SVG, or an HTML page beside the text trace
+    /// when FILE ends in `.html`. Needs exactly one scenario file.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+    /// Compare each scenario's trace with its golden file in DIR (`<path under the folder
+    /// given, / as __>.snap`, insta's format). A missing or different trace fails the scenario
+    /// and is written beside it as `.snap.new`, for `cargo insta review` or `--accept`.
+    #[arg(long, value_name = "DIR")]
+    snapshots: Option<PathBuf>,
+    /// With --snapshots: write every trace as its golden file instead of failing.
+    #[arg(long, requires = "snapshots")]
+    accept: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run scenario files (or folders of them, recursively) and print a verdict for each.
+    Run(RunArgs),
+    /// Run generated scenarios against every oracle; shrink the first violation to a minimal
+    /// scenario file and print the command that replays it.
+    Fuzz {
+        /// How many scenarios to generate.
+        #[arg(long, default_value_t = 1000)]
+        cases: u64,
+        /// Root seed of every draw; the same seed generates the same cases.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Seeded tie orders to try per case, besides the default one.
+        #[arg(long, value_name = "K", default_value_t = 0)]
+        explore: u32,
+        /// Which rule sets to draw from.
+        #[arg(long, value_enum, default_value_t = FamilyArg::Any)]
+        family: FamilyArg,
+        /// Where to write the minimal scenario of a finding.
+        #[arg(long, default_value = "fuzz-findings")]
+        out: PathBuf,
+        /// Most shrinking steps.
+        #[arg(long, default_value_t = 4096)]
+        shrink_steps: u32,
+        /// Threads that run cases (default: the number of cores). The report, the finding and
+        /// its shrunk file are the same for any number.
+        #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+        jobs: Option<u16>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum FamilyArg {
+    Any,
+    Roku,
+    Bub,
+}
+
+/// How `rehearsal run` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// A verdict line per scenario, its failures, then a summary line.
+    Text,
+    /// A JSON object per scenario (JSON lines).
+    Json,
+    /// A JUnit XML report (one test case per scenario), for CI systems.
+    Junit,
+}
+
+/// Runs the command line and returns the exit code.
+pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    match cli.command {
+        Command::Run(args) => run::run(&args, out, err),
+        Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps, jobs } => {
+            let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
+            let family = match family {
+                FamilyArg::Any => Family::Any,
+                FamilyArg::Roku => Family::Roku,
+                FamilyArg::Bub => Family::Bub,
+            };
+            let options = crate::fuzz::Options { cases, seed, explore, family, shrink_steps, jobs };
+            fuzz::fuzz_command(&options, &dir, out, err)
+        }
+    }
+}
+
+/// Which tie orders `run` checks besides (or instead of) the default.
+#[derive(Clone, Copy, Debug)]
+struct Orders {
+    explore: u32,
+    seed: Option<u64>,
+}

@@ -1,0 +1,196 @@
+//! Golden traces: each scenario's reviewed trace kept in a file, compared on every run.
+//!
+//! A golden file is an insta snapshot (`<name>.snap`: a `---` header with `source`,
+//! `description` and `input_file`, then the body), so `cargo insta review` can show and accept
+//! a changed trace, and this repository's own `cargo test` snapshots and
+//! `rehearsal run scenarios --snapshots snapshots` read the very same files. A trace that is
+//! missing or differs is written next to its golden file as `<name>.snap.new` for review;
+//! accepting writes the golden file instead.
+//!
+//! The body is [`render`]: each turn's outcome, the virtual time, then the text trace. It is
+//! a function of the run alone (virtual times, no wall clock), so it is the same on every
+//! machine. This module compares and writes files; it does not run anything.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::runner::Verdict;
+use crate::scenario::Scenario;
+
+/// The body of a scenario's golden file.
+pub fn render(scenario: &Scenario, verdict: &Verdict) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "scenario: {}", scenario.name);
+    for (i, outcome) in verdict.run.outcomes.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "turn {}: {:?} {:?} budget_left={} steps={} message={:?}",
+            i + 1,
+            outcome.kind,
+            outcome.status,
+            outcome.budget_left,
+            outcome.steps,
+            outcome.message
+        );
+    }
+    let _ = writeln!(out, "elapsed: {} ms virtual", verdict.run.elapsed.as_millis());
+    let _ = writeln!(out, "---");
+    out.push_str(&verdict.run.trace.text());
+    out
+}
+
+/// The name of a scenario file's golden file: its path under `root` (the folder it was
+/// found in) with `/` as `__` and without `.json` (`roku/x.json` → `roku__x`); for a file
+/// given on its own, its stem.
+pub fn name(file: &Path, root: &Path) -> String {
+    let relative = file.strip_prefix(root).ok().filter(|r| !r.as_os_str().is_empty());
+    let relative = relative.unwrap_or_else(|| Path::new(file.file_name().unwrap_or(file.as_os_str())));
+    let without = relative.with_extension("");
+    without.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("__")
+}
+
+/// How a trace compared with its golden file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Compared {
+    /// The golden file holds this very trace.
+    Same,
+    /// There is no golden file yet; the trace was written to `pending` for review.
+    Missing {
+        /// The `.snap.new` file written.
+        pending: PathBuf,
+    },
+    /// The golden file holds another trace; this one was written to `pending`.
+    Differs {
+        /// The `.snap.new` file written.
+        pending: PathBuf,
+        /// The first line (from 1, in the body) that differs.
+        line: usize,
+        /// That line in the golden file, and in this run.
+        golden: String,
+        /// That line in this run.
+        now: String,
+    },
+    /// The trace was accepted: the golden file was written (or already held it).
+    Accepted {
+        /// Whether the golden file changed.
+        changed: bool,
+    },
+}
+
+/// The golden files of a folder.
+#[derive(Clone, Debug)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    /// Golden files kept in `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Store {
+        Store { dir: dir.into() }
+    }
+
+    fn paths(&self, name: &str) -> (PathBuf, PathBuf) {
+        (self.dir.join(format!("{name}.snap")), self.dir.join(format!("{name}.snap.new")))
+    }
+
+    /// Compares `body` with the golden file `name`; a new or changed trace is written as a
+    /// pending `.snap.new` (or, when `accept`, as the golden file itself). `source` and
+    /// `description` go in a new file's header.
+    pub fn compare(
+        &self,
+        name: &str,
+        source: &Path,
+        description: &str,
+        body: &str,
+        accept: bool,
+    ) -> io::Result<Compared> {
+        let (golden, pending) = self.paths(name);
+        let existing = match std::fs::read_to_string(&golden) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let stored = existing.as_deref().map(split);
+        let same = stored.is_some_and(|(_, stored_body)| stored_body.trim_end() == body.trim_end());
+        if same {
+            remove_if_present(&pending)?;
+            return Ok(if accept { Compared::Accepted { changed: false } } else { Compared::Same });
+        }
+        // A golden file keeps its header when only the trace changed.
+        let header = stored.map_or_else(|| header(source, description), |(header, _)| header.to_string());
+        let text = format!("{header}{}\n", body.trim_end());
+        std::fs::create_dir_all(&self.dir)?;
+        if accept {
+            std::fs::write(&golden, text)?;
+            remove_if_present(&pending)?;
+            return Ok(Compared::Accepted { changed: true });
+        }
+        std::fs::write(&pending, text)?;
+        Ok(match stored {
+            None => Compared::Missing { pending },
+            Some((_, stored_body)) => {
+                let (mut old, mut new) = (stored_body.lines(), body.lines());
+                let mut line = 1;
+                loop {
+                    match (old.next(), new.next()) {
+                        (Some(a), Some(b)) if a == b => line += 1,
+                        (a, b) => {
+                            let show = |l: Option<&str>| l.map_or("(end of trace)".to_string(), str::to_string);
+                            break Compared::Differs { pending, line, golden: show(a), now: show(b) };
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+fn remove_if_present(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// A new golden file's header, in insta's format.
+fn header(source: &Path, description: &str) -> String {
+    let source = source.to_string_lossy().replace('\\', "/");
+    let mut out = format!("---\nsource: {source}\n");
+    if !description.is_empty() {
+        let _ = writeln!(out, "description: {}", serde_json::Value::from(description));
+    }
+    let _ = writeln!(out, "input_file: {source}\n---");
+    out
+}
+
+/// A golden file's header (through its closing `---` line) and body.
+fn split(text: &str) -> (&str, &str) {
+    let Some(rest) = text.strip_prefix("---\n") else { return ("", text) };
+    match rest.find("\n---\n") {
+        Some(at) => {
+            let end = 4 + at + 5;
+            (&text[..end], &text[end..])
+        }
+        None => ("", text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_folder_path() {
+        let root = Path::new("scenarios");
+        assert_eq!(name(Path::new("scenarios/roku/x.json"), root), "roku__x");
+        assert_eq!(name(Path::new("scenarios/x.json"), root), "x");
+        assert_eq!(name(Path::new("one/file.json"), Path::new("one/file.json")), "file");
+    }
+
+    #[test]
+    fn the_header_is_split_off_the_body() {
+        let text = "---\nsource: a\n---\nscenario: s\n---\n    line\n";
+        assert_eq!(split(text), ("---\nsource: a\n---\n", "scenario: s\n---\n    line\n"));
+    }
+}
