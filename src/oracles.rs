@@ -772,7 +772,9 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
     }
     if e.session_ended {
         for session in e.live_sessions {
-            if session.starts_with("temp/") || session.starts_with("fork/") {
+            // A named session may be called anything, `temp/…` included; it is not a task's.
+            let scratch = session.starts_with("temp/") || session.starts_with("fork/");
+            if scratch && !named.contains(session) {
                 r.add_run(Oracle::ForkIsolation, format!("session {session} outlived its task"));
             }
         }

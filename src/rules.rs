@@ -53,6 +53,10 @@ pub struct Rules {
     pub unknown_tool_message: String,
 }
 
+/// The longest time limit, in seconds, the core takes from a model or a profile (about 31.7
+/// years): larger values are clamped to it, so no number can overflow the clock.
+pub const MAX_SECONDS: f64 = 1e9;
+
 /// The default wait of `subagent.wait` when the call gives no `timeout_seconds`.
 pub const WAIT_DEFAULT_SECONDS: u64 = 60;
 

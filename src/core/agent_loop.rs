@@ -296,6 +296,11 @@ impl Loop {
 
             let mut ran_regular = false;
             for call in &reply.tool_calls {
+                // A reply may hold any number of calls, most of which finish without waiting:
+                // give the scheduler its turn now and then, so whoever runs the session can
+                // still stop it (tokio's cooperative budget; it yields only once the budget
+                // is spent).
+                tokio::task::consume_budget().await;
                 ran_regular |= self.dispatch(shared, call, assistant_len).await;
             }
             if ran_regular {

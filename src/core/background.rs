@@ -155,7 +155,11 @@ struct BoardState {
     results: Vec<Finished>,
     /// Indices into `results` of those the parent has not read.
     unread: BTreeSet<usize>,
-    sessions: BTreeMap<String, Record>,
+    /// Named sessions, by name: kept after their tasks.
+    named: BTreeMap<String, Record>,
+    /// Temp and fork sessions, by `temp/<id>` or `fork/<id>`: discarded with their task. A
+    /// namespace apart, so no name a model gives a session can reach another task's record.
+    scratch: BTreeMap<String, Record>,
     ids: u64,
     handles: Vec<JoinHandle<()>>,
 }
@@ -188,7 +192,10 @@ impl Board {
 
     /// Names of the sessions still held (named ones, and temp/fork ones of unfinished tasks).
     pub fn live_sessions(&self) -> Vec<String> {
-        self.lock().sessions.keys().cloned().collect()
+        let st = self.lock();
+        let mut names: Vec<String> = st.named.keys().chain(st.scratch.keys()).cloned().collect();
+        names.sort();
+        names
     }
 
     /// Waits until an unread result exists, a message for the root arrived, or nothing is
@@ -328,7 +335,7 @@ impl Board {
         let key = session.key(id);
         match session {
             SessionMode::Named(_) => {
-                let record = st.sessions.get_mut(&key).expect("named session exists while used");
+                let record = st.named.get_mut(&key).expect("named session exists while used");
                 if let Some(history) = history {
                     record.conversation = history;
                 }
@@ -336,7 +343,7 @@ impl Board {
                 shared.observer.event(alias, Event::SessionClosed { name: key, kept: true });
             }
             SessionMode::Temp | SessionMode::Fork => {
-                st.sessions.remove(&key);
+                st.scratch.remove(&key);
                 shared.observer.event(alias, Event::SessionClosed { name: key, kept: false });
             }
         }
@@ -345,54 +352,69 @@ impl Board {
     /// Stops a queued or running task: status `cancelled`, no notification, slot freed.
     fn cancel(&self, shared: &Shared, id: &str) -> Result<(), String> {
         let mut st = self.lock();
-        let Some(task) = st.tasks.get_mut(id) else { return Err(format!("unknown task id: '{id}'")) };
-        let was_running = match &task.state {
-            TaskState::Done(_) => return Err(format!("task {id} has already finished")),
-            TaskState::Queued { .. } => false,
-            TaskState::Running => true,
+        let was_queued = match st.tasks.get(id).map(|t| &t.state) {
+            None => return Err(format!("unknown task id: '{id}'")),
+            Some(TaskState::Done(_)) => return Err(format!("task {id} has already finished")),
+            Some(state) => matches!(state, TaskState::Queued { .. }),
         };
-        if let Some(abort) = task.abort.take() {
-            abort.abort();
-        }
-        let body = "Cancelled.".to_string();
-        // No result record: the cancel's own result reports it, and no notification follows.
-        task.state = TaskState::Done(TaskStatus::Cancelled);
-        let (alias, session) = (task.alias.clone(), task.session.clone());
-        shared.observer.event(
-            &alias,
-            Event::TaskEnded { task_id: id.to_string(), child: alias.clone(), status: TaskStatus::Cancelled, body },
-        );
-        Board::close_session(&mut st, shared, &alias, id, &session, None);
-        st.active -= 1;
-        if was_running {
-            st.running -= 1;
-        } else {
+        if was_queued {
             st.queue.retain(|queued| queued != id);
         }
+        Board::stop(&mut st, shared, id);
         Board::start_queued(&mut st, shared);
         drop(st);
         self.news.notify_waiters();
         Ok(())
     }
 
-    /// Cancels every unfinished task and waits until none of their tokio tasks is alive.
-    pub async fn quit(&self, shared: &Shared) {
-        let active: Vec<String> = {
-            let st = self.lock();
-            // Queued ones first: cancelling a running task first would hand its slot to a
-            // queued one, which would start only to be cancelled.
-            let queued = st.queue.iter().cloned();
-            queued
-                .chain(st.order.iter().filter(|id| matches!(st.tasks[*id].state, TaskState::Running)).cloned())
-                .collect()
-        };
-        for id in active {
-            self.cancel(shared, &id).expect("active tasks can be cancelled");
+    /// Stops an unfinished task already taken out of the queue: status `cancelled`, no result
+    /// record (the cancel's own result reports it, and no notification follows), its slot
+    /// freed.
+    fn stop(st: &mut BoardState, shared: &Shared, id: &str) {
+        let task = st.tasks.get_mut(id).expect("a stopped task exists");
+        let was_running = matches!(task.state, TaskState::Running);
+        if let Some(abort) = task.abort.take() {
+            abort.abort();
         }
+        task.state = TaskState::Done(TaskStatus::Cancelled);
+        let (alias, session) = (task.alias.clone(), task.session.clone());
+        let body = "Cancelled.".to_string();
+        shared.observer.event(
+            &alias,
+            Event::TaskEnded { task_id: id.to_string(), child: alias.clone(), status: TaskStatus::Cancelled, body },
+        );
+        Board::close_session(st, shared, &alias, id, &session, None);
+        st.active -= 1;
+        if was_running {
+            st.running -= 1;
+        }
+    }
+
+    /// Cancels every unfinished task and waits until none of their tokio tasks is alive.
+    ///
+    /// Queued ones first, in queue order (cancelling a running task first would hand its slot
+    /// to a queued one, which would start only to be cancelled), then running ones in spawn
+    /// order; all in one pass, however many there are.
+    pub async fn quit(&self, shared: &Shared) {
+        {
+            let mut st = self.lock();
+            let queued: Vec<String> = std::mem::take(&mut st.queue).into();
+            let running: Vec<String> =
+                st.order.iter().filter(|id| matches!(st.tasks[*id].state, TaskState::Running)).cloned().collect();
+            for id in queued.iter().chain(&running) {
+                Board::stop(&mut st, shared, id);
+            }
+        }
+        self.news.notify_waiters();
         let handles = std::mem::take(&mut self.lock().handles);
         for handle in handles {
-            // A cancelled task reports `JoinError::Cancelled`; either way it is gone.
-            let _ = handle.await;
+            // A cancelled task reports `JoinError::Cancelled`. A task that panicked passes its
+            // panic on: a runtime never swallows one.
+            if let Err(e) = handle.await
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
+            }
         }
     }
 }
@@ -418,7 +440,11 @@ async fn run_task(
     let run = agent_loop::run(shared.clone(), child);
     let ended = match timeout {
         None => Some(run.await),
-        Some(limit) => tokio::time::timeout_at(clock_start + limit, run).await.ok(),
+        // A limit the clock cannot reach is no limit.
+        Some(limit) => match clock_start.checked_add(limit) {
+            Some(deadline) => tokio::time::timeout_at(deadline, run).await.ok(),
+            None => Some(run.await),
+        },
     };
     let (status, body, history) = match ended {
         Some((outcome, lp)) => {
@@ -451,6 +477,14 @@ fn ok(value: Value) -> ToolOutput {
     ToolOutput { content: value.to_string(), is_error: false }
 }
 
+/// Sleeps until `deadline`, or forever when there is none.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// A list argument: a JSON array of strings, or a comma-separated string.
 fn list_arg(args: &Value, name: &str) -> Vec<String> {
     match args.get(name) {
@@ -460,8 +494,13 @@ fn list_arg(args: &Value, name: &str) -> Vec<String> {
     }
 }
 
+/// A time limit a model gives in seconds, as the core uses it. Not a number, negative or NaN:
+/// ignored (the next source of the limit applies, `bub.timeout.invalid-ignored`). Past
+/// [`rules::MAX_SECONDS`](crate::rules::MAX_SECONDS) (about 31.7 years, far past any run's
+/// horizon): clamped to it, so no value a model sends can overflow the clock.
 fn seconds_arg(args: &Value, name: &str) -> Option<Duration> {
-    args.get(name).and_then(Value::as_f64).filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64)
+    let seconds = args.get(name).and_then(Value::as_f64).filter(|s| *s >= 0.0)?;
+    Some(Duration::from_secs_f64(seconds.min(crate::rules::MAX_SECONDS)))
 }
 
 /// Bub's name matching: trimmed, case-insensitive, `.` and `_` alike.
@@ -563,7 +602,7 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
     let session = SessionMode::parse(string_arg(args, "session").as_deref().map(str::trim).unwrap_or("temp"));
     let mut st = shared.board.lock();
     if let SessionMode::Named(name) = &session
-        && let Some(Record { in_use_by: Some(user), .. }) = st.sessions.get(name)
+        && let Some(Record { in_use_by: Some(user), .. }) = st.named.get(name)
     {
         return error(format!("session '{name}' is in use by task {user}"));
     }
@@ -586,15 +625,19 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
         system: Arc::from(system_prompt(&shared.config, None, profile.map(|p| p.body.as_str()), &skills)),
         catalog,
         skills,
+        // The first source that gives a limit decides; a limit of 0 means none
+        // (`bub.timeout.zero-is-none`, as for `Agent` children).
         timeout: seconds_arg(args, "timeout_seconds")
             .or_else(|| profile.and_then(|p| p.timeout))
-            .or(rules.subagent_default_timeout),
+            .or(rules.subagent_default_timeout)
+            .filter(|limit| !limit.is_zero()),
     };
     // A temp session starts empty, a fork session from the snapshot at the call (an O(1)
     // fork), a named one where it left off.
     let key = session.key(&id);
+    let records = if matches!(session, SessionMode::Named(_)) { &mut st.named } else { &mut st.scratch };
     let record =
-        st.sessions.entry(key.clone()).or_insert_with(|| Record { conversation: Transcript::new(), in_use_by: None });
+        records.entry(key.clone()).or_insert_with(|| Record { conversation: Transcript::new(), in_use_by: None });
     record.in_use_by = Some(id.clone());
     if session == SessionMode::Fork {
         record.conversation = parent.history.prefix(assistant_len);
@@ -697,7 +740,7 @@ fn send(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
         return error(format!("task {id} has finished and its session was discarded"));
     };
     let alias = task.alias.clone();
-    let record = st.sessions.get_mut(&name).expect("named sessions are kept");
+    let record = st.named.get_mut(&name).expect("named sessions are kept");
     if let Some(user) = &record.in_use_by {
         return error(format!("session '{name}' is in use by task {user}"));
     }
@@ -748,7 +791,7 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
         }
     };
     let limit = seconds_arg(args, "timeout_seconds").unwrap_or(Duration::from_secs(crate::rules::WAIT_DEFAULT_SECONDS));
-    let deadline = Instant::now() + limit;
+    let deadline = Instant::now().checked_add(limit);
     // The targets still unfinished; each wake-up checks only those.
     let mut unfinished: Vec<&String> = targets.iter().collect();
     loop {
@@ -765,7 +808,7 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
         tokio::select! {
             biased;
             _ = &mut notified => {}
-            _ = tokio::time::sleep_until(deadline) => break,
+            _ = sleep_until(deadline) => break,
         }
     }
     let mut st = shared.board.lock();
