@@ -121,8 +121,11 @@ impl Report<'_> {
             lines.push(line);
         }
         lines.sort_unstable();
-        let entry = &self.entries[line];
-        self.found.push(Violation { oracle, agent: entry.agent.to_string(), at: entry.at, message, lines });
+        // A line past the trace (a run stopped early) names the run, not an entry.
+        let (agent, at) =
+            self.entries.get(line).map_or(("main".to_string(), Duration::ZERO), |e| (e.agent.to_string(), e.at));
+        lines.retain(|l| *l < self.entries.len());
+        self.found.push(Violation { oracle, agent, at, message, lines });
     }
 
     fn add_run(&mut self, oracle: Oracle, message: String) {

@@ -30,6 +30,7 @@ impl List {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct FrontMatter {
     name: Option<String>,
     description: Option<String>,
@@ -75,10 +76,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ScenarioError> {
     };
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let timeout = match front.timeout_seconds {
-        Some(s) if !(s.is_finite() && s >= 0.0) => {
-            return Err(invalid(path, "timeout_seconds", "must be a number of seconds, 0 or more"));
+        Some(seconds) => {
+            crate::scenario::check_seconds(seconds).map_err(|m| invalid(path, "timeout_seconds", m))?;
+            Some(Duration::from_secs_f64(seconds))
         }
-        other => other.map(Duration::from_secs_f64),
+        None => None,
     };
     Ok(Profile {
         name: front.name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).unwrap_or(stem),
@@ -154,7 +156,8 @@ pub fn from_spec(spec: &ProfileSpec) -> Profile {
         reasoning_effort: spec.reasoning_effort.clone(),
         tools: spec.tools.clone(),
         skills: spec.skills.clone(),
-        timeout: spec.timeout_seconds.map(Duration::from_secs_f64),
+        // Validated with the scenario (`scenario::check_seconds`); clamped all the same.
+        timeout: spec.timeout_seconds.map(|s| Duration::from_secs_f64(s.clamp(0.0, crate::rules::MAX_SECONDS))),
         body: spec.body.clone(),
     }
 }

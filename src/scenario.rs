@@ -83,6 +83,17 @@ impl Scenario {
     }
 }
 
+/// A knob with no "off": absent keeps the preset's value, and `null` is refused (it would
+/// otherwise silently mean the same as absent).
+fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    match Option::<T>::deserialize(d)? {
+        Some(value) => Ok(Some(value)),
+        None => Err(serde::de::Error::custom(
+            "null does not turn this knob off (it has no off); leave the field out to keep the preset's value",
+        )),
+    }
+}
+
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
@@ -106,15 +117,15 @@ pub enum PresetName {
 pub struct RulesSpec {
     #[serde(default)]
     pub preset: PresetName,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
     pub root_step_budget: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
     pub recovery_budget: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
     pub depth_limit: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
     pub child_step_cap: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
     pub spawn_cost: Option<u32>,
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub result_limit_chars: Option<Option<usize>>,
@@ -122,13 +133,13 @@ pub struct RulesSpec {
     pub agent_timeout_ms: Option<Option<u64>>,
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub subagent_default_timeout_ms: Option<Option<u64>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
     pub agent_tool: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
     pub subagent_tools: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
     pub unknown_tool_message: Option<String>,
 }
 
@@ -616,13 +627,32 @@ pub struct Expect {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
-    /// Virtual time after which the run is stopped (default one hour).
+    /// Virtual time after which the run is stopped (default one hour; at most
+    /// [`MAX_VIRTUAL_MS`]).
     #[serde(default = "default_horizon_ms")]
     pub horizon_ms: u64,
-    /// Trace events after which the run is stopped (default 10,000).
+    /// Trace events after which the run is stopped (default 10,000; at least 1).
     #[serde(default = "default_max_events")]
     pub max_events: usize,
+    /// Longest text (in characters) a `repeat` or a literal may stand for (default 1,000,000).
+    #[serde(default = "default_max_text_chars")]
+    pub max_text_chars: usize,
+    /// Most tool calls in one scripted reply (default 1,000).
+    #[serde(default = "default_max_calls_per_reply")]
+    pub max_calls_per_reply: usize,
+    /// Deepest `rules.depth_limit` the file may set (default 100; at most [`MAX_DEPTH`]):
+    /// foreground children run inline, so a chain of agents is a chain of nested futures.
+    #[serde(default = "default_max_depth")]
+    pub max_depth: u32,
 }
+
+/// The longest virtual time any duration of a scenario may name (ten years): tokio's clock
+/// cannot wait much longer, and would shorten longer waits without saying so.
+pub const MAX_VIRTUAL_MS: u64 = 10 * 365 * 24 * 3_600_000;
+
+/// The deepest agent chain any scenario may ask for, whatever its `limits.max_depth`: it
+/// keeps a run's nested futures well inside the run thread's stack.
+pub const MAX_DEPTH: u32 = 1_000;
 
 fn default_horizon_ms() -> u64 {
     3_600_000
@@ -632,9 +662,27 @@ fn default_max_events() -> usize {
     10_000
 }
 
+fn default_max_text_chars() -> usize {
+    1_000_000
+}
+
+fn default_max_calls_per_reply() -> usize {
+    1_000
+}
+
+fn default_max_depth() -> u32 {
+    100
+}
+
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { horizon_ms: default_horizon_ms(), max_events: default_max_events() }
+        Limits {
+            horizon_ms: default_horizon_ms(),
+            max_events: default_max_events(),
+            max_text_chars: default_max_text_chars(),
+            max_calls_per_reply: default_max_calls_per_reply(),
+            max_depth: default_max_depth(),
+        }
     }
 }
 
@@ -989,6 +1037,21 @@ impl std::error::Error for ScenarioError {}
 
 /// Parses scenario JSON; `path` only names the source in errors.
 pub fn parse(path: &Path, json: &str) -> Result<Scenario, ScenarioError> {
+    // A byte-order mark is accepted, as in profile files.
+    let json = json.strip_prefix('\u{feff}').unwrap_or(json);
+    // serde would read a top-level array as the struct's fields by position.
+    let start = json.find(|c: char| !c.is_whitespace());
+    if let Some(at) = start.filter(|at| !json[*at..].starts_with('{')) {
+        let line = json[..at].matches('\n').count() + 1;
+        let column = at - json[..at].rfind('\n').map_or(0, |nl| nl + 1) + 1;
+        return Err(ScenarioError::Parse {
+            path: path.to_path_buf(),
+            line,
+            column,
+            field: ".".into(),
+            message: "a scenario file holds one JSON object (`{ \"name\": …, \"lanes\": […], \"turns\": […] }`)".into(),
+        });
+    }
     let parse_error = |e: serde_json::Error, field: String| {
         let message = e.to_string();
         // serde_json appends " at line L column C"; the place is printed in front instead.
@@ -1038,8 +1101,32 @@ const BUILTIN: [&str; 8] =
 pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
     let rules = s.rules.resolve();
     rules.validate().map_err(|m| ("rules".to_string(), m))?;
+    validate_limits(s)?;
     if s.turns.is_empty() {
         return Err(("turns".into(), "a scenario needs at least one user turn".into()));
+    }
+    let text = |place: String, text: &Text| check_text(text, s.limits.max_text_chars, place);
+    let ms = |place: String, ms: u64| {
+        if ms > MAX_VIRTUAL_MS {
+            return Err((
+                place,
+                format!(
+                    "{ms} ms is longer than the longest virtual time a scenario may name ({MAX_VIRTUAL_MS} ms, ten years)"
+                ),
+            ));
+        }
+        Ok(())
+    };
+    for (i, turn) in s.turns.iter().enumerate() {
+        if let Some(at) = turn.at_ms {
+            ms(format!("turns[{i}].at_ms"), at)?;
+        }
+        if let Some(message) = &turn.expect.message {
+            text(format!("turns[{i}].expect.message"), message)?;
+        }
+    }
+    for (i, steer) in s.steer.iter().enumerate() {
+        ms(format!("steer[{i}].at_ms"), steer.at_ms)?;
     }
     let mut declared = std::collections::BTreeSet::new();
     for (i, tool) in s.tools.iter().enumerate() {
@@ -1052,15 +1139,27 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
         if !declared.insert(tool.name.as_str()) {
             return Err((format!("tools[{i}].name"), format!("tool `{}` is declared twice", tool.name)));
         }
+        ms(format!("tools[{i}].latency_ms"), tool.latency_ms)?;
         for (j, result) in tool.results.iter().enumerate() {
             if result.text.is_some() == result.error.is_some() {
                 return Err((format!("tools[{i}].results[{j}]"), "give exactly one of `text` and `error`".into()));
+            }
+            for (field, value) in [("text", &result.text), ("error", &result.error)] {
+                if let Some(value) = value {
+                    text(format!("tools[{i}].results[{j}].{field}"), value)?;
+                }
+            }
+            if let Some(latency) = result.latency_ms {
+                ms(format!("tools[{i}].results[{j}].latency_ms"), latency)?;
             }
         }
     }
     for (i, profile) in s.profiles.iter().enumerate() {
         if profile.description.trim().is_empty() {
             return Err((format!("profiles[{i}].description"), "a profile needs a description".into()));
+        }
+        if let Some(seconds) = profile.timeout_seconds {
+            check_seconds(seconds).map_err(|m| (format!("profiles[{i}].timeout_seconds"), m))?;
         }
     }
     for (i, lane) in s.lanes.iter().enumerate() {
@@ -1073,6 +1172,20 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
         }
         for (j, reply) in lane.replies.iter().enumerate() {
             let place = format!("lanes[{i}].replies[{j}]");
+            ms(format!("{place}.latency_ms"), reply.latency_ms)?;
+            if let Some(value) = &reply.text {
+                text(format!("{place}.text"), value)?;
+            }
+            if reply.calls.len() > s.limits.max_calls_per_reply {
+                return Err((
+                    format!("{place}.calls"),
+                    format!(
+                        "{} calls in one reply, more than limits.max_calls_per_reply ({}); raise the limit if you mean it",
+                        reply.calls.len(),
+                        s.limits.max_calls_per_reply
+                    ),
+                ));
+            }
             let answers = reply.text.is_some() || !reply.calls.is_empty();
             if [answers, reply.error.is_some(), reply.hang].iter().filter(|b| **b).count() > 1 {
                 return Err((place, "a reply is text and/or calls, or an `error`, or a `hang`: not several".into()));
@@ -1091,10 +1204,117 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
                 if !call.args.is_object() {
                     return Err((format!("{place}.calls[{k}].args"), "arguments must be a JSON object".into()));
                 }
+                check_task_refs(&call.args, &format!("{place}.calls[{k}].args"))?;
             }
         }
     }
     Ok(())
+}
+
+/// The run limits themselves: each within what the harness can honour.
+fn validate_limits(s: &Scenario) -> Result<(), (String, String)> {
+    let limits = &s.limits;
+    if limits.max_events == 0 {
+        return Err(("limits.max_events".into(), "must be at least 1".into()));
+    }
+    if limits.horizon_ms == 0 || limits.horizon_ms > MAX_VIRTUAL_MS {
+        return Err((
+            "limits.horizon_ms".into(),
+            format!("must be from 1 to {MAX_VIRTUAL_MS} ms (ten years of virtual time)"),
+        ));
+    }
+    if limits.max_depth > MAX_DEPTH {
+        return Err(("limits.max_depth".into(), format!("must be at most {MAX_DEPTH}")));
+    }
+    let rules = s.rules.resolve();
+    if rules.depth_limit > limits.max_depth {
+        return Err((
+            "rules.depth_limit".into(),
+            format!(
+                "{} is deeper than limits.max_depth ({}): foreground children run inline, so each level nests; raise limits.max_depth (up to {MAX_DEPTH}) if you mean it",
+                rules.depth_limit, limits.max_depth
+            ),
+        ));
+    }
+    for (knob, limit) in [
+        ("rules.agent_timeout_ms", rules.agent_timeout),
+        ("rules.subagent_default_timeout_ms", rules.subagent_default_timeout),
+    ] {
+        if let Some(limit) = limit
+            && limit.as_millis() > u128::from(MAX_VIRTUAL_MS)
+        {
+            return Err((
+                knob.into(),
+                format!("longer than the longest virtual time a scenario may name ({MAX_VIRTUAL_MS} ms)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A text's length in characters, without building it, within `max` characters.
+fn check_text(text: &Text, max: usize, place: String) -> Result<(), (String, String)> {
+    fn chars(text: &Text) -> Option<usize> {
+        match text {
+            Text::Plain(s) => Some(s.chars().count()),
+            Text::Repeat { repeat, count } => repeat.chars().count().checked_mul(*count),
+            Text::Parts(parts) => parts.iter().try_fold(0usize, |sum, part| sum.checked_add(chars(part)?)),
+        }
+    }
+    match chars(text) {
+        Some(n) if n <= max => Ok(()),
+        n => Err((
+            place,
+            format!(
+                "this text stands for {} characters, more than limits.max_text_chars ({max}); raise the limit if you mean it",
+                n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string())
+            ),
+        )),
+    }
+}
+
+/// A time limit in seconds given in a file (a profile's `timeout_seconds`).
+pub fn check_seconds(seconds: f64) -> Result<(), String> {
+    if !(seconds.is_finite() && seconds >= 0.0) {
+        return Err(format!("must be a number of seconds, 0 or more (got {seconds})"));
+    }
+    if seconds > crate::rules::MAX_SECONDS {
+        return Err(format!(
+            "{seconds} s is longer than the longest limit a file may give ({} s)",
+            crate::rules::MAX_SECONDS
+        ));
+    }
+    Ok(())
+}
+
+/// Every string in call arguments that starts with `$task` must be a task reference,
+/// `$task1`, `$task2`, … (no sign, no leading zero, nothing after the number).
+fn check_task_refs(args: &serde_json::Value, place: &str) -> Result<(), (String, String)> {
+    use serde_json::Value;
+    match args {
+        Value::String(s) if s.starts_with("$task") => {
+            let number = &s["$task".len()..];
+            let valid = !number.is_empty()
+                && number.bytes().all(|b| b.is_ascii_digit())
+                && !number.starts_with('0')
+                && number.parse::<usize>().is_ok();
+            if valid {
+                Ok(())
+            } else {
+                Err((
+                    place.to_string(),
+                    format!(
+                        "{s:?} is not a task reference: write $task1, $task2, … (the N-th task id the request shows)"
+                    ),
+                ))
+            }
+        }
+        Value::Array(items) => {
+            items.iter().enumerate().try_for_each(|(i, v)| check_task_refs(v, &format!("{place}[{i}]")))
+        }
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| check_task_refs(v, &format!("{place}.{k}"))),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
