@@ -40,6 +40,10 @@ pub struct Evidence<'a> {
     pub session_ended: bool,
     /// The run limit (horizon, event cap) that stopped the run, if one did.
     pub limit_hit: Option<&'a str>,
+    /// Whether the harness stopped the run before it ended (a run limit, an authoring error
+    /// in the scenario, a panic): the trace is then a prefix, and its last instant may be
+    /// unfinished. An oracle judges only what the prefix shows, never what the stop cut off.
+    pub stopped: bool,
     /// Tokio tasks still alive after the session quit.
     pub alive_tasks: usize,
 }

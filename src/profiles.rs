@@ -140,8 +140,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Profile>, ScenarioError> {
     paths
         .iter()
         .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| ScenarioError::Io { path: path.clone(), message: e.to_string() })?;
+            let text = crate::scenario::read_bounded(path, crate::scenario::MAX_FILE_BYTES)?;
             parse(path, &text)
         })
         .collect()

@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use crate::harness::Stop;
 use crate::harness::asker::ScriptedAsker;
 use crate::harness::exchanges::{ExchangeLog, Recorded};
 use crate::harness::mock_llm::{Script, ScriptedLlm};
+use crate::harness::panics;
 use crate::harness::recorder::Recorder;
 use crate::harness::schedule::Schedule;
 use crate::harness::sim_tools::SimTool;
@@ -44,6 +46,8 @@ pub struct Run {
     pub live_sessions: Vec<String>,
     /// Why the harness stopped the run early, if it did.
     pub halts: Vec<String>,
+    /// Panics inside the run (the core's or the harness's): the run was stopped at the first.
+    pub internal_errors: Vec<String>,
     /// Request checks and authoring rules that failed without stopping the run.
     pub failed_checks: Vec<String>,
     /// Replies used, per lane.
@@ -68,6 +72,7 @@ impl Run {
             live_sessions: &self.live_sessions,
             session_ended: self.session_ended,
             limit_hit: self.limit_hit.as_deref(),
+            stopped: !self.halts.is_empty() || !self.internal_errors.is_empty(),
             alive_tasks: self.alive_tasks,
         }
     }
@@ -101,6 +106,12 @@ impl Verdict {
     /// Whether every expectation held.
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
+    }
+
+    /// Whether something panicked inside the run (the core or the harness): a bug to report,
+    /// not a verdict on the scenario.
+    pub fn internal_error(&self) -> bool {
+        !self.run.internal_errors.is_empty()
     }
 
     /// Panics with the report unless the scenario passed: one line in a `#[test]`.
@@ -317,13 +328,50 @@ pub struct Prepared<'a, 's> {
 impl Prepared<'_, '_> {
     /// One run on a fresh current-thread runtime whose clock is paused, breaking same-instant
     /// ties as `schedule` says.
+    ///
+    /// A panic anywhere in the run (its main task, a task the core spawned, the harness) stops
+    /// it and becomes the run's internal error, with what the trace held so far.
     pub fn run(&self, schedule: Schedule) -> Run {
+        let stop = Arc::new(Stop::default());
+        let _capture = panics::capture(stop.clone());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
             .build()
             .expect("a current-thread runtime builds");
-        runtime.block_on(run_paused(self.runner.sut, self.scenario, self.script.clone(), self.profiles, schedule))
+        // The recorder's clock starts on the run's paused clock.
+        let recorder =
+            runtime.block_on(async { Arc::new(Recorder::new(self.scenario.limits.max_events, stop.clone())) });
+        let log = Arc::new(ExchangeLog::default());
+        let parts = Parts { stop: stop.clone(), recorder: recorder.clone(), log: log.clone() };
+        let run = run_paused(parts, self.runner.sut, self.scenario, self.script.clone(), self.profiles, schedule);
+        match std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(run))) {
+            Ok(run) => run,
+            Err(_) => {
+                // The hook recorded the panic; what the run left is all there is.
+                drop(runtime);
+                let halts = stop.halts();
+                let internal_errors = stop.internal_errors();
+                if let Some(error) = internal_errors.first() {
+                    recorder.record(&AgentId::root(), What::Stopped(format!("internal error: {error}")));
+                }
+                Run {
+                    elapsed: recorder.elapsed_so_far(),
+                    trace: recorder.take_trace(),
+                    outcomes: Vec::new(),
+                    exchanges: log.take(),
+                    live_sessions: Vec::new(),
+                    halts,
+                    internal_errors,
+                    failed_checks: stop.failed_checks(),
+                    lane_use: Vec::new(),
+                    rules: self.scenario.rules.resolve(),
+                    session_ended: false,
+                    limit_hit: None,
+                    alive_tasks: 0,
+                }
+            }
+        }
     }
 
     /// Two runs in one tie order, on two threads when the runner allows.
@@ -388,11 +436,10 @@ impl Prepared<'_, '_> {
     /// [`Runner::in_order`].
     pub fn in_order(&self, seed: u64) -> Verdict {
         let (run, violations) = self.check_order(Schedule::seeded(seed));
-        let mut failures: Vec<Failure> = run
-            .halts
-            .iter()
-            .map(|halt| Failure { what: format!("stopped: {halt}"), lines: run.trace.tail(6) })
-            .collect();
+        let errors = run.internal_errors.iter().map(|error| format!("internal error: {error}"));
+        let halts = run.halts.iter().map(|halt| format!("stopped: {halt}"));
+        let mut failures: Vec<Failure> =
+            errors.chain(halts).map(|what| Failure { what, lines: run.trace.tail(6) }).collect();
         for violation in violations {
             failures.push(Failure { what: violation.to_string(), lines: run.trace.lines_at(&violation.lines) });
         }
@@ -414,16 +461,22 @@ pub fn run_scheduled(scenario: &Scenario, profiles: &[Profile], schedule: Schedu
     Runner::new().run(scenario, profiles, schedule)
 }
 
+/// What a run writes to, made before it starts so that a panic cannot lose it.
+struct Parts {
+    stop: Arc<Stop>,
+    recorder: Arc<Recorder>,
+    log: Arc<ExchangeLog>,
+}
+
 async fn run_paused(
+    parts: Parts,
     sut: &dyn SystemUnderTest,
     scenario: &Scenario,
     script: Arc<Script>,
     profiles: &[Profile],
     schedule: Schedule,
 ) -> Run {
-    let stop = Arc::new(Stop::default());
-    let recorder = Arc::new(Recorder::new(scenario.limits.max_events, stop.clone()));
-    let log = Arc::new(ExchangeLog::default());
+    let Parts { stop, recorder, log } = parts;
     let mock = ScriptedLlm::new(script, stop.clone(), schedule, log.clone(), recorder.clone());
     let mock = Arc::new(mock);
     let mut tools = ToolCatalog::new();
@@ -511,10 +564,13 @@ async fn run_paused(
     }
     let alive_tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
     let halts = stop.halts();
+    let internal_errors = stop.internal_errors();
     if limit_hit.is_none() {
         limit_hit = halts.iter().find(|h| h.contains("event limit")).cloned();
     }
-    if let Some(reason) = halts.first() {
+    if let Some(error) = internal_errors.first() {
+        recorder.record(&AgentId::root(), What::Stopped(format!("internal error: {error}")));
+    } else if let Some(reason) = halts.first() {
         recorder.record(&AgentId::root(), What::Stopped(reason.clone()));
     }
     let elapsed = ended.borrow().unwrap_or_else(|| recorder.elapsed());
@@ -525,6 +581,7 @@ async fn run_paused(
         elapsed,
         live_sessions: live.into_inner(),
         halts,
+        internal_errors,
         failed_checks: stop.failed_checks(),
         lane_use: mock.used(),
         rules: scenario.rules.resolve(),
@@ -539,6 +596,10 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
     let trace = &run.trace;
     let mut failures = Vec::new();
     let mut fail = |what: String, lines: Vec<String>| failures.push(Failure { what, lines });
+    // The cause first: a panic, then what stopped the run, then the consequences.
+    for error in &run.internal_errors {
+        fail(format!("internal error: {error}"), trace.tail(6));
+    }
     for halt in &run.halts {
         fail(format!("stopped: {halt}"), trace.tail(6));
     }
@@ -601,7 +662,11 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
         }
     }
     for violation in oracles::check(&run.evidence()) {
-        fail(violation.to_string(), trace.lines_at(&violation.lines));
+        // A run limit is the termination oracle's to judge, and already named as the stop.
+        let stop = run.limit_hit.as_ref().is_some_and(|limit| violation.message.ends_with(limit.as_str()));
+        if !(violation.oracle == oracles::Oracle::Termination && stop) {
+            fail(violation.to_string(), trace.lines_at(&violation.lines));
+        }
     }
     // The text is rendered only when the scenario has fragments to find in it.
     let lines = if scenario.expect.trace.is_empty() && scenario.expect.trace_absent.is_empty() {

@@ -1088,9 +1088,29 @@ fn field_path(path: &str) -> String {
 
 /// Reads and parses a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let json = std::fs::read_to_string(path)
-        .map_err(|e| ScenarioError::Io { path: path.to_path_buf(), message: e.to_string() })?;
+    let json = read_bounded(path, MAX_FILE_BYTES)?;
     parse(path, &json)
+}
+
+/// The largest scenario or profile file read (64 MiB): a file past it is refused before it is
+/// read, so a link to a device such as `/dev/zero` cannot read forever.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// A regular file's text, read only when it is one and only up to `cap` bytes.
+pub fn read_bounded(path: &Path, cap: u64) -> Result<String, ScenarioError> {
+    use std::io::Read;
+    let io = |message: String| ScenarioError::Io { path: path.to_path_buf(), message };
+    let metadata = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
+    if !metadata.is_file() {
+        return Err(io("not a regular file (a FIFO, a socket, a device or a folder): not read".into()));
+    }
+    let mut text = String::new();
+    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+    file.take(cap + 1).read_to_string(&mut text).map_err(|e| io(e.to_string()))?;
+    if text.len() as u64 > cap {
+        return Err(io(format!("larger than {cap} bytes, the most a scenario or profile file may hold")));
+    }
+    Ok(text)
 }
 
 /// Names a scripted call may use without declaring a tool.

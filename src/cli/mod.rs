@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::generate::Family;
 use crate::jobs;
 
-pub use run::collect;
+pub use run::{Found, collect};
 
 /// How a command ended, as an exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +24,9 @@ pub enum Exit {
     Failed = 1,
     /// 2: bad input or usage.
     BadInput = 2,
+    /// 3: something panicked inside a run (a bug in the core or in rehearsal, reported with
+    /// the message and the place); the other files still ran.
+    Internal = 3,
 }
 
 /// rehearsal: deterministic simulation and testing of agent orchestration rules.

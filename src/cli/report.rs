@@ -21,6 +21,7 @@ pub(super) struct Reporter {
     passed: usize,
     failed: usize,
     bad: usize,
+    internal: usize,
     /// The JUnit report's test cases, written at the end.
     cases: Vec<Case>,
 }
@@ -35,13 +36,15 @@ struct Case {
 
 impl Reporter {
     pub(super) fn new(format: Format, show_trace: bool) -> Reporter {
-        Reporter { format, show_trace, passed: 0, failed: 0, bad: 0, cases: Vec::new() }
+        Reporter { format, show_trace, passed: 0, failed: 0, bad: 0, internal: 0, cases: Vec::new() }
     }
 
     /// One scenario's verdict.
     pub(super) fn scenario(&mut self, out: &mut dyn Write, file: &Path, verdict: &Verdict) {
         if verdict.passed() {
             self.passed += 1;
+        } else if verdict.internal_error() {
+            self.internal += 1;
         } else {
             self.failed += 1;
         }
@@ -72,10 +75,15 @@ impl Reporter {
                 let _ = writeln!(out, "{report}");
             }
             Format::Junit => {
+                let (element, kind) = if verdict.internal_error() {
+                    ("error", "rehearsal.internal")
+                } else {
+                    ("failure", "rehearsal.failure")
+                };
                 let problem = verdict
                     .failures
                     .first()
-                    .map(|first| ("failure", first.what.clone(), "rehearsal.failure", verdict.report(Some(file))));
+                    .map(|first| (element, first.what.clone(), kind, verdict.report(Some(file))));
                 self.cases.push(Case { name: verdict.name.clone(), classname: classname(file), problem });
             }
         }
@@ -100,18 +108,21 @@ impl Reporter {
 
     /// The summary (or the whole JUnit document), and the exit code.
     pub(super) fn finish(self, out: &mut dyn Write) -> Exit {
-        let (passed, failed, bad) = (self.passed, self.failed, self.bad);
+        let (passed, failed, bad, internal) = (self.passed, self.failed, self.bad, self.internal);
         match self.format {
             Format::Text => {
                 let bad_note = if bad > 0 { format!(", {bad} bad input") } else { String::new() };
-                let _ = writeln!(out, "{passed} passed, {failed} failed{bad_note}");
+                let internal_note = if internal > 0 { format!(", {internal} internal error") } else { String::new() };
+                let _ = writeln!(out, "{passed} passed, {failed} failed{bad_note}{internal_note}");
             }
             Format::Json => {}
             Format::Junit => {
-                let _ = write!(out, "{}", junit(&self.cases, failed, bad));
+                let _ = write!(out, "{}", junit(&self.cases, failed, bad + internal));
             }
         }
-        if bad > 0 {
+        if internal > 0 {
+            Exit::Internal
+        } else if bad > 0 {
             Exit::BadInput
         } else if failed > 0 {
             Exit::Failed

@@ -11,53 +11,97 @@ use crate::jobs;
 use crate::runner::{self, Failure};
 use crate::scenario::ScenarioError;
 
-/// Every `*.json` file under the given paths, each folder's files sorted by path, with the
-/// path argument it was found under.
-pub fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, PathBuf)>, ScenarioError> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut found = Vec::new();
-            walk(path, &mut found)?;
-            files.extend(found.into_iter().map(|file| (file, path.clone())));
-        } else if path.exists() {
-            files.push((path.clone(), path.clone()));
-        } else {
-            return Err(ScenarioError::Io { path: path.clone(), message: "no such file or folder".into() });
-        }
-    }
-    Ok(files)
+/// What the paths of a command line hold: the scenario files to run, each with the path
+/// argument it was found under, and the paths that cannot be run.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Scenario files (regular `*.json` files, each once), folder by folder in path order.
+    pub files: Vec<(PathBuf, PathBuf)>,
+    /// Paths that could not be read, and files that are not regular files (a FIFO or a device
+    /// is reported, never opened).
+    pub problems: Vec<ScenarioError>,
+    /// Links that lead back to a folder being walked: not followed (each file runs once).
+    pub loops: Vec<PathBuf>,
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ScenarioError> {
-    let io = |e: std::io::Error| ScenarioError::Io { path: dir.to_path_buf(), message: e.to_string() };
-    let mut entries: Vec<PathBuf> =
-        std::fs::read_dir(dir).map_err(io)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name.starts_with('.') {
+/// Every scenario file under the given paths. Folders are walked in file-name order, hidden
+/// entries (`.name`) skipped, links followed with loop detection; a file reached twice (by a
+/// link) runs once. Nothing here stops at a bad path: every other path is still walked.
+pub fn collect(paths: &[PathBuf]) -> Found {
+    let mut found = Found::default();
+    let mut seen = std::collections::BTreeSet::new();
+    let io = |path: &Path, message: String| ScenarioError::Io { path: path.to_path_buf(), message };
+    for root in paths {
+        let metadata = match std::fs::metadata(root) {
+            Ok(metadata) => metadata,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                found.problems.push(io(root, "no such file or folder".into()));
+                continue;
+            }
+            Err(e) => {
+                found.problems.push(io(root, e.to_string()));
+                continue;
+            }
+        };
+        if !metadata.is_dir() {
+            if metadata.is_file() {
+                found.files.push((root.clone(), root.clone()));
+            } else {
+                found.problems.push(io(root, NOT_REGULAR.into()));
+            }
             continue;
         }
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else if name.ends_with(".json") {
-            out.push(path);
+        let walk = walkdir::WalkDir::new(root)
+            .follow_links(true)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
+        for entry in walk {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) if e.loop_ancestor().is_some() => {
+                    found.loops.push(e.path().map_or_else(|| root.clone(), Path::to_path_buf));
+                    continue;
+                }
+                Err(e) => {
+                    let at = e.path().map_or_else(|| root.clone(), Path::to_path_buf);
+                    let message = e.io_error().map_or_else(|| e.to_string(), |io| io.to_string());
+                    found.problems.push(io(&at, message));
+                    continue;
+                }
+            };
+            let path = entry.path();
+            if entry.file_type().is_dir() || !path.to_string_lossy().ends_with(".json") {
+                continue;
+            }
+            if !entry.file_type().is_file() {
+                found.problems.push(io(path, NOT_REGULAR.into()));
+                continue;
+            }
+            let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            if seen.insert(canonical) {
+                found.files.push((path.to_path_buf(), root.clone()));
+            }
         }
     }
-    Ok(())
+    found
 }
+
+const NOT_REGULAR: &str = "not a regular file (a FIFO, a socket or a device): not read";
 
 pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     let orders = Orders { explore: args.explore, seed: args.explore_seed };
     let jobs = args.jobs.map_or_else(jobs::default_jobs, usize::from);
-    let files = match collect(&args.paths) {
-        Ok(files) => files,
-        Err(e) => {
-            let _ = writeln!(err, "error: {e}");
-            return Exit::BadInput;
-        }
-    };
+    let found = collect(&args.paths);
+    for link in &found.loops {
+        let _ = writeln!(err, "note: {} leads back to a folder being walked; not followed", link.display());
+    }
+    if found.files.is_empty() && found.problems.is_empty() {
+        let paths: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        let _ = writeln!(err, "error: no scenario file (*.json) under {}", paths.join(", "));
+        return Exit::BadInput;
+    }
+    let files = found.files;
     if args.timeline.is_some() && files.len() != 1 {
         let _ =
             writeln!(err, "error: --timeline draws one run: give exactly one scenario file ({} given)", files.len());
@@ -65,6 +109,15 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> E
     }
     let store = args.snapshots.as_ref().map(Store::new);
     let mut reporter = Reporter::new(args.format, args.trace);
+    // Paths that cannot be run are reported first; every other file still runs.
+    for problem in &found.problems {
+        let at = match problem {
+            ScenarioError::Io { path, .. }
+            | ScenarioError::Parse { path, .. }
+            | ScenarioError::Invalid { path, .. } => path,
+        };
+        reporter.bad_input(out, err, at, problem);
+    }
     // Threads go to files first; with fewer files than threads, the two runs of each
     // verification take two.
     let mut runner = runner::Runner::new().parallel(files.len() < jobs).explore(orders.explore);

@@ -8,6 +8,7 @@
 //! - [`sim_tools`]: simulated tools with virtual latency and scripted results.
 //! - [`asker`]: the user's scripted answers to the risk-based approval gate.
 //! - [`schedule`]: the one object that breaks same-instant ties (schedule exploration).
+//! - [`panics`]: a panic inside a run becomes that run's internal error.
 //!
 //! An authoring error found during a run (an exhausted lane, an agent without a lane, an
 //! approval nobody scripted) halts the run through [`Stop`]; a failed request check is
@@ -16,6 +17,7 @@
 pub mod asker;
 pub mod exchanges;
 pub mod mock_llm;
+pub mod panics;
 pub mod recorder;
 pub mod schedule;
 pub mod sim_tools;
@@ -29,6 +31,7 @@ use tokio::sync::Notify;
 pub struct Stop {
     halts: Mutex<Vec<String>>,
     checks: Mutex<Vec<String>>,
+    internal: Mutex<Vec<String>>,
     notify: Notify,
 }
 
@@ -37,6 +40,17 @@ impl Stop {
     pub fn halt(&self, reason: String) {
         self.halts.lock().expect("stop lock poisoned").push(reason);
         self.notify.notify_one();
+    }
+
+    /// Records a panic inside the run (the harness's or the core's) and stops the run.
+    pub fn internal_error(&self, message: String) {
+        self.internal.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(message);
+        self.notify.notify_one();
+    }
+
+    /// The panics inside the run, in order.
+    pub fn internal_errors(&self) -> Vec<String> {
+        self.internal.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 
     /// Records a failed check; the run goes on.

@@ -46,6 +46,11 @@ impl Recorder {
         Instant::now() - self.start
     }
 
+    /// The virtual time of the last entry (for a run whose clock is gone).
+    pub fn elapsed_so_far(&self) -> Duration {
+        self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).last().map_or(Duration::ZERO, |e| e.at)
+    }
+
     /// Records a harness entry.
     pub fn record(&self, agent: &AgentId, what: What) {
         let mut entries = self.entries.lock().expect("trace lock poisoned");

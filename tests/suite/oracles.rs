@@ -104,6 +104,7 @@ impl Case {
             live_sessions: &self.live,
             session_ended: self.session_ended,
             limit_hit: self.limit_hit.as_deref(),
+            stopped: self.limit_hit.is_some(),
             alive_tasks: self.alive,
         })
     }
