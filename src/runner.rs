@@ -29,7 +29,7 @@ use crate::scenario::{Scenario, ScenarioError};
 use crate::sut::event::Event;
 use crate::sut::tool::ToolCatalog;
 use crate::sut::{AgentId, Approval, Harness, Outcome, Profile, SessionConfig, SystemUnderTest};
-use crate::trace::{Trace, What};
+use crate::trace::{Trace, What, printable};
 
 /// Everything a run produced.
 #[derive(Debug)]
@@ -125,19 +125,19 @@ impl Verdict {
         use std::fmt::Write as _;
         let mut out = String::new();
         let word = if self.passed() { "PASS" } else { "FAIL" };
-        let file = file.map(|f| format!("{}; ", f.display())).unwrap_or_default();
+        let file = file.map(|f| format!("{}; ", printable(&f.to_string_lossy()))).unwrap_or_default();
         let orders = if self.orders > 1 { format!(", {} tie orders", self.orders) } else { String::new() };
         let _ = writeln!(
             out,
             "{word} {} ({file}{} events, {} ms virtual{orders})",
-            self.name,
+            printable(&self.name),
             self.run.trace.entries.len(),
             self.run.elapsed.as_millis()
         );
         for failure in &self.failures {
-            let _ = writeln!(out, "  - {}", failure.what);
+            let _ = writeln!(out, "  - {}", printable(&failure.what));
             for line in &failure.lines {
-                let _ = writeln!(out, "      | {line}");
+                let _ = writeln!(out, "      | {}", printable(line));
             }
         }
         out

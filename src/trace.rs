@@ -49,6 +49,29 @@ pub struct Trace {
     pub entries: Vec<Entry>,
 }
 
+/// Text made safe for a terminal or a CI log: control characters (newlines, escapes, bells),
+/// and the Unicode controls that reorder a line, written as `\n`, `\t`, `\r` or `\u{..}`, so a
+/// scenario name or a file name can neither forge a `PASS` line nor colour the output.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    fn unsafe_char(c: char) -> bool {
+        c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+    }
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Quotes a string for the text trace, shortening it in the middle past 160 characters.
 fn q(s: &str) -> String {
     let n = s.chars().count();

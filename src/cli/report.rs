@@ -13,6 +13,7 @@ use serde_json::json;
 use super::{Exit, Format};
 use crate::runner::Verdict;
 use crate::scenario::ScenarioError;
+use crate::trace::printable;
 
 /// Collects verdicts as they come and writes them in the chosen format.
 pub(super) struct Reporter {
@@ -62,9 +63,15 @@ impl Reporter {
                 let failures: Vec<_> =
                     verdict.failures.iter().map(|f| json!({"what": f.what, "lines": f.lines})).collect();
                 let mut report = json!({
-                    "file": file,
+                    "file": file.to_string_lossy(),
                     "name": verdict.name,
-                    "verdict": if verdict.passed() { "pass" } else { "fail" },
+                    "verdict": if verdict.passed() {
+                        "pass"
+                    } else if verdict.internal_error() {
+                        "internal_error"
+                    } else {
+                        "fail"
+                    },
                     "failures": failures,
                     "events": run.trace.entries.len(),
                     "elapsed_ms": run.elapsed.as_millis() as u64,
@@ -92,11 +99,15 @@ impl Reporter {
     /// A file that could not be used (exit code 2); the others still run.
     pub(super) fn bad_input(&mut self, out: &mut dyn Write, err: &mut dyn Write, file: &Path, error: &ScenarioError) {
         self.bad += 1;
-        let _ = writeln!(err, "error: {error}");
+        let _ = writeln!(err, "error: {}", printable(&error.to_string()));
         match self.format {
             Format::Text => {}
             Format::Json => {
-                let _ = writeln!(out, "{}", json!({"file": file, "verdict": "bad_input", "error": error.to_string()}));
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    json!({"file": file.to_string_lossy(), "verdict": "bad_input", "error": error.to_string()})
+                );
             }
             Format::Junit => {
                 let name = file.file_stem().map_or_else(|| file.to_string_lossy(), |s| s.to_string_lossy());

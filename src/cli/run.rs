@@ -10,6 +10,7 @@ use crate::golden::{self, Compared, Store};
 use crate::jobs;
 use crate::runner::{self, Failure};
 use crate::scenario::ScenarioError;
+use crate::trace::printable;
 
 /// What the paths of a command line hold: the scenario files to run, each with the path
 /// argument it was found under, and the paths that cannot be run.
@@ -94,10 +95,11 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> E
     let jobs = args.jobs.map_or_else(jobs::default_jobs, usize::from);
     let found = collect(&args.paths);
     for link in &found.loops {
-        let _ = writeln!(err, "note: {} leads back to a folder being walked; not followed", link.display());
+        let link = printable(&link.to_string_lossy()).into_owned();
+        let _ = writeln!(err, "note: {link} leads back to a folder being walked; not followed");
     }
     if found.files.is_empty() && found.problems.is_empty() {
-        let paths: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        let paths: Vec<String> = args.paths.iter().map(|p| printable(&p.to_string_lossy()).into_owned()).collect();
         let _ = writeln!(err, "error: no scenario file (*.json) under {}", paths.join(", "));
         return Exit::BadInput;
     }
