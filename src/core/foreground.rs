@@ -68,7 +68,7 @@ pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) ->
     tracing::info!(parent = %parent.agent, child = %child_id, grant, budget_left = parent.budget.remaining, "spawn");
 
     let child = parent.child(child_id.clone(), task, grant, shared);
-    let run = agent_loop::run(shared.arc(), child);
+    let run = OwnStack(agent_loop::run(shared.arc(), child));
     let outcome = match rules.agent_timeout.filter(|limit| !limit.is_zero()) {
         None => run.await.0,
         Some(limit) => match tokio::time::timeout(limit, run).await {
@@ -106,6 +106,24 @@ fn hand_over(shared: &Shared, parent: &Loop, child: &crate::sut::AgentId, outcom
 /// prints without a fraction).
 pub(crate) fn seconds(d: Duration) -> String {
     d.as_secs_f64().to_string()
+}
+
+/// A child's loop, polled with enough stack: each foreground level polls the next one from
+/// inside its own poll, so a deep chain would otherwise overflow the thread's stack. When
+/// less than [`RED_ZONE`] is left, the poll continues on a fresh [`SEGMENT`] from the heap.
+struct OwnStack<F>(F);
+
+/// The stack one level may use between two checks (generous: debug builds use more).
+const RED_ZONE: usize = 256 * 1024;
+/// A fresh segment's size: room for dozens of levels before the next one.
+const SEGMENT: usize = 4 * 1024 * 1024;
+
+impl<F: Future + Unpin> Future for OwnStack<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        stacker::maybe_grow(RED_ZONE, SEGMENT, || std::pin::Pin::new(&mut self.0).poll(cx))
+    }
 }
 
 #[cfg(test)]
