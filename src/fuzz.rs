@@ -12,6 +12,12 @@
 //! case is the same whatever ran before it: cases run on several threads (`jobs`), and the
 //! report (counts, the finding: the failing case with the lowest number) is the same for any
 //! number of threads.
+//!
+//! A campaign ([`run_campaign`]) can also run one [`Shard`] of the cases (`--shard I/N`: N
+//! machines, disjoint sets of cases whose union is the whole campaign) and stop starting cases
+//! when told ([`Stop`]: a time limit, an interrupt). Cases are started in order and every
+//! case started is finished, so the cases a stopped campaign ran are always the first ones
+//! of its shard ([`Report::case_numbers`]), and their verdicts are those of any other run.
 
 use std::path::{Path, PathBuf};
 
@@ -93,6 +99,127 @@ pub struct Finding {
     pub schedule: Schedule,
 }
 
+/// The part of the case space one machine runs (`rehearsal fuzz --shard I/N`, 1-based like
+/// `cargo nextest --partition count:I/N`): case `c` belongs to shard `c % N + 1`. N machines
+/// running shards `1/N` to `N/N` with the same seed and case count run disjoint sets of cases
+/// whose union is exactly the unsharded campaign; a case is drawn from its seed and number
+/// alone, so it is the same case, with the same verdict, on any shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    index: u64,
+    count: u64,
+}
+
+impl Shard {
+    /// Every case: shard `1/1`.
+    pub const WHOLE: Shard = Shard { index: 1, count: 1 };
+
+    /// Shard `index` of `count` (`1 <= index <= count`).
+    pub fn new(index: u64, count: u64) -> Result<Shard, String> {
+        if count == 0 {
+            Err(format!("shard {index}/{count}: there must be at least one shard (N >= 1)"))
+        } else if index == 0 {
+            Err(format!("shard {index}/{count}: shards count from 1 (I/N with 1 <= I <= N)"))
+        } else if index > count {
+            Err(format!("shard {index}/{count}: there are only {count} shards (I/N with 1 <= I <= N)"))
+        } else {
+            Ok(Shard { index, count })
+        }
+    }
+
+    /// Which shard this is, from 1.
+    pub fn index(self) -> u64 {
+        self.index
+    }
+
+    /// How many shards the cases are split into.
+    pub fn count(self) -> u64 {
+        self.count
+    }
+
+    /// Whether case `case` belongs to this shard.
+    pub fn contains(self, case: u64) -> bool {
+        case % self.count == self.index - 1
+    }
+
+    /// The case number of this shard's `nth` case (from 0), if it fits in a `u64`.
+    pub fn nth(self, nth: u64) -> Option<u64> {
+        nth.checked_mul(self.count)?.checked_add(self.index - 1)
+    }
+
+    /// How many of the cases `0..cases` belong to this shard.
+    pub fn size(self, cases: u64) -> u64 {
+        if cases < self.index { 0 } else { (cases - self.index) / self.count + 1 }
+    }
+
+    /// The cases of `0..cases` this shard runs, in the order it starts them.
+    pub fn cases(self, cases: u64) -> impl Iterator<Item = u64> {
+        (0..self.size(cases)).map(move |nth| nth * self.count + self.index - 1)
+    }
+}
+
+impl Default for Shard {
+    fn default() -> Shard {
+        Shard::WHOLE
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    /// Reads `I/N`, as `--shard` takes it.
+    fn from_str(text: &str) -> Result<Shard, String> {
+        let number = |part: &str, what: &str| {
+            part.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("`{text}`: {what} is not a whole number (write I/N, e.g. 2/4)"))
+        };
+        let (index, count) = text.split_once('/').ok_or_else(|| format!("`{text}`: write I/N, e.g. 2/4"))?;
+        Shard::new(number(index, "I")?, number(count, "N")?)
+    }
+}
+
+/// Why a campaign stops starting cases before it has run them all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Its time is up (`--time`).
+    TimeLimit,
+    /// It was interrupted (Ctrl-C). An interrupt also cuts a finding's shrinking short.
+    Interrupted,
+}
+
+/// How a campaign ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Ended {
+    /// It ran every case of its shard and found nothing.
+    #[default]
+    AllCases,
+    /// It stopped at a finding, shrunk in full.
+    Finding,
+    /// Its time was up before it had run every case.
+    TimeLimit,
+    /// It was interrupted before it had run every case, or while it shrank a finding (whose
+    /// scenario then still fails but may not be minimal).
+    Interrupted,
+}
+
+/// A campaign's counts so far, as the progress callback of [`run_campaign`] sees them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Cases finished.
+    pub done: u64,
+    /// Invalid cases among them.
+    pub invalid: u64,
+    /// Findings so far (0 or 1: the campaign stops at the first).
+    pub findings: u64,
+}
+
 /// What a fuzz run did.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -104,6 +231,19 @@ pub struct Report {
     pub invalid_reasons: std::collections::BTreeMap<String, (u64, String)>,
     /// The first violation found, shrunk.
     pub finding: Option<Finding>,
+    /// The shard whose cases ran.
+    pub shard: Shard,
+    /// How the campaign ended.
+    pub ended: Ended,
+}
+
+impl Report {
+    /// The numbers of the cases counted in `cases`, in order: always the shard's first
+    /// `cases` cases, however the campaign ended.
+    pub fn case_numbers(&self) -> impl Iterator<Item = u64> {
+        let shard = self.shard;
+        (0..self.cases).map_while(move |nth| shard.nth(nth))
+    }
 }
 
 fn runner_for(seed: u64) -> TestRunner {
@@ -144,32 +284,68 @@ fn run_case(strategy: &impl Strategy<Value = Scenario>, options: &Options, case:
 /// Runs the cases on `options.jobs` threads, calling `progress` with the number of cases
 /// done; stops at the first finding (the failing case with the lowest number) and shrinks it.
 pub fn run(options: &Options, progress: impl Fn(u64) + Sync) -> Report {
-    use std::sync::Mutex;
+    run_campaign(options, Shard::WHOLE, || None, |tally| progress(tally.done))
+}
+
+/// Runs `shard`'s cases among `0..options.cases` on `options.jobs` threads, calling
+/// `progress` after each case; stops at the first finding (the failing case with the lowest
+/// number) and shrinks it.
+///
+/// `stop` is asked before each case is started: once it says why to stop, no case is started
+/// and the ones in flight are finished, and [`Stop::Interrupted`] also cuts shrinking short.
+/// Cases are started in order, so what ran is the shard's first [`Report::cases`] cases, and
+/// their counts and finding are the ones any campaign running them reports. Without a stop,
+/// the report is [`run`]'s, whatever the number of threads.
+pub fn run_campaign(
+    options: &Options,
+    shard: Shard,
+    stop: impl Fn() -> Option<Stop> + Sync,
+    progress: impl Fn(Tally) + Sync,
+) -> Report {
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Mutex, OnceLock};
+    // Cases are numbered within the shard here (`nth`); `shard.nth` gives the case number.
+    let total = shard.size(options.cases);
     let next = AtomicU64::new(0);
     let done = AtomicU64::new(0);
+    let invalid = AtomicU64::new(0);
     // The lowest failing case so far: no case above it needs to run.
     let first_failure = AtomicU64::new(u64::MAX);
-    let outcomes: Mutex<Vec<(u64, Outcome)>> = Mutex::new(Vec::new());
+    let stopped: OnceLock<Stop> = OnceLock::new();
+    let outcomes: Mutex<Vec<(u64, u64, Outcome)>> = Mutex::new(Vec::new());
     let work = || {
         // Each thread builds its own strategy (proptest's are not shared across threads).
         let strategy = generate::scenario(options.family);
         let mut mine = Vec::new();
         loop {
-            let case = next.fetch_add(1, Ordering::Relaxed);
-            if case >= options.cases || case > first_failure.load(Ordering::Relaxed) {
+            // Asked before a case is taken, so every case taken is run: what ran is a prefix.
+            if let Some(why) = stop() {
+                let _ = stopped.set(why);
                 break;
             }
+            let nth = next.fetch_add(1, Ordering::Relaxed);
+            if nth >= total || nth > first_failure.load(Ordering::Relaxed) {
+                break;
+            }
+            let case = shard.nth(nth).expect("a shard's case below the case count fits in a u64");
             let outcome = run_case(&strategy, options, case);
+            let mut invalid_so_far = invalid.load(Ordering::Relaxed);
             match &outcome {
                 Outcome::Holds => {}
-                Outcome::Invalid(_) => mine.push((case, outcome)),
+                Outcome::Invalid(_) => {
+                    invalid_so_far = invalid.fetch_add(1, Ordering::Relaxed) + 1;
+                    mine.push((nth, case, outcome));
+                }
                 Outcome::Violates(_) => {
-                    first_failure.fetch_min(case, Ordering::Relaxed);
-                    mine.push((case, outcome));
+                    first_failure.fetch_min(nth, Ordering::Relaxed);
+                    mine.push((nth, case, outcome));
                 }
             }
-            progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+            progress(Tally {
+                done: done.fetch_add(1, Ordering::Relaxed) + 1,
+                invalid: invalid_so_far,
+                findings: u64::from(first_failure.load(Ordering::Relaxed) != u64::MAX),
+            });
         }
         outcomes.lock().expect("fuzz results lock poisoned").extend(mine);
     };
@@ -188,28 +364,46 @@ pub fn run(options: &Options, progress: impl Fn(u64) + Sync) -> Report {
         }
     });
     let mut outcomes = outcomes.into_inner().expect("fuzz results lock poisoned");
-    outcomes.sort_by_key(|(case, _)| *case);
+    outcomes.sort_by_key(|(nth, _, _)| *nth);
     let last = first_failure.load(Ordering::Relaxed);
-    let mut report = Report { cases: options.cases.min(last.saturating_add(1)), ..Report::default() };
-    for (case, outcome) in outcomes {
+    // Every case taken below the first failure ran; a stop leaves the rest untaken.
+    let ran = total.min(next.load(Ordering::Relaxed)).min(last.saturating_add(1));
+    let mut report = Report { cases: ran, shard, ..Report::default() };
+    let mut shrink_cut = false;
+    for (nth, case, outcome) in outcomes {
         match outcome {
             Outcome::Holds => {}
-            Outcome::Invalid(_) if case > last => {}
+            Outcome::Invalid(_) if nth >= ran => {}
             Outcome::Invalid(reason) => {
                 report.invalid += 1;
                 let kind: String = reason.split(':').next().unwrap_or_default().chars().take(60).collect();
                 report.invalid_reasons.entry(kind).or_insert((0, reason)).0 += 1;
             }
-            Outcome::Violates(schedule) if case == last => {
+            Outcome::Violates(schedule) if nth == last => {
                 let strategy = generate::scenario(options.family);
                 let mut tree =
                     strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
-                let (scenario, violations) = shrink(&mut tree, schedule, options.shrink_steps);
+                let interrupted = || stop() == Some(Stop::Interrupted);
+                let (scenario, violations, cut) = shrink_until(&mut tree, schedule, options.shrink_steps, &interrupted);
+                shrink_cut = cut;
                 report.finding = Some(Finding { case, scenario, violations, schedule });
             }
             Outcome::Violates(_) => {}
         }
     }
+    report.ended = if shrink_cut {
+        Ended::Interrupted
+    } else if report.finding.is_some() {
+        Ended::Finding
+    } else if ran < total {
+        match stopped.get() {
+            Some(Stop::TimeLimit) => Ended::TimeLimit,
+            Some(Stop::Interrupted) => Ended::Interrupted,
+            None => unreachable!("a campaign without a finding or a stop runs every case"),
+        }
+    } else {
+        Ended::AllCases
+    };
     report
 }
 
@@ -220,6 +414,18 @@ pub fn shrink(
     schedule: Schedule,
     steps: u32,
 ) -> (Scenario, Vec<Violation>) {
+    let (scenario, violations, _) = shrink_until(tree, schedule, steps, &|| false);
+    (scenario, violations)
+}
+
+/// [`shrink`], cut short once `cut` says so (between steps); also says whether it was cut.
+fn shrink_until(
+    tree: &mut impl ValueTree<Value = Scenario>,
+    schedule: Schedule,
+    steps: u32,
+    cut: &dyn Fn() -> bool,
+) -> (Scenario, Vec<Violation>, bool) {
+    let mut was_cut = false;
     let violations_of = |s: &Scenario| match check(s, schedule) {
         Verdict::Violates(v) => Some(v),
         _ => None,
@@ -228,6 +434,10 @@ pub fn shrink(
     let mut best_violations = violations_of(&best).expect("shrinking starts from a failing case");
     if tree.simplify() {
         for _ in 0..steps {
+            if cut() {
+                was_cut = true;
+                break;
+            }
             let candidate = tree.current();
             let more = match violations_of(&candidate) {
                 Some(v) => {
@@ -244,8 +454,8 @@ pub fn shrink(
     }
     let trimmed = trim(&best, schedule);
     match violations_of(&trimmed) {
-        Some(v) => (trimmed, v),
-        None => (best, best_violations),
+        Some(v) => (trimmed, v, was_cut),
+        None => (best, best_violations, was_cut),
     }
 }
 

@@ -1,35 +1,212 @@
-//! `rehearsal fuzz`: the campaign's progress and report.
+//! `rehearsal fuzz`: the campaign's progress, its stops (a time limit, Ctrl-C) and its report.
+//!
+//! The campaign runs on a thread of its own; this thread alone writes to stderr (a progress bar
+//! on a terminal, a plain progress line every [`PROGRESS_EVERY`] elsewhere), so no case ever
+//! waits on the terminal. The wall clock is the campaign's budget and measures its rate; no
+//! run reads it.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Once, mpsc};
+use std::time::{Duration, Instant};
 
 use super::Exit;
-use crate::fuzz;
+use crate::fuzz::{self, Ended, Report, Shard, Stop, Tally};
 
-pub(super) fn fuzz_command(options: &fuzz::Options, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    let bar = indicatif::ProgressBar::new(options.cases);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases, {per_sec}, eta {eta}")
-            .expect("a valid template"),
-    );
-    // The wall clock measures the fuzzer's rate for the user; no run reads it.
-    let started = std::time::Instant::now();
-    let report = fuzz::run(options, |n| bar.set_position(n));
-    let threads = if options.jobs == 1 { "one core".to_string() } else { format!("{} threads", options.jobs) };
+/// How often a progress line is printed when stderr is not a terminal (`--progress-every`).
+pub(super) const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// How often the progress bar is brought up to date on a terminal.
+const BAR_EVERY: Duration = Duration::from_millis(100);
+
+/// A fuzz campaign as the command line sets it up.
+pub(super) struct Campaign {
+    /// The cases, seed, threads.
+    pub(super) options: fuzz::Options,
+    /// Which of the cases run here.
+    pub(super) shard: Shard,
+    /// When to stop starting cases (`--time`).
+    pub(super) time: Option<Duration>,
+    /// How often to print a progress line off a terminal.
+    pub(super) progress_every: Duration,
+}
+
+/// Ctrl-Cs since the campaign started.
+static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts Ctrl-Cs from now on instead of dying at the first; the second exits at once.
+fn watch_interrupts() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        // ctrlc runs the handler on a thread of its own, not in signal context. It writes
+        // nothing: stderr is locked by the thread that prints the progress.
+        let installed = ctrlc::set_handler(|| {
+            if INTERRUPTS.fetch_add(1, Ordering::SeqCst) > 0 {
+                std::process::exit(Exit::Interrupted as i32);
+            }
+        });
+        // Without a handler (one was set already) Ctrl-C keeps its default: the process ends.
+        drop(installed);
+    });
+    INTERRUPTS.store(0, Ordering::SeqCst);
+}
+
+/// The counts the campaign's threads report, read by the thread that prints them.
+#[derive(Default)]
+struct Live {
+    done: AtomicU64,
+    invalid: AtomicU64,
+    findings: AtomicU64,
+}
+
+impl Live {
+    fn record(&self, tally: Tally) {
+        // Threads report out of order: keep the highest count seen.
+        self.done.fetch_max(tally.done, Ordering::Relaxed);
+        self.invalid.fetch_max(tally.invalid, Ordering::Relaxed);
+        self.findings.fetch_max(tally.findings, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Tally {
+        Tally {
+            done: self.done.load(Ordering::Relaxed),
+            invalid: self.invalid.load(Ordering::Relaxed),
+            findings: self.findings.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Whole cases per second.
+fn rate(cases: u64, elapsed: Duration) -> String {
+    format!("{:.0}", cases as f64 / elapsed.as_secs_f64().max(1e-9))
+}
+
+/// A progress line: `fuzz: 12000 cases, 2890 cases/s, 0 findings, 3 invalid, 41 s`.
+fn progress_line(shard: Shard, tally: Tally, elapsed: Duration) -> String {
+    let which = if shard == Shard::WHOLE { String::new() } else { format!(" (shard {shard})") };
+    let findings = if tally.findings == 1 { "finding" } else { "findings" };
+    format!(
+        "fuzz{which}: {} cases, {} cases/s, {} {findings}, {} invalid, {} s",
+        tally.done,
+        rate(tally.done, elapsed),
+        tally.findings,
+        tally.invalid,
+        elapsed.as_secs()
+    )
+}
+
+fn progress_bar(campaign: &Campaign) -> indicatif::ProgressBar {
+    // `{msg}` is the rate, in whole cases per second like the summary (set as it runs).
+    let (bar, template) = match campaign.time {
+        Some(time) => {
+            let limit = humantime::format_duration(Duration::from_secs(time.as_secs().max(1)));
+            (
+                indicatif::ProgressBar::new_spinner(),
+                format!("{{spinner}} {{pos}} cases, {{msg}}, {{elapsed}} of {limit}"),
+            )
+        }
+        None => (
+            indicatif::ProgressBar::new(campaign.shard.size(campaign.options.cases)),
+            "{bar:40} {pos}/{len} cases, {msg}, eta {eta}".to_string(),
+        ),
+    };
+    bar.set_style(indicatif::ProgressStyle::with_template(&template).expect("a valid template"));
+    bar
+}
+
+/// How the summary line ends.
+fn ending(report: &Report, time: Option<Duration>) -> String {
+    let case = report.finding.as_ref().map_or(0, |f| f.case);
+    match report.ended {
+        Ended::AllCases => "ended: all cases run".to_string(),
+        Ended::Finding => format!("ended: finding at case {case}"),
+        Ended::TimeLimit => {
+            let limit = time.map(|t| format!(" ({})", humantime::format_duration(t))).unwrap_or_default();
+            format!("ended: time limit{limit}")
+        }
+        Ended::Interrupted if report.finding.is_some() => {
+            format!("ended: interrupted while shrinking case {case} (its scenario fails but may not be minimal)")
+        }
+        Ended::Interrupted => "ended: interrupted".to_string(),
+    }
+}
+
+pub(super) fn fuzz_command(campaign: &Campaign, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    let options = &campaign.options;
+    watch_interrupts();
+    let started = Instant::now();
+    let deadline = campaign.time.and_then(|time| started.checked_add(time));
+    let stop = || {
+        if INTERRUPTS.load(Ordering::SeqCst) > 0 {
+            Some(Stop::Interrupted)
+        } else if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            Some(Stop::TimeLimit)
+        } else {
+            None
+        }
+    };
+    let live = Live::default();
+    let terminal = std::io::stderr().is_terminal();
+    let bar = if terminal { progress_bar(campaign) } else { indicatif::ProgressBar::hidden() };
+    let report = std::thread::scope(|scope| {
+        let (finished, wait) = mpsc::channel::<()>();
+        let (stop, live) = (&stop, &live);
+        let worker = std::thread::Builder::new()
+            .stack_size(crate::runner::RUN_STACK_BYTES)
+            .spawn_scoped(scope, move || {
+                // Dropped when the campaign returns (or panics), which ends the wait below.
+                let _finished = finished;
+                fuzz::run_campaign(options, campaign.shard, stop, |tally| live.record(tally))
+            })
+            .expect("the fuzz campaign's thread starts");
+        let mut next_line = started + campaign.progress_every;
+        loop {
+            let pause = if terminal { BAR_EVERY } else { next_line.saturating_duration_since(Instant::now()) };
+            if let Err(mpsc::RecvTimeoutError::Disconnected) = wait.recv_timeout(pause) {
+                break;
+            }
+            let tally = live.get();
+            if terminal {
+                bar.set_message(format!("{} cases/s", rate(tally.done, started.elapsed())));
+                bar.set_position(tally.done);
+                bar.tick();
+            } else if Instant::now() >= next_line {
+                let _ = writeln!(err, "{}", progress_line(campaign.shard, tally, started.elapsed()));
+                while next_line <= Instant::now() {
+                    next_line += campaign.progress_every;
+                }
+            }
+        }
+        worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
     bar.finish_and_clear();
-    let seconds = started.elapsed().as_secs_f64();
-    let rate = report.cases as f64 / seconds.max(1e-9);
+    let elapsed = started.elapsed();
+    let threads = if options.jobs == 1 { "one core".to_string() } else { format!("{} threads", options.jobs) };
+    let of_shard = if campaign.shard == Shard::WHOLE { String::new() } else { format!(" of shard {}", campaign.shard) };
     let _ = writeln!(
         out,
-        "{} cases in {seconds:.2} s ({rate:.0} cases/s on {threads}), {} finding(s), {} invalid case(s)",
+        "{} cases{of_shard} in {:.2} s ({} cases/s on {threads}), {} finding(s), {} invalid case(s); {}",
         report.cases,
+        elapsed.as_secs_f64(),
+        rate(report.cases, elapsed),
         u8::from(report.finding.is_some()),
-        report.invalid
+        report.invalid,
+        ending(&report, campaign.time)
     );
+    if matches!(report.ended, Ended::TimeLimit | Ended::Interrupted)
+        && report.finding.is_none()
+        && let Some(last) = report.case_numbers().last()
+    {
+        // What ran is the shard's first cases: a case count runs exactly them again.
+        let _ = writeln!(out, "  the same cases again: the same options with --cases {} and no --time", last + 1);
+    }
     for (count, example) in report.invalid_reasons.values() {
         let _ = writeln!(out, "  invalid ({count}), e.g.: {example}");
     }
-    let Some(finding) = report.finding else { return Exit::Passed };
+    let Some(finding) = report.finding else {
+        return if report.ended == Ended::Interrupted { Exit::Interrupted } else { Exit::Passed };
+    };
     for violation in &finding.violations {
         let _ = writeln!(out, "  - {violation}");
     }

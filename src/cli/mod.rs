@@ -27,6 +27,8 @@ pub enum Exit {
     /// 3: something panicked inside a run (a bug in the core or in rehearsal, reported with
     /// the message and the place); the other files still ran.
     Internal = 3,
+    /// 130: interrupted (Ctrl-C) before it was done, as shells report SIGINT.
+    Interrupted = 130,
 }
 
 /// rehearsal: deterministic simulation and testing of agent orchestration rules.
@@ -80,10 +82,11 @@ enum Command {
     Run(RunArgs),
     /// Run generated scenarios against every oracle; shrink the first violation to a minimal
     /// scenario file and print the command that replays it.
+    #[command(after_help = FUZZ_AFTER_HELP)]
     Fuzz {
-        /// How many scenarios to generate.
-        #[arg(long, default_value_t = 1000)]
-        cases: u64,
+        /// How many scenarios to generate [default: 1000, or no limit with --time].
+        #[arg(long, value_name = "N")]
+        cases: Option<u64>,
         /// Root seed of every draw; the same seed generates the same cases.
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -103,7 +106,38 @@ enum Command {
         /// its shrunk file are the same for any number.
         #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
         jobs: Option<u16>,
+        /// Stop starting cases after this long (`30s`, `10m`, `1h30m`) and report the cases
+        /// run. With --cases too, whichever comes first.
+        #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+        time: Option<humantime::Duration>,
+        /// Run only shard I of N (from 1): case C belongs to shard C % N + 1, so N machines
+        /// with the same seed and --cases run disjoint cases that together make the whole
+        /// campaign.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<crate::fuzz::Shard>,
+        /// How often to print a progress line when stderr is not a terminal (a terminal gets
+        /// a progress bar).
+        #[arg(long, value_name = "DURATION", value_parser = positive_duration,
+              default_value_t = humantime::Duration::from(fuzz::PROGRESS_EVERY))]
+        progress_every: humantime::Duration,
     },
+}
+
+/// `rehearsal fuzz --help`'s closing part: the exit codes.
+const FUZZ_AFTER_HELP: &str = "\
+Exit codes:
+  0    no finding: every case ran, or the time limit ended the campaign
+  1    a finding (written to --out), however the campaign ended
+  2    bad usage, or the finding could not be written
+  130  interrupted (Ctrl-C) with no finding; a second Ctrl-C exits at once
+
+Ctrl-C stops starting cases, finishes the ones in flight (or cuts a finding's shrinking
+short) and prints the summary.";
+
+/// A duration for `--time` and `--progress-every`: humantime's syntax, above zero.
+fn positive_duration(text: &str) -> Result<humantime::Duration, String> {
+    let duration: humantime::Duration = text.parse().map_err(|e| format!("{e} (write e.g. 30s, 10m, 1h30m)"))?;
+    if duration.is_zero() { Err("must be longer than zero".to_string()) } else { Ok(duration) }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -128,15 +162,22 @@ enum Format {
 pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     match cli.command {
         Command::Run(args) => run::run(&args, out, err),
-        Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps, jobs } => {
+        Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps, jobs, time, shard, progress_every } => {
             let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
             let family = match family {
                 FamilyArg::Any => Family::Any,
                 FamilyArg::Roku => Family::Roku,
                 FamilyArg::Bub => Family::Bub,
             };
+            let cases = cases.unwrap_or(if time.is_some() { u64::MAX } else { 1000 });
             let options = crate::fuzz::Options { cases, seed, explore, family, shrink_steps, jobs };
-            fuzz::fuzz_command(&options, &dir, out, err)
+            let campaign = fuzz::Campaign {
+                options,
+                shard: shard.unwrap_or_default(),
+                time: time.map(Into::into),
+                progress_every: progress_every.into(),
+            };
+            fuzz::fuzz_command(&campaign, &dir, out, err)
         }
     }
 }

@@ -3,6 +3,7 @@
 mod bad_input;
 mod cli;
 mod determinism;
+mod fuzz_campaigns;
 mod golden;
 mod library;
 mod logging;
