@@ -39,6 +39,9 @@ pub enum Verdict {
     Holds,
     /// Some oracle broke.
     Violates(Vec<Violation>),
+    /// Something panicked inside the run (the core, or rehearsal itself): a finding as much
+    /// as a broken rule, whatever the oracles say about the part that ran.
+    Panics(Vec<String>),
     /// The run stopped on an authoring error of the generated script.
     Invalid(String),
 }
@@ -55,6 +58,9 @@ pub fn check(scenario: &Scenario, schedule: Schedule) -> Verdict {
 
 fn check_prepared(prepared: &runner::Prepared, schedule: Schedule) -> Verdict {
     let (run, violations) = prepared.check_order(schedule);
+    if !run.internal_errors.is_empty() {
+        return Verdict::Panics(run.internal_errors);
+    }
     if let Some(halt) = run.halts.iter().find(|h| run.limit_hit.as_deref() != Some(h.as_str())) {
         return Verdict::Invalid(halt.clone());
     }
@@ -86,17 +92,28 @@ pub struct Options {
     pub jobs: usize,
 }
 
-/// A minimal reproduction of a violation.
+/// A minimal reproduction of a violation or of a panic.
 #[derive(Debug)]
 pub struct Finding {
     /// The case number (from 0).
     pub case: u64,
     /// The minimal scenario.
     pub scenario: Scenario,
-    /// What it breaks.
+    /// What it breaks (empty when it panics).
     pub violations: Vec<Violation>,
+    /// What panicked inside the run, `panicked at FILE:LINE:COLUMN: MESSAGE` (empty when
+    /// only rules broke).
+    pub panics: Vec<String>,
     /// The tie order it breaks them in.
     pub schedule: Schedule,
+}
+
+impl Finding {
+    /// One line per problem, panics first: what the summary and the scenario file print.
+    pub fn problems(&self) -> Vec<String> {
+        let panics = self.panics.iter().map(|p| format!("internal error: {p}"));
+        panics.chain(self.violations.iter().map(|v| v.to_string())).collect()
+    }
 }
 
 /// The part of the case space one machine runs (`rehearsal fuzz --shard I/N`, 1-based like
@@ -275,7 +292,7 @@ fn run_case(strategy: &impl Strategy<Value = Scenario>, options: &Options, case:
         match check_prepared(&prepared, schedule) {
             Verdict::Holds => {}
             Verdict::Invalid(reason) => return Outcome::Invalid(reason),
-            Verdict::Violates(_) => return Outcome::Violates(schedule),
+            Verdict::Violates(_) | Verdict::Panics(_) => return Outcome::Violates(schedule),
         }
     }
     Outcome::Holds
@@ -384,9 +401,10 @@ pub fn run_campaign(
                 let mut tree =
                     strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
                 let interrupted = || stop() == Some(Stop::Interrupted);
-                let (scenario, violations, cut) = shrink_until(&mut tree, schedule, options.shrink_steps, &interrupted);
+                let (scenario, failure, cut) = shrink_until(&mut tree, schedule, options.shrink_steps, &interrupted);
                 shrink_cut = cut;
-                report.finding = Some(Finding { case, scenario, violations, schedule });
+                let (violations, panics) = failure.parts();
+                report.finding = Some(Finding { case, scenario, violations, panics, schedule });
             }
             Outcome::Violates(_) => {}
         }
@@ -407,15 +425,44 @@ pub fn run_campaign(
     report
 }
 
-/// Shrinks a failing case as far as it keeps failing, then trims its lanes to what the run
-/// used. Returns the minimal scenario and its violations.
+/// How a case fails: the kind a shrink keeps (a panicking case shrinks to a smaller one that
+/// still panics, never to one that merely breaks a rule).
+enum Failure {
+    Violates(Vec<Violation>),
+    Panics(Vec<String>),
+}
+
+impl Failure {
+    fn of(verdict: Verdict) -> Option<Failure> {
+        match verdict {
+            Verdict::Violates(v) => Some(Failure::Violates(v)),
+            Verdict::Panics(p) => Some(Failure::Panics(p)),
+            Verdict::Holds | Verdict::Invalid(_) => None,
+        }
+    }
+
+    fn same_kind(&self, other: &Failure) -> bool {
+        matches!((self, other), (Failure::Violates(_), Failure::Violates(_)) | (Failure::Panics(_), Failure::Panics(_)))
+    }
+
+    fn parts(self) -> (Vec<Violation>, Vec<String>) {
+        match self {
+            Failure::Violates(v) => (v, Vec::new()),
+            Failure::Panics(p) => (Vec::new(), p),
+        }
+    }
+}
+
+/// Shrinks a failing case as far as it keeps failing the same way, then trims its lanes to
+/// what the run used. Returns the minimal scenario, its violations and its panics.
 pub fn shrink(
     tree: &mut impl ValueTree<Value = Scenario>,
     schedule: Schedule,
     steps: u32,
-) -> (Scenario, Vec<Violation>) {
-    let (scenario, violations, _) = shrink_until(tree, schedule, steps, &|| false);
-    (scenario, violations)
+) -> (Scenario, Vec<Violation>, Vec<String>) {
+    let (scenario, failure, _) = shrink_until(tree, schedule, steps, &|| false);
+    let (violations, panics) = failure.parts();
+    (scenario, violations, panics)
 }
 
 /// [`shrink`], cut short once `cut` says so (between steps); also says whether it was cut.
@@ -424,14 +471,11 @@ fn shrink_until(
     schedule: Schedule,
     steps: u32,
     cut: &dyn Fn() -> bool,
-) -> (Scenario, Vec<Violation>, bool) {
+) -> (Scenario, Failure, bool) {
     let mut was_cut = false;
-    let violations_of = |s: &Scenario| match check(s, schedule) {
-        Verdict::Violates(v) => Some(v),
-        _ => None,
-    };
     let mut best = tree.current();
-    let mut best_violations = violations_of(&best).expect("shrinking starts from a failing case");
+    let mut best_failure = Failure::of(check(&best, schedule)).expect("shrinking starts from a failing case");
+    let failure_of = |s: &Scenario, like: &Failure| Failure::of(check(s, schedule)).filter(|f| f.same_kind(like));
     if tree.simplify() {
         for _ in 0..steps {
             if cut() {
@@ -439,10 +483,10 @@ fn shrink_until(
                 break;
             }
             let candidate = tree.current();
-            let more = match violations_of(&candidate) {
-                Some(v) => {
+            let more = match failure_of(&candidate, &best_failure) {
+                Some(failure) => {
                     best = candidate;
-                    best_violations = v;
+                    best_failure = failure;
                     tree.simplify()
                 }
                 None => tree.complicate(),
@@ -453,9 +497,9 @@ fn shrink_until(
         }
     }
     let trimmed = trim(&best, schedule);
-    match violations_of(&trimmed) {
-        Some(v) => (trimmed, v, was_cut),
-        None => (best, best_violations, was_cut),
+    match failure_of(&trimmed, &best_failure) {
+        Some(failure) => (trimmed, failure, was_cut),
+        None => (best, best_failure, was_cut),
     }
 }
 
@@ -486,7 +530,7 @@ pub fn trim(scenario: &Scenario, schedule: Schedule) -> Scenario {
 pub fn write(finding: &Finding, seed: u64, dir: &Path) -> std::io::Result<PathBuf> {
     let mut scenario = finding.scenario.clone();
     scenario.name = format!("fuzz-seed{seed}-case{}", finding.case);
-    let broken: Vec<String> = finding.violations.iter().map(|v| v.to_string()).collect();
+    let broken = finding.problems();
     scenario.description =
         format!("Found by `rehearsal fuzz --seed {seed}` (case {}): {}", finding.case, broken.join("; "));
     std::fs::create_dir_all(dir)?;

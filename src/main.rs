@@ -1,5 +1,6 @@
 //! The `rehearsal` binary: parse the command line, run it, map the outcome to an exit code
-//! (0 passed, 1 a scenario failed, 2 bad input or usage). The library does the work.
+//! (0 passed, 1 a scenario failed, 2 bad input or usage, 3 an internal error; `fuzz` also
+//! 130 when interrupted). The library does the work.
 
 use std::process::ExitCode;
 

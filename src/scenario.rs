@@ -650,8 +650,9 @@ pub struct Limits {
 /// cannot wait much longer, and would shorten longer waits without saying so.
 pub const MAX_VIRTUAL_MS: u64 = 10 * 365 * 24 * 3_600_000;
 
-/// The deepest agent chain any scenario may ask for, whatever its `limits.max_depth`: it
-/// keeps a run's nested futures well inside the run thread's stack.
+/// The deepest agent chain any scenario may ask for, whatever its `limits.max_depth`. The
+/// core polls deep chains on extra stack segments, so this bounds memory and the trace
+/// (each agent's alias grows with its depth), not the thread's stack.
 pub const MAX_DEPTH: u32 = 1_000;
 
 fn default_horizon_ms() -> u64 {
@@ -1300,7 +1301,7 @@ pub fn check_seconds(seconds: f64) -> Result<(), String> {
     }
     if seconds > crate::rules::MAX_SECONDS {
         return Err(format!(
-            "{seconds} s is longer than the longest limit a file may give ({} s)",
+            "{seconds:e} s is longer than the longest limit a file may give ({} s)",
             crate::rules::MAX_SECONDS
         ));
     }

@@ -28,6 +28,10 @@ fn config() -> ProptestConfig {
 fn every_oracle_holds(scenario: &Scenario, schedule: Schedule) -> Result<(), TestCaseError> {
     match fuzz::check(scenario, schedule) {
         Verdict::Holds | Verdict::Invalid(_) => Ok(()),
+        Verdict::Panics(panics) => {
+            let json = serde_json::to_string_pretty(scenario).expect("scenarios serialise");
+            Err(TestCaseError::fail(format!("internal error: {}\nscenario:\n{json}", panics.join("\n"))))
+        }
         Verdict::Violates(violations) => {
             let broken: Vec<String> = violations.iter().map(|v| format!("  - {v}")).collect();
             let json = serde_json::to_string_pretty(scenario).expect("scenarios serialise");

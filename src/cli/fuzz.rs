@@ -207,8 +207,8 @@ pub(super) fn fuzz_command(campaign: &Campaign, dir: &Path, out: &mut dyn Write,
     let Some(finding) = report.finding else {
         return if report.ended == Ended::Interrupted { Exit::Interrupted } else { Exit::Passed };
     };
-    for violation in &finding.violations {
-        let _ = writeln!(out, "  - {violation}");
+    for problem in finding.problems() {
+        let _ = writeln!(out, "  - {}", crate::trace::printable(&problem));
     }
     match fuzz::write(&finding, options.seed, dir) {
         Ok(path) => {

@@ -79,6 +79,7 @@ struct RunArgs {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run scenario files (or folders of them, recursively) and print a verdict for each.
+    #[command(after_help = RUN_AFTER_HELP)]
     Run(RunArgs),
     /// Run generated scenarios against every oracle; shrink the first violation to a minimal
     /// scenario file and print the command that replays it.
@@ -122,6 +123,14 @@ enum Command {
         progress_every: humantime::Duration,
     },
 }
+
+/// `rehearsal run --help`'s closing part: the exit codes.
+const RUN_AFTER_HELP: &str = "\
+Exit codes (the most serious among the files; every file runs and the summary is printed):
+  0    every scenario passed
+  1    a scenario failed (an expectation, an oracle, determinism, or a stop such as the horizon)
+  2    bad input or usage: an unreadable or invalid file, a missing path, no scenario file found
+  3    internal error: something panicked inside a run (message and place in the report)";
 
 /// `rehearsal fuzz --help`'s closing part: the exit codes.
 const FUZZ_AFTER_HELP: &str = "\
