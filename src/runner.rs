@@ -6,17 +6,17 @@
 //! read before the runtime starts. This module does not parse files (that is `scenario`) or
 //! render (that is `trace`).
 
-use std::cell::RefCell;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::core::Builtin;
 use crate::evidence::{Evidence, Exchange};
 use crate::harness::Stop;
 use crate::harness::asker::ScriptedAsker;
+use crate::harness::clock::Clock;
 use crate::harness::exchanges::{ExchangeLog, Recorded};
 use crate::harness::mock_llm::{Script, ScriptedLlm};
 use crate::harness::panics;
@@ -397,17 +397,37 @@ impl Prepared<'_, '_> {
             return self.in_order(seed);
         }
         let mut verdict = self.verify();
+        // A failure the default order already shows is not repeated; one that only explored
+        // orders show is reported once, with the orders it failed in and the first to replay.
+        let mut explored: Vec<(Failure, Vec<u64>)> = Vec::new();
         for order in 1..=u64::from(self.runner.explore) {
-            let replay = match file {
-                Some(file) => format!("rehearsal run {} --explore-seed {order}", file.display()),
-                None => format!("Runner::only_order({order})"),
-            };
             for failure in self.in_order(order).failures {
-                verdict.failures.push(Failure {
-                    what: format!("in tie order {order} (replay: {replay}): {}", failure.what),
-                    lines: failure.lines,
-                });
+                if verdict.failures.iter().any(|f| f.what == failure.what) {
+                    continue;
+                }
+                match explored.iter_mut().find(|(f, _)| f.what == failure.what) {
+                    Some((_, orders)) => orders.push(order),
+                    None => explored.push((failure, vec![order])),
+                }
             }
+        }
+        for (failure, orders) in explored {
+            let first = orders[0];
+            let replay = match file {
+                Some(file) => format!("rehearsal run {} --explore-seed {first}", file.display()),
+                None => format!("Runner::only_order({first})"),
+            };
+            let which = match orders.len() {
+                1 => format!("in tie order {first}"),
+                n => {
+                    let shown: Vec<String> = orders.iter().take(8).map(u64::to_string).collect();
+                    let more = if n > 8 { ", …" } else { "" };
+                    format!("in {n} of {} tie orders ({}{more})", self.runner.explore, shown.join(", "))
+                }
+            };
+            verdict
+                .failures
+                .push(Failure { what: format!("{which} (replay: {replay}): {}", failure.what), lines: failure.lines });
         }
         verdict.orders += self.runner.explore;
         verdict
@@ -433,17 +453,18 @@ impl Prepared<'_, '_> {
         (first, violations)
     }
 
-    /// [`Runner::in_order`].
+    /// [`Runner::in_order`]: the run in the tie order of `seed`, judged on everything the
+    /// default order is judged on (expectations, request checks, the script's use, every
+    /// oracle, determinism), except what the file marks as holding in the default order only.
     pub fn in_order(&self, seed: u64) -> Verdict {
-        let (run, violations) = self.check_order(Schedule::seeded(seed));
-        let errors = run.internal_errors.iter().map(|error| format!("internal error: {error}"));
-        let halts = run.halts.iter().map(|halt| format!("stopped: {halt}"));
-        let mut failures: Vec<Failure> =
-            errors.chain(halts).map(|what| Failure { what, lines: run.trace.tail(6) }).collect();
-        for violation in violations {
-            failures.push(Failure { what: violation.to_string(), lines: run.trace.lines_at(&violation.lines) });
+        let (first, second) = self.twice(Schedule::seeded(seed));
+        let differs = oracles::determinism(&first.trace, &second.trace);
+        let mut verdict = judge_in(self.scenario, first, Order::Explored);
+        if let Some(violation) = differs {
+            let lines = verdict.run.trace.lines_at(&violation.lines);
+            verdict.failures.push(Failure { what: violation.to_string(), lines });
         }
-        Verdict { name: self.scenario.name.clone(), run, failures, orders: 1 }
+        verdict
     }
 }
 
@@ -459,6 +480,16 @@ pub fn run(scenario: &Scenario, profiles: &[Profile]) -> Run {
 /// Runs a scenario once on the built-in core, breaking same-instant ties as `schedule` says.
 pub fn run_scheduled(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Run {
     Runner::new().run(scenario, profiles, schedule)
+}
+
+/// What the session's task reports as it goes.
+#[derive(Default)]
+struct Progress {
+    outcomes: Vec<Outcome>,
+    /// Virtual time when the last turn ended.
+    ended: Option<Duration>,
+    live: Vec<String>,
+    session_ended: bool,
 }
 
 /// What a run writes to, made before it starts so that a panic cannot lose it.
@@ -477,11 +508,13 @@ async fn run_paused(
     schedule: Schedule,
 ) -> Run {
     let Parts { stop, recorder, log } = parts;
-    let mock = ScriptedLlm::new(script, stop.clone(), schedule, log.clone(), recorder.clone());
+    let clock = Clock::new(schedule);
+    let clock_driver = tokio::spawn(clock.clone().drive());
+    let mock = ScriptedLlm::new(script, stop.clone(), clock.clone(), log.clone(), recorder.clone());
     let mock = Arc::new(mock);
     let mut tools = ToolCatalog::new();
     for decl in &scenario.tools {
-        tools.add(Arc::new(SimTool::new(decl, schedule)));
+        tools.add(Arc::new(SimTool::new(decl, clock.clone())));
     }
     let asker = ScriptedAsker::new(scenario.approval.answers.clone(), recorder.clone(), stop.clone());
     let harness = Harness {
@@ -515,32 +548,57 @@ async fn run_paused(
         .filter_map(|s| {
             let handle = session.as_ref().ok()?.steerer();
             let (at, message) = (Duration::from_millis(s.at_ms), s.message.clone());
+            let clock = clock.clone();
             Some(tokio::spawn(async move {
-                tokio::time::sleep_until(start + at).await;
-                schedule.tie_break(|| format!("steer {}", at.as_millis())).await;
+                clock.sleep_until(start + at, || format!("steer {}", at.as_millis())).await;
                 handle.steer(&message);
             }))
         })
         .collect();
 
-    let outcomes = RefCell::new(Vec::new());
-    let ended = RefCell::new(None);
-    let live = RefCell::new(Vec::new());
-    let session_ended = RefCell::new(false);
-    let work = async {
-        let Ok(mut session) = session else { return };
-        for (i, turn) in scenario.turns.iter().enumerate() {
-            if let Some(at) = turn.at_ms {
-                tokio::time::sleep_until(start + Duration::from_millis(at)).await;
-            }
+    // The session runs as a task of its own, like the children it spawns: the runtime then
+    // orders the root among the tasks woken in one instant as it orders any task, and a tie
+    // order can wake the root before a child due in the same instant (a core must settle
+    // the instant itself; `core.instant.settle-before-acting`). The task reports what it got
+    // as it goes, so a run stopped halfway keeps the turns that ended.
+    let progress = Arc::new(Mutex::new(Progress::default()));
+    let turns: Vec<(String, Option<u64>, String)> = scenario
+        .turns
+        .iter()
+        .enumerate()
+        .map(|(i, turn)| {
             let request_id = turn.request_id.clone().unwrap_or_else(|| format!("req-{}", i + 1));
-            let outcome = session.turn(&turn.user, &request_id).await;
-            outcomes.borrow_mut().push(outcome);
+            (turn.user.clone(), turn.at_ms, request_id)
+        })
+        .collect();
+    let work = session.ok().map(|mut session| {
+        let (progress, recorder) = (progress.clone(), recorder.clone());
+        tokio::spawn(async move {
+            for (user, at_ms, request_id) in &turns {
+                if let Some(at) = at_ms {
+                    tokio::time::sleep_until(start + Duration::from_millis(*at)).await;
+                }
+                let outcome = session.turn(user, request_id).await;
+                progress.lock().unwrap_or_else(|p| p.into_inner()).outcomes.push(outcome);
+            }
+            progress.lock().unwrap_or_else(|p| p.into_inner()).ended = Some(recorder.elapsed());
+            session.quit().await;
+            let live = session.live_sessions();
+            let mut progress = progress.lock().unwrap_or_else(|p| p.into_inner());
+            progress.live = live;
+            progress.session_ended = true;
+        })
+    });
+    let (mut work, mut work_done) = (work, false);
+    let finished = async {
+        match work.as_mut() {
+            // A panic in the session's task went to the run's stop already (see `panics`).
+            Some(handle) => {
+                let _ = handle.await;
+                work_done = true;
+            }
+            None => std::future::pending().await,
         }
-        *ended.borrow_mut() = Some(recorder.elapsed());
-        session.quit().await;
-        *live.borrow_mut() = session.live_sessions();
-        *session_ended.borrow_mut() = true;
     };
     let horizon = Duration::from_millis(scenario.limits.horizon_ms);
     let mut limit_hit = None;
@@ -555,9 +613,12 @@ async fn run_paused(
             limit_hit = Some(reason.clone());
             stop.halt(reason);
         }
-        _ = work => {}
+        _ = finished => {}
     }
-    for handle in steering {
+    // A stopped session's task is dropped with everything it holds; its children's tasks end
+    // when they next run, which they do before the runtime is dropped.
+    let unfinished = work.filter(|_| !work_done);
+    for handle in steering.into_iter().chain([clock_driver]).chain(unfinished) {
         handle.abort();
         // An aborted task reports cancellation; either way it is gone once awaited.
         let _ = handle.await;
@@ -573,26 +634,45 @@ async fn run_paused(
     } else if let Some(reason) = halts.first() {
         recorder.record(&AgentId::root(), What::Stopped(reason.clone()));
     }
-    let elapsed = ended.borrow().unwrap_or_else(|| recorder.elapsed());
+    let progress = std::mem::take(&mut *progress.lock().unwrap_or_else(|p| p.into_inner()));
+    let halts_empty = halts.is_empty() && internal_errors.is_empty();
+    let elapsed = progress.ended.unwrap_or_else(|| recorder.elapsed());
     Run {
         trace: recorder.take_trace(),
-        outcomes: outcomes.into_inner(),
+        outcomes: progress.outcomes,
         exchanges: log.take(),
         elapsed,
-        live_sessions: live.into_inner(),
+        live_sessions: progress.live,
         halts,
         internal_errors,
         failed_checks: stop.failed_checks(),
         lane_use: mock.used(),
         rules: scenario.rules.resolve(),
-        session_ended: session_ended.into_inner(),
+        // A session that ran on after the harness stopped the run (the event limit stops
+        // recording, not the run) left a cut trace: its end is no evidence against the core.
+        session_ended: progress.session_ended && halts_empty,
         limit_hit,
         alive_tasks,
     }
 }
 
-/// Judges a run against the scenario's expectations.
+/// Which tie order a run was in, for what its judgement skips.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// The default order: everything is checked.
+    Default,
+    /// An explored order: expectations marked `order_dependent` are not checked.
+    Explored,
+}
+
+/// Judges a run in the default order against the scenario's expectations and the oracles.
 pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
+    judge_in(scenario, run, Order::Default)
+}
+
+/// Judges a run in `order` against the scenario's expectations and the oracles.
+pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
+    let _ = order;
     let trace = &run.trace;
     let mut failures = Vec::new();
     let mut fail = |what: String, lines: Vec<String>| failures.push(Failure { what, lines });

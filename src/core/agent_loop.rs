@@ -194,6 +194,8 @@ impl Loop {
         if self.depth != 0 || self.budget.remaining == 0 {
             return false;
         }
+        // A child ending in this very instant counts as unfinished work of this turn.
+        shared.board.settle().await;
         let unfinished = shared.board.outstanding();
         if unfinished == 0 {
             return false;
@@ -210,6 +212,11 @@ impl Loop {
             if self.budget.remaining == 0 {
                 let message = format!("Step budget exhausted after {} steps; goal: {}", self.step_index, self.goal);
                 return self.end(shared, OutcomeKind::Fail, Status::Error, message);
+            }
+            if self.depth == 0 {
+                // The root acts only once everything due at this instant has happened:
+                // results and steering that arrive now are in this request.
+                shared.board.settle().await;
             }
             self.absorb(shared);
             self.llm_calls += 1;

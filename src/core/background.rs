@@ -10,7 +10,9 @@
 //! are scheduled at one instant (that is tokio's, or the harness's schedule explorer's).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -168,6 +170,93 @@ struct BoardState {
 pub(crate) struct Board {
     state: Mutex<BoardState>,
     news: Notify,
+    /// How many background tasks of the session the runtime is due to run: woken (or just
+    /// spawned) and not polled since. While it is above zero, the children still have work
+    /// at this instant ([`Board::settle`]).
+    runnable: Arc<AtomicUsize>,
+}
+
+/// A background task's future, keeping the board's count of runnable tasks: the runtime's
+/// wake-ups of the task pass through [`Runnable`], and each poll takes one off.
+struct Counted<F> {
+    work: std::pin::Pin<Box<F>>,
+    runnable: Arc<Runnable>,
+    waker: Waker,
+}
+
+/// Whether one background task has a wake-up the runtime has not yet acted on.
+struct Runnable {
+    pending: AtomicBool,
+    /// The task's future is gone (it ended, or was cancelled): later wake-ups run nothing.
+    gone: AtomicBool,
+    count: Arc<AtomicUsize>,
+    /// The runtime's own waker for the task, passed every wake-up on.
+    inner: Mutex<Option<Waker>>,
+}
+
+impl Runnable {
+    fn mark(&self) {
+        if !self.gone.load(Ordering::Acquire) && !self.pending.swap(true, Ordering::AcqRel) {
+            self.count.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    fn clear(&self) {
+        if self.pending.swap(false, Ordering::AcqRel) {
+            self.count.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl std::task::Wake for Runnable {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.mark();
+        if let Some(waker) = self.inner.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            waker.wake_by_ref();
+        }
+    }
+}
+
+impl<F: Future> Counted<F> {
+    /// `work`, counted as runnable from the start (a spawned task is scheduled at once).
+    fn new(work: F, count: Arc<AtomicUsize>) -> Counted<F> {
+        let runnable = Arc::new(Runnable {
+            pending: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
+            count,
+            inner: Mutex::new(None),
+        });
+        runnable.mark();
+        Counted { work: Box::pin(work), waker: Waker::from(runnable.clone()), runnable }
+    }
+}
+
+impl<F: Future> Future for Counted<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        {
+            let mut inner = self.runnable.inner.lock().unwrap_or_else(|p| p.into_inner());
+            if !inner.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *inner = Some(cx.waker().clone());
+            }
+        }
+        self.runnable.clear();
+        let this = &mut *self;
+        this.work.as_mut().poll(&mut std::task::Context::from_waker(&this.waker))
+    }
+}
+
+impl<F> Drop for Counted<F> {
+    fn drop(&mut self) {
+        // A task that ended, or was cancelled, is no longer due to run, whoever wakes it.
+        self.runnable.gone.store(true, Ordering::Release);
+        self.runnable.clear();
+    }
 }
 
 impl Board {
@@ -177,7 +266,32 @@ impl Board {
     }
 
     pub fn new(seed: u64) -> Board {
-        Board { state: Mutex::new(BoardState { ids: seed, ..BoardState::default() }), news: Notify::new() }
+        Board {
+            state: Mutex::new(BoardState { ids: seed, ..BoardState::default() }),
+            news: Notify::new(),
+            runnable: Arc::default(),
+        }
+    }
+
+    /// Returns once everything due at the current instant has happened
+    /// (`core.instant.settle-before-acting`): yields to the runtime until no background task
+    /// of the session is due to run. A yield lets every task that is ready run, and fires
+    /// every timer due by now, before this task resumes; by then each child with work left
+    /// at this instant (a reply that just arrived, a slot that just freed, a time limit that
+    /// just ran out) has a wake-up pending, and is waited for. Children waiting for a later
+    /// instant, or for a slot, have none, so this ends; it never moves the clock.
+    pub async fn settle(&self) {
+        if cfg!(broken = "split_ties") {
+            // Broken variant (test-only build): the root acts on the first wake-up of an
+            // instant, splitting results due together across two requests.
+            return;
+        }
+        loop {
+            tokio::task::yield_now().await;
+            if self.runnable.load(Ordering::Acquire) == 0 {
+                return;
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, BoardState> {
@@ -284,7 +398,8 @@ impl Board {
         let (start, started) = oneshot::channel();
         let mut st = self.lock();
         let timeout = st.tasks[id].launch.timeout;
-        let handle = tokio::spawn(run_task(shared.clone(), id.to_string(), child, timeout, started));
+        let run = run_task(shared.clone(), id.to_string(), child, timeout, started);
+        let handle = tokio::spawn(Counted::new(run, self.runnable.clone()));
         let task = st.tasks.get_mut(id).expect("launched task exists");
         task.abort = Some(handle.abort_handle());
         task.state = TaskState::Queued { start };
@@ -442,7 +557,7 @@ async fn run_task(
         None => Some(run.await),
         // A limit the clock cannot reach is no limit.
         Some(limit) => match clock_start.checked_add(limit) {
-            Some(deadline) => tokio::time::timeout_at(deadline, run).await.ok(),
+            Some(deadline) => super::within_limit(deadline, run).await,
             None => Some(run.await),
         },
     };
@@ -792,8 +907,12 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
     };
     let limit = seconds_arg(args, "timeout_seconds").unwrap_or(Duration::from_secs(crate::rules::WAIT_DEFAULT_SECONDS));
     let deadline = Instant::now().checked_add(limit);
-    // The targets still unfinished; each wake-up checks only those.
+    // The targets still unfinished; each wake-up checks only those. After a wake-up (a task
+    // ended, or the deadline came), the instant settles first: a result due in the same
+    // instant as the one that woke the wait, or as the deadline, is in the answer
+    // (`bub.wait.instant-settled`).
     let mut unfinished: Vec<&String> = targets.iter().collect();
+    let mut deadline_passed = false;
     loop {
         let notified = shared.board.news.notified();
         tokio::pin!(notified);
@@ -802,14 +921,15 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
             let st = shared.board.lock();
             unfinished.retain(|id| st.tasks[*id].active());
         }
-        if unfinished.is_empty() {
+        if unfinished.is_empty() || deadline_passed {
             break;
         }
         tokio::select! {
             biased;
             _ = &mut notified => {}
-            _ = sleep_until(deadline) => break,
+            _ = sleep_until(deadline) => deadline_passed = true,
         }
+        shared.board.settle().await;
     }
     let mut st = shared.board.lock();
     let BoardState { tasks, results: finished, unread: unread_set, .. } = &mut *st;

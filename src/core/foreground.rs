@@ -71,9 +71,9 @@ pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) ->
     let run = OwnStack(agent_loop::run(shared.arc(), child));
     let outcome = match rules.agent_timeout.filter(|limit| !limit.is_zero()) {
         None => run.await.0,
-        Some(limit) => match tokio::time::timeout(limit, run).await {
-            Ok((outcome, _)) => outcome,
-            Err(_) => {
+        Some(limit) => match super::within_limit(tokio::time::Instant::now() + limit, run).await {
+            Some((outcome, _)) => outcome,
+            None => {
                 shared.observer.event(&parent.agent, Event::TimedOut { child: child_id.clone(), after: limit });
                 tracing::warn!(alias = %child_id, after_s = limit.as_secs_f64(), "sub-agent timed out");
                 return error(format!("[Sub-agent error] Timed out after {} seconds.", seconds(limit)));

@@ -49,6 +49,26 @@ impl SystemUnderTest for Builtin {
     }
 }
 
+/// Runs a child's `work` until `deadline`: `None` if the time limit ran out first.
+///
+/// A child whose work ends in the very instant its limit runs out has finished
+/// (`core.time.finish-at-limit-wins`): when the deadline fires, the work gets one more round
+/// of the scheduler, in which whatever was due in that instant (the reply it was waiting for)
+/// arrives, and is polled once more, outside tokio's cooperative budget, before it is stopped.
+pub(crate) async fn within_limit<F: Future + Unpin>(deadline: tokio::time::Instant, mut work: F) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        out = &mut work => return Some(out),
+        _ = tokio::time::sleep_until(deadline) => {}
+    }
+    tokio::task::yield_now().await;
+    let last_look = std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut work).poll(cx)));
+    match tokio::task::unconstrained(last_look).await {
+        std::task::Poll::Ready(out) => Some(out),
+        std::task::Poll::Pending => None,
+    }
+}
+
 /// Messages for one agent from outside its loop, read before its next step.
 #[derive(Default)]
 pub(crate) struct Inbox {

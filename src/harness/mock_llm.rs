@@ -25,9 +25,9 @@ use crate::sut::AgentId;
 use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall, Transcript};
 
 use super::Stop;
+use super::clock::Clock;
 use super::exchanges::ExchangeLog;
 use super::recorder::Recorder;
-use super::schedule::Schedule;
 
 #[derive(Default)]
 struct State {
@@ -78,7 +78,8 @@ pub struct ScriptedLlm {
     script: Arc<Script>,
     state: Mutex<State>,
     stop: Arc<Stop>,
-    schedule: Schedule,
+    /// Where replies wait out their latency.
+    clock: Arc<Clock>,
     /// What the model received so far (for `fork_of_parent`).
     log: Arc<ExchangeLog>,
     /// The task ids the core reported (for `$taskN`).
@@ -86,17 +87,18 @@ pub struct ScriptedLlm {
 }
 
 impl ScriptedLlm {
-    /// An engine playing `script`; authoring errors halt through `stop`. `log` is the run's
-    /// exchange log and `recorder` its trace recorder, read by request checks and `$taskN`.
+    /// An engine playing `script`; authoring errors halt through `stop`; replies arrive on
+    /// `clock`. `log` is the run's exchange log and `recorder` its trace recorder, read by
+    /// request checks and `$taskN`.
     pub fn new(
         script: Arc<Script>,
         stop: Arc<Stop>,
-        schedule: Schedule,
+        clock: Arc<Clock>,
         log: Arc<ExchangeLog>,
         recorder: Arc<Recorder>,
     ) -> ScriptedLlm {
         let used = vec![0; script.lanes.len()];
-        ScriptedLlm { script, state: Mutex::new(State { used, ..State::default() }), stop, schedule, log, recorder }
+        ScriptedLlm { script, state: Mutex::new(State { used, ..State::default() }), stop, clock, log, recorder }
     }
 
     /// How many replies of each lane were used.
@@ -421,8 +423,9 @@ impl Llm for ScriptedLlm {
                     return std::future::pending().await;
                 }
             };
-            tokio::time::sleep(Duration::from_millis(reply.latency_ms)).await;
-            self.schedule.tie_break(|| format!("llm {} #{call}", request.agent)).await;
+            self.clock
+                .sleep(Duration::from_millis(reply.latency_ms), || format!("llm {} #{call}", request.agent))
+                .await;
             if reply.hang {
                 return std::future::pending().await;
             }

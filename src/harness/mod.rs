@@ -7,7 +7,8 @@
 //! - [`recorder`]: the trace recorder, the core's observer.
 //! - [`sim_tools`]: simulated tools with virtual latency and scripted results.
 //! - [`asker`]: the user's scripted answers to the risk-based approval gate.
-//! - [`schedule`]: the one object that breaks same-instant ties (schedule exploration).
+//! - [`clock`]: the harness's waits (latencies, steering times), each instant delivered in one go.
+//! - [`schedule`]: the one object that orders same-instant waits (schedule exploration).
 //! - [`panics`]: a panic inside a run becomes that run's internal error.
 //!
 //! An authoring error found during a run (an exhausted lane, an agent without a lane, an
@@ -15,6 +16,7 @@
 //! recorded and the run goes on, so all failures of a run are reported together.
 
 pub mod asker;
+pub mod clock;
 pub mod exchanges;
 pub mod mock_llm;
 pub mod panics;

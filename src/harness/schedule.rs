@@ -1,12 +1,13 @@
 //! The one object through which every same-instant ordering choice of the harness passes.
 //!
-//! With the clock paused, many tasks can wake at one virtual instant (two children ending in
-//! the same millisecond, a reply arriving exactly at a timeout). Tokio runs them in an order
-//! of its own. Where the rules leave that order open, [`Schedule::seeded`] varies it on
-//! purpose: after each harness wake-up (a reply's or a tool's latency, a steering message)
-//! the waking task yields a seeded number of times, letting others at the same instant go
-//! first. The default schedule never yields, so default traces stay byte-identical from run
-//! to run. The core is not involved: it only sees its futures complete in some order.
+//! With the clock paused, many things can be due at one virtual instant (two children's
+//! replies in the same millisecond, a reply and a steering message). The harness's
+//! [`Clock`](super::clock::Clock) delivers each instant's waits in one go, in the order of
+//! their [`Schedule::rank`]: registration order by default, so default traces stay
+//! byte-identical from run to run; a seeded permutation under [`Schedule::seeded`], which
+//! changes which waiting task the runtime runs first. The schedule never splits an instant:
+//! the core may rely on everything due now having arrived once the runtime had its round.
+//! The core is not involved: it only sees its futures complete in some order.
 
 pub use crate::seed::{fnv1a, splitmix64};
 
@@ -32,14 +33,12 @@ impl Schedule {
         self.seed
     }
 
-    /// Called by a harness task that just woke at `site` (a stable name such as
-    /// `llm main/1 #2`, made only when exploring): lets other tasks of this instant run first,
-    /// as often as the seed says.
-    pub async fn tie_break(&self, site: impl FnOnce() -> String) {
-        let Some(seed) = self.seed else { return };
-        let yields = splitmix64(seed ^ fnv1a(&site())) % 4;
-        for _ in 0..yields {
-            tokio::task::yield_now().await;
+    /// The rank of the wait named `site` (`llm main/1 #2`, made only when exploring) among
+    /// the waits of its instant: lower goes first, equal ranks go in registration order.
+    pub fn rank(&self, site: impl FnOnce() -> String) -> u64 {
+        match self.seed {
+            None => 0,
+            Some(seed) => splitmix64(seed ^ fnv1a(&site())),
         }
     }
 }

@@ -1,14 +1,14 @@
 //! Simulated tools: each call takes its virtual latency, then returns the next scripted
 //! result (the last one repeats). They do no I/O.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::scenario::{self, RiskTag};
 use crate::sut::llm::{BoxFuture, ToolSpec};
 use crate::sut::tool::{Tool, ToolContext, ToolOutput};
 
-use super::schedule::Schedule;
+use super::clock::Clock;
 
 /// One simulated tool.
 pub struct SimTool {
@@ -16,13 +16,13 @@ pub struct SimTool {
     latency: Duration,
     results: Vec<scenario::ToolResult>,
     calls: Mutex<usize>,
-    schedule: Schedule,
+    clock: Arc<Clock>,
     handler: Option<scenario::ToolFn>,
 }
 
 impl SimTool {
     /// The tool a scenario declares.
-    pub fn new(decl: &scenario::ToolSpec, schedule: Schedule) -> SimTool {
+    pub fn new(decl: &scenario::ToolSpec, clock: Arc<Clock>) -> SimTool {
         let tags = match decl.risk {
             Some(RiskTag::Safe) => vec!["risk:safe".to_string()],
             Some(RiskTag::Write) => vec!["risk:write".to_string()],
@@ -32,13 +32,13 @@ impl SimTool {
             spec: ToolSpec {
                 name: decl.name.clone(),
                 description: decl.description.clone(),
-                parameters: std::sync::Arc::new(serde_json::json!({"type": "object"})),
+                parameters: Arc::new(serde_json::json!({"type": "object"})),
                 tags,
             },
             latency: Duration::from_millis(decl.latency_ms),
             results: decl.results.clone(),
             calls: Mutex::new(0),
-            schedule,
+            clock,
             handler: decl.handler.clone(),
         }
     }
@@ -60,8 +60,7 @@ impl Tool for SimTool {
             let made = self.handler.as_ref().map(|handler| (handler.0)(args));
             let result = made.as_ref().or(self.results.get(call - 1)).or(self.results.last());
             let latency = result.and_then(|r| r.latency_ms).map_or(self.latency, Duration::from_millis);
-            tokio::time::sleep(latency).await;
-            self.schedule.tie_break(|| format!("tool {} #{call}", self.spec.name)).await;
+            self.clock.sleep(latency, || format!("tool {} #{call}", self.spec.name)).await;
             match result {
                 None => ToolOutput { content: "ok".to_string(), is_error: false },
                 Some(r) => match (&r.text, &r.error) {
