@@ -151,6 +151,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     concurrency(evidence, &mut report);
     fork_isolation(evidence, &mut report);
     delivery(evidence, &mut report);
+    instants(evidence, &mut report);
     termination(evidence, &mut report);
     report.found
 }
@@ -913,6 +914,85 @@ fn delivery(e: &Evidence, r: &mut Report) {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+/// Oracle 7, in one instant (`oracle.delivery.instant-settled`): the root acts only once
+/// everything due at the current instant has happened. A result of a task that was already
+/// running when the root sent a request, or when a `wait` answered, and that ends in that
+/// same instant, belongs in it; so does a steering message that arrives in the instant of a
+/// root request. The trace shows the breach as such a line after the request or the answer,
+/// at the same virtual time. Results the root's own later actions cause in that instant (a
+/// child it spawns or frees a slot for afterwards) start after the request and are exempt.
+fn instants(e: &Evidence, r: &mut Report) {
+    enum Late<'a> {
+        /// A task run that ended with a result; the line of the `task.started` of that run.
+        Ended {
+            task_id: &'a str,
+            started: usize,
+        },
+        Steered,
+    }
+    let mut started: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut lates: Vec<(usize, Duration, Late)> = Vec::new();
+    for (i, entry, event) in core_events(e.trace) {
+        match event {
+            Event::TaskStarted { task_id, .. } => {
+                started.insert(task_id, i);
+            }
+            Event::TaskEnded { task_id, status, .. } if *status != TaskStatus::Cancelled => {
+                let started = started.get(task_id.as_str()).copied().unwrap_or(usize::MAX);
+                lates.push((i, entry.at, Late::Ended { task_id, started }));
+            }
+            Event::Steered { .. } if entry.agent.depth() == 0 => lates.push((i, entry.at, Late::Steered)),
+            _ => {}
+        }
+    }
+    // The wait calls in flight at the root: call id -> (line of its start, listed task ids).
+    let mut waits: BTreeMap<&str, (usize, Vec<String>)> = BTreeMap::new();
+    let mut next = 0;
+    for (i, entry, event) in core_events(e.trace) {
+        if entry.agent.depth() != 0 {
+            continue;
+        }
+        // What acts at line i, and which task results it must hold.
+        let (what, wait_start, listed) = match event {
+            Event::LlmRequest { .. } => ("request", i, None),
+            Event::ToolStarted { call_id, tool, args } if tool == "subagent.wait" => {
+                let listed = args.get("task_ids").and_then(|ids| ids.as_array()).map(|ids| {
+                    ids.iter().filter_map(|id| id.as_str()).map(|id| id.trim().to_string()).collect::<Vec<_>>()
+                });
+                waits.insert(call_id, (i, listed.unwrap_or_default()));
+                continue;
+            }
+            Event::ToolEnded { call_id, tool, is_error: false, .. } if tool == "subagent.wait" => {
+                let Some((start, listed)) = waits.remove(call_id.as_str()) else { continue };
+                ("answer of subagent.wait", start, Some(listed))
+            }
+            _ => continue,
+        };
+        while lates.get(next).is_some_and(|(line, _, _)| *line < i) {
+            next += 1;
+        }
+        for (line, _, late) in lates[next..].iter().take_while(|(_, at, _)| *at == entry.at) {
+            let message = match late {
+                Late::Ended { task_id, started } if *started < wait_start => {
+                    let targeted =
+                        listed.as_ref().is_none_or(|ids| ids.is_empty() || ids.iter().any(|id| id == task_id));
+                    if !targeted {
+                        continue;
+                    }
+                    format!(
+                        "{task_id} ended in the instant of this {what} but is not in it: the {what} came before the instant settled"
+                    )
+                }
+                Late::Steered if listed.is_none() => {
+                    "a steering message arrived in the instant of this request but is not in it".to_string()
+                }
+                _ => continue,
+            };
+            r.add(Oracle::Delivery, i, message, vec![*line]);
         }
     }
 }

@@ -6,6 +6,7 @@ mod determinism;
 mod fuzz_campaigns;
 mod golden;
 mod hostile;
+mod instants;
 mod library;
 mod logging;
 mod oracles;

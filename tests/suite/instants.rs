@@ -1,0 +1,131 @@
+//! One virtual instant settles before the root acts (`core.instant.settle-before-acting`):
+//! ties reach the parent together, in spawn order, in every explored order; and the delivery
+//! oracle (`oracle.delivery.instant-settled`) fails a trace where the root acted in the middle
+//! of an instant. The violations are made by moving one real line of a real run, so the
+//! evidence is otherwise exactly what the core records.
+
+use rehearsal::oracles::{self, Oracle};
+use rehearsal::runner::{self, Runner};
+use rehearsal::scenario;
+use rehearsal::sut::event::Event;
+use rehearsal::trace::What;
+
+use crate::support::manifest_path;
+
+fn scenario(name: &str) -> scenario::Scenario {
+    scenario::load(&manifest_path(&format!("scenarios/bub/{name}.json"))).expect("the scenario loads")
+}
+
+/// The default-order run of a shipped scenario.
+fn run(name: &str) -> runner::Run {
+    runner::run(&scenario(name), &[])
+}
+
+/// The line of the first core event of `agent` at `ms` that `pick` accepts.
+fn line(run: &runner::Run, agent: &str, ms: u64, pick: impl Fn(&Event) -> bool) -> usize {
+    run.trace
+        .entries
+        .iter()
+        .position(|e| {
+            e.at.as_millis() == u128::from(ms)
+                && e.agent.to_string() == agent
+                && matches!(&e.what, What::Core(event) if pick(event))
+        })
+        .unwrap_or_else(|| panic!("no such line of {agent} at {ms} ms"))
+}
+
+/// Moves the line `from` to just before the line `to` (`from` > `to`).
+fn move_before(run: &mut runner::Run, from: usize, to: usize) {
+    assert!(from > to);
+    let entry = run.trace.entries.remove(from);
+    run.trace.entries.insert(to, entry);
+}
+
+/// The instant-settled violations of a run.
+fn split(run: &runner::Run) -> Vec<String> {
+    oracles::check(&run.evidence())
+        .into_iter()
+        .filter(|v| v.oracle == Oracle::Delivery && v.message.contains("in the instant of this"))
+        .map(|v| v.message)
+        .collect()
+}
+
+#[test]
+fn five_children_with_a_30s_tie_pass_64_explored_orders_with_their_expectations() {
+    let s = scenario("five-children-cap-2-tie-at-30s-delivered-together");
+    // The scenario checks every request's messages and the trace; all of it in every order.
+    assert!(!s.expect.trace.is_empty() && s.lanes[0].replies.iter().any(|r| r.check.is_some()));
+    let verdict = Runner::new().explore(64).check(&s).unwrap();
+    assert_eq!(verdict.orders, 65);
+    verdict.assert_passed();
+}
+
+#[test]
+fn every_tie_scenario_passes_its_explored_orders() {
+    for name in [
+        "three-children-tie-read-by-wait-in-spawn-order",
+        "five-children-tie-one-request-in-spawn-order",
+        "result-and-timeout-at-one-instant-delivered-together",
+        "result-and-steering-at-one-instant-read-together",
+        "wait-deadline-and-result-at-one-instant-returns-the-result",
+        "child-finishing-at-its-limit-completes",
+    ] {
+        Runner::new().explore(32).check(&scenario(name)).unwrap().assert_passed();
+    }
+}
+
+#[test]
+fn a_correct_run_has_no_split_instant() {
+    for name in [
+        "five-children-cap-2-tie-at-30s-delivered-together",
+        "result-and-steering-at-one-instant-read-together",
+        "three-children-tie-read-by-wait-in-spawn-order",
+    ] {
+        assert_eq!(split(&run(name)), Vec::<String>::new(), "{name}");
+    }
+}
+
+#[test]
+fn a_request_sent_before_a_tied_result_ended_is_a_delivery_violation() {
+    // Children 1 and 3 end at 30.100s; the root asks the model between the two.
+    let mut r = run("five-children-cap-2-tie-at-30s-delivered-together");
+    let request = line(&r, "main", 30_100, |e| matches!(e, Event::LlmRequest { .. }));
+    let second = line(&r, "main/3", 30_100, |e| matches!(e, Event::TaskEnded { .. }));
+    move_before(&mut r, request, second);
+    let found = split(&r);
+    assert_eq!(
+        found,
+        vec![
+            "sub-06c45d18 ended in the instant of this request but is not in it: the request came before the instant settled"
+        ]
+    );
+    // The judge names it.
+    let verdict = runner::judge(&scenario("five-children-cap-2-tie-at-30s-delivered-together"), r);
+    assert!(verdict.failures.iter().any(|f| f.what.contains("oracle delivery")), "{verdict:?}");
+}
+
+#[test]
+fn a_wait_answered_before_a_tied_result_ended_is_a_delivery_violation() {
+    let mut r = run("three-children-tie-read-by-wait-in-spawn-order");
+    let answer = line(&r, "main", 1_100, |e| matches!(e, Event::ToolEnded { tool, .. } if tool == "subagent.wait"));
+    let third = line(&r, "main/3", 1_100, |e| matches!(e, Event::TaskEnded { .. }));
+    move_before(&mut r, answer, third);
+    assert_eq!(
+        split(&r),
+        vec![
+            "sub-06c45d18 ended in the instant of this answer of subagent.wait but is not in it: the answer of subagent.wait came before the instant settled"
+        ]
+    );
+}
+
+#[test]
+fn a_request_sent_before_a_same_instant_steering_message_is_a_delivery_violation() {
+    let mut r = run("result-and-steering-at-one-instant-read-together");
+    let request = line(&r, "main", 1_100, |e| matches!(e, Event::LlmRequest { .. }));
+    let steered = line(&r, "main", 1_100, |e| matches!(e, Event::Steered { .. }));
+    move_before(&mut r, request, steered);
+    let found = split(&r);
+    assert!(found.contains(&"a steering message arrived in the instant of this request but is not in it".to_string()));
+    // The child's result, which ends after the steering line, is now late too.
+    assert!(found.iter().any(|m| m.starts_with("sub-e220a839 ended in the instant of this request")), "{found:?}");
+}
