@@ -1421,24 +1421,25 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
 /// known only once the folders are read).
 pub fn check_profile_names<'a>(s: &Scenario, names: impl IntoIterator<Item = &'a str>) -> Result<(), Problem> {
     let names: Vec<&str> = names.into_iter().collect();
-    let unknown = |field: String, name: &str, what: &str| {
+    let unknown = |field: String, name: &str, what: &str, opt_out: &str| {
         let known = if names.is_empty() {
-            "the scenario has no profiles; declare one under `profiles` or in `profile_dirs`".to_string()
+            "The scenario has no profiles: declare them under `profiles` or in `profile_dirs`".to_string()
         } else {
-            format!("its profiles are {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+            format!("Its profiles: {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
         };
         let guess = did_you_mean(name, names.iter().copied()).map(|g| format!("{g} ")).unwrap_or_default();
         Problem::new(
             field,
             format!("{what} `{}`, which is not a profile of this scenario", crate::trace::printable(name)),
         )
-        .hint(format!("{guess}{known}"))
+        .hint(format!("{guess}{known}{opt_out}"))
     };
     for (i, lane) in s.lanes.iter().enumerate() {
         if let Some(profile) = &lane.profile
             && !names.contains(&profile.as_str())
         {
-            return Err(unknown(format!("lanes[{i}].profile"), profile, "the lane selects children running profile"));
+            let field = format!("lanes[{i}].profile");
+            return Err(unknown(field, profile, "the lane selects children running profile", ""));
         }
         for (j, reply) in lane.replies.iter().enumerate() {
             for (k, call) in reply.calls.iter().enumerate() {
@@ -1448,15 +1449,10 @@ pub fn check_profile_names<'a>(s: &Scenario, names: impl IntoIterator<Item = &'a
                     && let Some(agent) = agent
                     && !names.contains(&agent)
                 {
-                    return Err(unknown(
-                        format!("lanes[{i}].replies[{j}].calls[{k}].args.agent"),
-                        agent,
-                        "the call asks for profile",
-                    )
-                    .hint(format!(
-                        "{}; mark the call `\"bad_args\": true` if the model names a missing profile on purpose",
-                        unknown(String::new(), agent, "").hint.unwrap_or_default()
-                    )));
+                    let field = format!("lanes[{i}].replies[{j}].calls[{k}].args.agent");
+                    let opt_out =
+                        "; mark the call `\"bad_args\": true` if the model names a missing profile on purpose";
+                    return Err(unknown(field, agent, "the call asks for profile", opt_out));
                 }
             }
         }
