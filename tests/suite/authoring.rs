@@ -362,3 +362,31 @@ fn new_writes_a_commented_scenario_that_passes_and_never_overwrites() {
     assert_eq!(out.code, Some(2), "{}", out.both());
     assert_contains(&out.stderr, "error: x.json already exists; not overwritten", &out.both());
 }
+// ---------------------------------------------------------------------------------------
+// The documentation of the format.
+
+#[test]
+fn docs_have_a_section_for_every_top_level_field() {
+    let docs = std::fs::read_to_string(manifest_path("docs/scenarios.md")).unwrap();
+    let headings: Vec<&str> = docs.lines().filter(|l| l.starts_with('#')).collect();
+    let schema = committed_schema();
+    for field in schema["properties"].as_object().unwrap().keys() {
+        let heading = format!("`{field}`");
+        assert!(headings.iter().any(|h| h.contains(&heading)), "docs/scenarios.md has no section for `{field}`");
+    }
+    assert!(!docs.contains("(below)"), "every section the docs point to exists, so none says \"(below)\"");
+}
+
+#[test]
+fn docs_list_every_argument_of_every_builtin_tool() {
+    let docs = std::fs::read_to_string(manifest_path("docs/scenarios.md")).unwrap();
+    for spec in rehearsal::core::pseudo::all() {
+        let row = docs
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}` |", spec.name)))
+            .unwrap_or_else(|| panic!("no row for `{}` in the built-in tools' table", spec.name));
+        for argument in spec.parameters["properties"].as_object().unwrap().keys() {
+            assert!(row.contains(&format!("`{argument}`")), "the row of `{}` lacks `{argument}`", spec.name);
+        }
+    }
+}
