@@ -93,7 +93,8 @@ fn required(schema: &Value) -> Vec<&str> {
 pub fn check_call(tool: &str, args: &Value, place: &str) -> Result<(), Problem> {
     let Some(schema) = parameters(tool) else { return Ok(()) };
     let Some(args) = args.as_object() else { return Ok(()) };
-    let properties = schema["properties"].as_object().cloned().unwrap_or_default();
+    let no_properties = serde_json::Map::new();
+    let properties = schema["properties"].as_object().unwrap_or(&no_properties);
     for (name, value) in args {
         let Some(property) = properties.get(name) else {
             let guess =
