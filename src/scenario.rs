@@ -22,7 +22,9 @@ pub use crate::sut::approval::GateMode;
 use crate::sut::event::{OutcomeKind, Status};
 pub use place::Place;
 pub use schema::schema;
-pub(crate) use suggest::{did_you_mean, hint_for_serde, nearest as nearest_name};
+#[cfg(feature = "profile-files")]
+pub(crate) use suggest::hint_for_serde;
+pub(crate) use suggest::{did_you_mean, nearest as nearest_name};
 
 /// A scenario, as written in a file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -509,9 +511,9 @@ impl Lane {
     /// The selector, as written.
     pub fn selector(&self) -> String {
         match (&self.agent, &self.task_contains, &self.profile) {
-            (Some(a), _, _) => format!("agent {a:?}"),
-            (_, Some(t), _) => format!("task_contains {t:?}"),
-            (_, _, Some(p)) => format!("profile {p:?}"),
+            (Some(a), _, _) => format!("agent {}", crate::trace::quoted(a)),
+            (_, Some(t), _) => format!("task_contains {}", crate::trace::quoted(t)),
+            (_, _, Some(p)) => format!("profile {}", crate::trace::quoted(p)),
             _ => "no selector".to_string(),
         }
     }

@@ -529,9 +529,12 @@ impl Llm for ScriptedLlm {
                     Ok(args) => args,
                     Err(reference) => {
                         self.stop.halt(format!(
-                            "lanes[{lane}].replies[{}].calls[{i}]: {reference} refers to a task id the request does not show ({} task ids seen: {task_ids:?})",
+                            "lanes[{lane}].replies[{}].calls[{i}]: {reference} refers to a task id the request does not show ({})",
                             call - 1,
-                            task_ids.len()
+                            match task_ids.len() {
+                                0 => "it shows none".to_string(),
+                                n => format!("it shows {}: {}", plural(n, "task id", "task ids"), task_ids.join(", ")),
+                            }
                         ));
                         return std::future::pending().await;
                     }

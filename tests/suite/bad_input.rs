@@ -137,7 +137,7 @@ fn reference_to_an_unseen_task_id_exits_1_naming_the_call_and_the_reference() {
     let out = run_bad("unseen-task-reference.json", 1);
     assert_contains(
         &out.stdout,
-        "  - stopped: lanes[0].replies[0].calls[0]: $task1 refers to a task id the request does not show (0 task ids seen: [])",
+        "  - stopped: lanes[0].replies[0].calls[0]: $task1 refers to a task id the request does not show (it shows none)",
         &out.both(),
     );
 }
