@@ -267,7 +267,7 @@ pub fn scenario(family: Family) -> impl Strategy<Value = Scenario> {
 }
 
 fn call(tool: &str, args: serde_json::Value) -> Call {
-    Call { tool: tool.to_string(), args, undeclared: false }
+    Call { tool: tool.to_string(), args, undeclared: false, bad_args: false }
 }
 
 fn reply(calls: Vec<Call>, latency_ms: u64) -> Reply {
@@ -354,7 +354,7 @@ impl Compiler<'_> {
         match c {
             RootCall::Read(latency) => call("Read", json!({"path": format!("file-{latency}.md")})),
             RootCall::Flaky => call("Flaky", json!({})),
-            RootCall::Unknown => Call { tool: "Frobnicate".into(), args: json!({}), undeclared: true },
+            RootCall::Unknown => Call { tool: "Frobnicate".into(), args: json!({}), undeclared: true, bad_args: false },
             RootCall::Agent { child, empty } => {
                 let task = self.child(child, k.agent_timeout_ms.is_some());
                 call("Agent", json!({"task": if *empty { "   ".to_string() } else { task }}))

@@ -9,7 +9,8 @@
 //!   vocabulary a core reports in. Types only.
 //! - [`core`]: the built-in orchestration core, a real agent runtime behind that boundary. It
 //!   does not know it is being tested.
-//! - [`scenario`]: the scenario file format (JSON): parsing, validation, errors with places.
+//! - [`scenario`]: the scenario file format (JSON): parsing, validation, errors with places
+//!   and hints, and its JSON Schema (derived from the same types).
 //! - [`profiles`]: agent profile files (`.agents/agents/*.md`), read before a run.
 //! - [`trace`]: the record of a run, one line per event, as text and as JSON lines.
 //! - [`evidence`]: what the oracles judge: the trace plus the exchanges the model saw.
@@ -38,6 +39,9 @@
 //!   or does I/O: files are read before a run starts, time is tokio's paused clock, and every
 //!   draw comes from the scenario's seed.
 //! - The oracles never call the core's arithmetic; they re-derive each rule on their own.
+//! - `scenario` reads one thing of the built-in core: the parameter schemas of its built-in
+//!   tools (`core::pseudo`), to check scripted arguments at load and to put them in the JSON
+//!   Schema. It calls nothing of the core.
 #![deny(missing_docs)]
 
 #[cfg(feature = "cli")]

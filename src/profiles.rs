@@ -42,7 +42,13 @@ struct FrontMatter {
 }
 
 fn invalid(path: &Path, field: &str, message: impl Into<String>) -> ScenarioError {
-    ScenarioError::Invalid { path: path.to_path_buf(), field: field.to_string(), message: message.into() }
+    ScenarioError::Invalid {
+        path: path.to_path_buf(),
+        place: None,
+        field: field.to_string(),
+        message: message.into(),
+        hint: None,
+    }
 }
 
 /// Parses one profile file's text; `path` names it in errors and gives the default name.
@@ -100,7 +106,8 @@ fn front_matter(path: &Path, yaml: &str) -> Result<FrontMatter, ScenarioError> {
         let (line, column) = e.location().map_or((2, 1), |l| (l.line() + 1, l.column()));
         // The YAML parser counts from the front matter; the place is printed in front instead.
         let message = without_positions(&e.to_string());
-        ScenarioError::Parse { path: path.to_path_buf(), line, column, field: "front matter".into(), message }
+        let hint = crate::scenario::hint_for_serde(&message);
+        ScenarioError::Parse { path: path.to_path_buf(), line, column, field: "front matter".into(), message, hint }
     })
 }
 

@@ -25,11 +25,12 @@ use crate::harness::schedule::Schedule;
 use crate::harness::sim_tools::SimTool;
 use crate::oracles::{self, Violation};
 use crate::profiles;
+use crate::scenario::with_task_ids;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::sut::event::Event;
 use crate::sut::tool::ToolCatalog;
 use crate::sut::{AgentId, Approval, Harness, Outcome, Profile, SessionConfig, SystemUnderTest};
-use crate::trace::{Trace, What, printable};
+use crate::trace::{Trace, What, printable, quoted, text_difference};
 
 /// Everything a run produced.
 #[derive(Debug)]
@@ -264,25 +265,22 @@ impl<'a> Runner<'a> {
     /// ```
     pub fn check(&self, scenario: &Scenario) -> Result<Verdict, ScenarioError> {
         let at = Path::new("(scenario built in code)");
-        crate::scenario::validate(scenario).map_err(|(field, message)| ScenarioError::Invalid {
-            path: at.to_path_buf(),
-            field,
-            message,
-        })?;
-        self.applies(scenario).map_err(|message| ScenarioError::Invalid {
-            path: at.to_path_buf(),
-            field: ".".into(),
-            message,
-        })?;
+        crate::scenario::validate(scenario).map_err(|problem| problem.at(at, None))?;
+        self.applies(scenario).map_err(|message| crate::scenario::Problem::new(".", message).at(at, None))?;
         let profiles = resolve_profiles(scenario, Path::new("."))?;
+        crate::scenario::check_profile_names(scenario, profiles.iter().map(|p| p.name.as_str()))
+            .map_err(|problem| problem.at(at, None))?;
         Ok(self.prepare(scenario, &profiles).check(None))
     }
 
     /// Loads a scenario file with its profiles and checks it ([`Runner::check`]); the verdict's
     /// replay hints name the file.
     pub fn check_file(&self, path: &Path) -> Result<(Scenario, Verdict), ScenarioError> {
-        let scenario = crate::scenario::load(path)?;
+        let text = crate::scenario::read_bounded(path, crate::scenario::MAX_FILE_BYTES)?;
+        let scenario = crate::scenario::parse(path, &text)?;
         let profiles = resolve_profiles(&scenario, path.parent().unwrap_or(Path::new(".")))?;
+        crate::scenario::check_profile_names(&scenario, profiles.iter().map(|p| p.name.as_str()))
+            .map_err(|problem| problem.at(path, Some(&text)))?;
         let verdict = self.prepare(&scenario, &profiles).check(Some(path));
         Ok((scenario, verdict))
     }
@@ -665,7 +663,12 @@ pub enum Order {
     Explored,
 }
 
-/// Judges a run in the default order against the scenario's expectations and the oracles.
+/// Judges a run in the default order against the scenario's expectations.
+///
+/// The verdict lists causes before consequences: a panic, what stopped the run, then each
+/// turn that ended otherwise than expected (or in an error nobody expected, when something
+/// else failed), the oracles, the request checks and the expectations on the whole run, and
+/// last the script left unused.
 pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
     judge_in(scenario, run, Order::Default)
 }
@@ -674,35 +677,24 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
 pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
     let _ = order;
     let trace = &run.trace;
+    let mut causes = Vec::new();
     let mut failures = Vec::new();
-    let mut fail = |what: String, lines: Vec<String>| failures.push(Failure { what, lines });
-    // The cause first: a panic, then what stopped the run, then the consequences.
+    let mut consequences = Vec::new();
+    let fail = |list: &mut Vec<Failure>, what: String, lines: Vec<String>| list.push(Failure { what, lines });
     for error in &run.internal_errors {
-        fail(format!("internal error: {error}"), trace.tail(6));
+        fail(&mut causes, format!("internal error: {error}"), trace.tail(6));
     }
     for halt in &run.halts {
-        fail(format!("stopped: {halt}"), trace.tail(6));
+        fail(&mut causes, format!("stopped: {halt}"), trace.tail(6));
     }
-    for check in &run.failed_checks {
-        fail(format!("check failed: {check}"), Vec::new());
-    }
-    if run.halts.is_empty() {
-        for (i, (lane, used)) in scenario.lanes.iter().zip(&run.lane_use).enumerate() {
-            let left = lane.replies.len().saturating_sub(*used);
-            if left > 0 {
-                let of = plural(lane.replies.len(), "reply was", "replies were");
-                fail(
-                    format!("unused script: lanes[{i}] ({}): {left} of its {of} not used", lane.selector()),
-                    Vec::new(),
-                );
-            }
-        }
-    }
+    let task_ids = queued_task_ids(trace);
+    // Turns that ended in an error no expectation mentions: the likely cause of what follows.
+    let mut unexpected_errors = Vec::new();
     for (i, turn) in scenario.turns.iter().enumerate() {
         let place = format!("turns[{i}].expect");
         let Some(outcome) = run.outcomes.get(i) else {
             if run.halts.is_empty() {
-                fail(format!("{place}: the turn never ended"), Vec::new());
+                fail(&mut causes, format!("{place}: the turn never ended"), Vec::new());
             }
             continue;
         };
@@ -715,79 +707,355 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
             .position(|e| matches!(&e.what, What::Core(Event::TurnEnded { turn, .. }) if *turn == turn_number));
         let turn_lines = || end.map_or_else(Vec::new, |end| trace.lines_at(&[end.saturating_sub(1), end]));
         let e = &turn.expect;
-        let mut mismatch = |field: &str, want: String, got: String| {
-            if want != got {
-                fail(format!("{place}.{field}: expected {want}, got {got}"), turn_lines());
-            }
-        };
+        if outcome.status == crate::sut::event::Status::Error && e.outcome.is_none() && e.status.is_none() {
+            unexpected_errors.push(Failure {
+                what: format!(
+                    "turns[{i}] ended with {} {}: {} (no expectation names this outcome; it is listed first as the likely cause)",
+                    word(&outcome.kind),
+                    word(&outcome.status),
+                    quoted(&outcome.message)
+                ),
+                lines: turn_lines(),
+            });
+        }
+        let mut mismatches = Vec::new();
         if let Some(want) = e.outcome {
-            mismatch("outcome", format!("{want:?}"), format!("{:?}", outcome.kind));
+            mismatches.push(("outcome", word(&want), word(&outcome.kind)));
         }
         if let Some(want) = e.status {
-            mismatch("status", format!("{want:?}"), format!("{:?}", outcome.status));
+            mismatches.push(("status", word(&want), word(&outcome.status)));
+        }
+        for (field, want, got) in mismatches.drain(..) {
+            if want != got {
+                fail(&mut causes, format!("{place}.{field}: expected {want}, got {got}"), turn_lines());
+            }
         }
         if let Some(want) = &e.message {
-            mismatch("message", format!("{:?}", want.render()), format!("{:?}", outcome.message));
+            match with_task_ids(&want.render(), &task_ids) {
+                Ok(want) if *want != outcome.message => fail(
+                    &mut causes,
+                    format!("{place}.message: {}", text_difference(&want, &outcome.message)),
+                    turn_lines(),
+                ),
+                Ok(_) => {}
+                Err(reference) => {
+                    fail(&mut causes, unknown_task(&format!("{place}.message"), &reference, &task_ids), Vec::new())
+                }
+            }
         }
-        if let Some(want) = &e.message_contains
-            && !outcome.message.contains(want.as_str())
-        {
-            mismatch("message_contains", format!("a message containing {want:?}"), format!("{:?}", outcome.message));
+        if let Some(want) = &e.message_contains {
+            match with_task_ids(&want.render(), &task_ids) {
+                Ok(want) if !outcome.message.contains(want.as_ref()) => fail(
+                    &mut causes,
+                    format!(
+                        "{place}.message_contains: the final message does not contain {}; it is {}",
+                        quoted(&want),
+                        quoted(&outcome.message)
+                    ),
+                    turn_lines(),
+                ),
+                Ok(_) => {}
+                Err(reference) => fail(
+                    &mut causes,
+                    unknown_task(&format!("{place}.message_contains"), &reference, &task_ids),
+                    Vec::new(),
+                ),
+            }
         }
         if let Some(want) = e.budget_left {
-            mismatch("budget_left", want.to_string(), outcome.budget_left.to_string());
+            mismatches.push(("budget_left", want.to_string(), outcome.budget_left.to_string()));
         }
         if let Some(want) = e.steps {
-            mismatch("steps", want.to_string(), outcome.steps.to_string());
+            mismatches.push(("steps", want.to_string(), outcome.steps.to_string()));
+        }
+        for (field, want, got) in mismatches {
+            if want != got {
+                fail(&mut causes, format!("{place}.{field}: expected {want}, got {got}"), turn_lines());
+            }
         }
     }
     for violation in oracles::check(&run.evidence()) {
         // A run limit is the termination oracle's to judge, and already named as the stop.
         let stop = run.limit_hit.as_ref().is_some_and(|limit| violation.message.ends_with(limit.as_str()));
         if !(violation.oracle == oracles::Oracle::Termination && stop) {
-            fail(violation.to_string(), trace.lines_at(&violation.lines));
+            fail(&mut failures, violation.to_string(), trace.lines_at(&violation.lines));
         }
     }
-    // The text is rendered only when the scenario has fragments to find in it.
-    let lines = if scenario.expect.trace.is_empty() && scenario.expect.trace_absent.is_empty() {
-        Vec::new()
-    } else {
-        trace.lines()
-    };
-    let text: String = lines.iter().flat_map(|l| [l.as_str(), "\n"]).collect();
-    let mut from = 0;
-    for (i, fragment) in scenario.expect.trace.iter().enumerate() {
-        match text[from..].find(fragment.as_str()) {
-            Some(at) => from += at + fragment.len(),
-            None => {
-                let seen = text[..from].lines().count().saturating_sub(1);
-                let context = lines.iter().skip(seen).take(8).cloned().collect();
-                let whole = if text.contains(fragment.as_str()) { " (it appears, but earlier)" } else { "" };
-                fail(
-                    format!("expect.trace[{i}]: {fragment:?} does not appear after the previous fragment{whole}"),
-                    context,
-                );
-            }
-        }
+    for check in &run.failed_checks {
+        fail(&mut failures, format!("check failed: {check}"), Vec::new());
     }
-    for (i, fragment) in scenario.expect.trace_absent.iter().enumerate() {
-        let hits: Vec<String> = lines.iter().filter(|l| l.contains(fragment.as_str())).cloned().collect();
-        if !hits.is_empty() {
-            fail(format!("expect.trace_absent[{i}]: {fragment:?} appears"), hits);
-        }
+    for failure in fragments(scenario, trace, &task_ids) {
+        failures.push(failure);
     }
     if let Some(want) = scenario.expect.elapsed_ms {
         let got = run.elapsed.as_millis() as u64;
         if want != got {
-            fail(format!("expect.elapsed_ms: expected {want} ms of virtual time, got {got} ms"), Vec::new());
+            fail(
+                &mut failures,
+                format!("expect.elapsed_ms: expected {want} ms of virtual time, got {got} ms"),
+                Vec::new(),
+            );
         }
     }
-    if let Some(want) = &scenario.expect.live_sessions
-        && *want != run.live_sessions
-    {
-        fail(format!("expect.live_sessions: expected {want:?}, got {:?}", run.live_sessions), Vec::new());
+    if let Some(want) = &scenario.expect.live_sessions {
+        let want: Result<Vec<String>, String> =
+            want.iter().map(|name| with_task_ids(name, &task_ids).map(|n| n.into_owned())).collect();
+        match want {
+            Ok(want) if want != run.live_sessions => fail(
+                &mut failures,
+                format!("expect.live_sessions: expected {}, got {}", names(&want), names(&run.live_sessions)),
+                Vec::new(),
+            ),
+            Ok(_) => {}
+            Err(reference) => {
+                fail(&mut failures, unknown_task("expect.live_sessions", &reference, &task_ids), Vec::new())
+            }
+        }
     }
-    Verdict { name: scenario.name.clone(), run, failures, orders: 1 }
+    if run.halts.is_empty() {
+        consequences.extend(unused_lanes(scenario, &run));
+    }
+    let mut all = causes;
+    if !(all.is_empty() && failures.is_empty() && consequences.is_empty()) {
+        all.extend(unexpected_errors);
+    }
+    all.extend(failures);
+    all.extend(consequences);
+    Verdict { name: scenario.name.clone(), run, failures: all, orders: 1 }
+}
+
+/// A value's name in the file format (`final_answer`, `error`), not Rust's.
+fn word<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => "?".to_string(),
+    }
+}
+
+/// Names for a message: `["a", "b"]` in JSON quoting.
+fn names(names: &[String]) -> String {
+    format!("[{}]", names.iter().map(|n| quoted(n)).collect::<Vec<_>>().join(", "))
+}
+
+/// The task ids of a run in the order the core queued them: what `$taskN` in an expectation
+/// refers to.
+fn queued_task_ids(trace: &Trace) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for entry in &trace.entries {
+        if let What::Core(Event::TaskQueued { task_id, .. }) = &entry.what
+            && !ids.contains(task_id)
+        {
+            ids.push(task_id.clone());
+        }
+    }
+    ids
+}
+
+fn unknown_task(place: &str, reference: &str, ids: &[String]) -> String {
+    let queued = match ids {
+        [] => "it queued none".to_string(),
+        ids => format!("it queued {}: {}", plural(ids.len(), "task", "tasks"), ids.join(", ")),
+    };
+    format!("{place}: {reference} refers to a task the run did not queue ({queued})")
+}
+
+/// The script left unused: a lane that selected no agent (with the agents that did ask), and
+/// replies no request took.
+fn unused_lanes(scenario: &Scenario, run: &Run) -> Vec<Failure> {
+    // The agents that asked the model, each once, in order.
+    let mut agents: Vec<&crate::sut::llm::LlmRequest> = Vec::new();
+    for exchange in &run.exchanges {
+        if !agents.iter().any(|a| a.agent == exchange.request.agent) {
+            agents.push(&exchange.request);
+        }
+    }
+    let mut out = Vec::new();
+    for (i, (lane, used)) in scenario.lanes.iter().zip(&run.lane_use).enumerate() {
+        let left = lane.replies.len().saturating_sub(*used);
+        if left == 0 {
+            continue;
+        }
+        if *used > 0 {
+            let of = plural(lane.replies.len(), "reply was", "replies were");
+            out.push(Failure {
+                what: format!("unused script: lanes[{i}] ({}): {left} of its {of} not used", lane.selector()),
+                lines: Vec::new(),
+            });
+            continue;
+        }
+        let children = agents.iter().filter(|a| a.agent.depth() > 0);
+        let (seen, hint) = match (&lane.agent, &lane.task_contains, &lane.profile) {
+            (Some(alias), _, _) => {
+                let aliases: Vec<&str> = agents.iter().map(|a| a.agent.as_str()).collect();
+                let hint = crate::scenario::did_you_mean(alias, aliases.iter().copied());
+                (format!("the agents that asked the model: {}", aliases.join(", ")), hint)
+            }
+            (_, Some(_), _) => {
+                let tasks: Vec<String> = children.map(|a| format!("{} {}", a.agent, quoted(&a.goal))).collect();
+                (
+                    format!(
+                        "the children's tasks: {}",
+                        if tasks.is_empty() { "none".into() } else { tasks.join(", ") }
+                    ),
+                    None,
+                )
+            }
+            _ => {
+                let profiles: Vec<String> = children
+                    .map(|a| format!("{} {}", a.agent, a.profile.as_deref().map_or("no profile".to_string(), quoted)))
+                    .collect();
+                let hint = crate::scenario::did_you_mean(
+                    lane.profile.as_deref().unwrap_or_default(),
+                    agents.iter().filter_map(|a| a.profile.as_deref()),
+                );
+                let profiles = if profiles.is_empty() { "none".into() } else { profiles.join(", ") };
+                (format!("the children's profiles: {profiles}"), hint)
+            }
+        };
+        let hint = hint.map(|h| format!("; {h}")).unwrap_or_default();
+        out.push(Failure {
+            what: format!(
+                "unused script: lanes[{i}] ({}) selected no agent, so none of its {} was used; {seen}{hint}",
+                printable(&lane.selector()),
+                plural(lane.replies.len(), "reply", "replies")
+            ),
+            lines: Vec::new(),
+        });
+    }
+    out
+}
+
+/// A trace line with every run of whitespace made one space, trimmed: the columns of the text
+/// trace are padding, not content.
+fn normalise(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A fragment normalised as the lines are, line by line: runs of whitespace made one space,
+/// each line's leading padding dropped, and the end of every line but the last trimmed (a
+/// trailing space on the last still asks for a word to end there).
+fn normalise_fragment(fragment: &str) -> String {
+    let pieces: Vec<&str> = fragment.split('\n').collect();
+    let last = pieces.len() - 1;
+    let mut out = Vec::with_capacity(pieces.len());
+    for (i, piece) in pieces.into_iter().enumerate() {
+        let mut normal = normalise(piece);
+        if i == last && piece.ends_with(char::is_whitespace) && !normal.is_empty() {
+            normal.push(' ');
+        }
+        out.push(normal);
+    }
+    out.join("\n")
+}
+
+/// Whether a (normalised) fragment starts with a virtual time (`0.150s`): it then matches only
+/// at the start of a line, so `0.000s main/4` is not found inside `30.000s main/4`.
+fn starts_with_time(fragment: &str) -> bool {
+    let first = fragment.split([' ', '\n']).next().unwrap_or_default();
+    first.strip_suffix('s').and_then(|t| t.split_once('.')).is_some_and(|(secs, ms)| {
+        !secs.is_empty()
+            && secs.bytes().all(|b| b.is_ascii_digit())
+            && ms.len() == 3
+            && ms.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// Where a normalised fragment first stands in the normalised text at or after byte `from`;
+/// an anchored one only at the start of a line.
+fn find_from(text: &str, fragment: &str, from: usize, anchored: bool) -> Option<usize> {
+    let mut at = from;
+    while let Some(found) = text.get(at..)?.find(fragment) {
+        let start = at + found;
+        if !anchored || start == 0 || text.as_bytes()[start - 1] == b'\n' {
+            return Some(start);
+        }
+        at = start + 1;
+        while !text.is_char_boundary(at) {
+            at += 1;
+        }
+    }
+    None
+}
+
+/// The line of `lines` nearest to `fragment`: most of its words, then the most alike.
+fn nearest_line(lines: &[String], fragment: &str) -> Option<usize> {
+    let words: Vec<&str> = fragment.split(' ').collect();
+    let score = |line: &str| {
+        let shared = words.iter().filter(|w| line.contains(*w)).count();
+        (shared, strsim::normalized_levenshtein(fragment, line))
+    };
+    (0..lines.len()).max_by(|a, b| {
+        let (sa, sb) = (score(&lines[*a]), score(&lines[*b]));
+        sa.0.cmp(&sb.0).then(sa.1.total_cmp(&sb.1)).then(b.cmp(a))
+    })
+}
+
+/// `expect.trace` (in order) and `expect.trace_absent`, matched on whitespace-normalised
+/// lines.
+fn fragments(scenario: &Scenario, trace: &Trace, task_ids: &[String]) -> Vec<Failure> {
+    let mut out = Vec::new();
+    let expect = &scenario.expect;
+    if expect.trace.is_empty() && expect.trace_absent.is_empty() {
+        return out;
+    }
+    let lines = trace.lines();
+    let normal: Vec<String> = lines.iter().map(|l| normalise(l)).collect();
+    let text = normal.join("\n");
+    let starts: Vec<usize> = std::iter::once(0).chain(text.match_indices('\n').map(|(at, _)| at + 1)).collect();
+    let line_of = |at: usize| starts.partition_point(|start| *start <= at) - 1;
+    let resolve = |place: &str, fragment: &str, out: &mut Vec<Failure>| match with_task_ids(fragment, task_ids) {
+        Ok(fragment) => Some(normalise_fragment(&fragment)),
+        Err(reference) => {
+            out.push(Failure { what: unknown_task(place, &reference, task_ids), lines: Vec::new() });
+            None
+        }
+    };
+    // Where the previous fragment ended, and on which line it was found.
+    let mut from = 0;
+    let mut previous_line = None;
+    for (i, fragment) in expect.trace.iter().enumerate() {
+        let place = format!("expect.trace[{i}]");
+        let Some(wanted) = resolve(&place, fragment, &mut out) else { continue };
+        let anchored = starts_with_time(&wanted);
+        if let Some(at) = find_from(&text, &wanted, from, anchored) {
+            from = at + wanted.len();
+            previous_line = Some(line_of(at));
+            continue;
+        }
+        let anywhere = find_from(&text, &wanted, 0, anchored).map(line_of);
+        let after = match previous_line {
+            None => "does not appear in the trace".to_string(),
+            Some(line) => format!("does not appear after expect.trace[{}] (found on trace line {})", i - 1, line + 1),
+        };
+        let earlier = anywhere.map(|l| format!("; it appears earlier, on trace line {}", l + 1)).unwrap_or_default();
+        let anchor = if anchored { " (it starts with a time, so it must start a line)" } else { "" };
+        let mut what = format!("{place}: {} {after}{earlier}{anchor}", quoted(fragment));
+        let mut shown = Vec::new();
+        if anywhere.is_none()
+            && let Some(near) = nearest_line(&normal, wanted.split('\n').next().unwrap_or_default())
+        {
+            what.push_str(&format!("; the nearest is trace line {}", near + 1));
+            shown.push(lines[near].clone());
+        }
+        out.push(Failure { what, lines: shown });
+    }
+    for (i, fragment) in expect.trace_absent.iter().enumerate() {
+        let place = format!("expect.trace_absent[{i}]");
+        let Some(wanted) = resolve(&place, fragment, &mut out) else { continue };
+        let anchored = starts_with_time(&wanted);
+        let mut hits = Vec::new();
+        let mut at = 0;
+        while let Some(found) = find_from(&text, &wanted, at, anchored) {
+            let line = line_of(found);
+            hits.push(lines[line].clone());
+            // On to the next line.
+            at = text[found..].find('\n').map_or(text.len(), |nl| found + nl + 1);
+        }
+        if !hits.is_empty() {
+            out.push(Failure { what: format!("{place}: {} appears", quoted(fragment)), lines: hits });
+        }
+    }
+    out
 }
 
 /// Verifies a scenario on the built-in core ([`Runner::verify`]).

@@ -12,11 +12,22 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::rules::{Preset, Rules};
+
+mod builtin;
+pub mod place;
+mod schema;
+mod suggest;
+
 pub use crate::sut::approval::GateMode;
 use crate::sut::event::{OutcomeKind, Status};
+pub use place::Place;
+pub use schema::schema;
+#[cfg(feature = "profile-files")]
+pub(crate) use suggest::hint_for_serde;
+pub(crate) use suggest::{did_you_mean, nearest as nearest_name};
 
 /// A scenario, as written in a file.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Its name, shown in verdicts.
@@ -100,7 +111,7 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Optio
 }
 
 /// Which preset to start from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PresetName {
     /// Roku's rules.
@@ -111,21 +122,26 @@ pub enum PresetName {
 }
 
 /// A preset and the knobs it overrides; `null` for a limit means "none".
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct RulesSpec {
     #[serde(default)]
     pub preset: PresetName,
     #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u32")]
     pub root_step_budget: Option<u32>,
     #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u32")]
     pub recovery_budget: Option<u32>,
     #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u32")]
     pub depth_limit: Option<u32>,
     #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u32")]
     pub child_step_cap: Option<u32>,
     #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "u32")]
     pub spawn_cost: Option<u32>,
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub result_limit_chars: Option<Option<usize>>,
@@ -134,12 +150,16 @@ pub struct RulesSpec {
     #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub subagent_default_timeout_ms: Option<Option<u64>>,
     #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "usize")]
     pub max_concurrency: Option<usize>,
     #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "bool")]
     pub agent_tool: Option<bool>,
     #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "bool")]
     pub subagent_tools: Option<bool>,
     #[serde(default, deserialize_with = "not_null", skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub unknown_tool_message: Option<String>,
 }
 
@@ -171,7 +191,7 @@ impl RulesSpec {
 }
 
 /// Session context.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionSpec {
     /// Session id (default `session-1`).
@@ -212,7 +232,7 @@ impl Default for SessionSpec {
 }
 
 /// The approval gate and the user's scripted answers.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalSpec {
     /// `auto` or `risk`.
@@ -227,7 +247,7 @@ pub struct ApprovalSpec {
 }
 
 /// One scripted answer of the user.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Answer {
     /// The tool the gate must be asking about.
@@ -295,6 +315,42 @@ impl<'de> Deserialize<'de> for Text {
     }
 }
 
+/// Written by hand like the `Deserialize` above: the three forms, the `repeat` one closed.
+impl schemars::JsonSchema for Text {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Text".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let list = generator.subschema_for::<Text>();
+        schemars::json_schema!({
+            "description": "A text: a string, {\"repeat\": \"…\", \"count\": N} (the unit N times), or a list of those, joined.",
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "properties": {"repeat": {"type": "string"}, "count": {"type": "integer", "minimum": 0}},
+                    "required": ["repeat", "count"],
+                    "additionalProperties": false
+                },
+                {"type": "array", "items": list}
+            ]
+        })
+    }
+}
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Text {
+        Text::Plain(text.to_string())
+    }
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Text {
+        Text::Plain(text)
+    }
+}
+
 impl Text {
     /// The text it stands for.
     pub fn render(&self) -> String {
@@ -307,7 +363,7 @@ impl Text {
 }
 
 /// How risky a simulated tool is, for the risk gate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RiskTag {
     /// `risk:safe`.
@@ -317,7 +373,7 @@ pub enum RiskTag {
 }
 
 /// A simulated tool.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
     /// Its name.
@@ -374,7 +430,7 @@ impl PartialEq for ReplyFn {
 }
 
 /// One result of a simulated tool: `{"text": ...}` or `{"error": ...}`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolResult {
     /// A successful result.
@@ -389,7 +445,7 @@ pub struct ToolResult {
 }
 
 /// An agent profile declared in the scenario.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct ProfileSpec {
@@ -410,7 +466,7 @@ pub struct ProfileSpec {
 }
 
 /// Folders holding `.agents/agents/*.md` profile files, relative to the scenario file.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileDirs {
     /// The workspace folder (its profiles win).
@@ -428,7 +484,7 @@ impl ProfileDirs {
 }
 
 /// A script for the agents one selector picks.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Lane {
     /// Selects the agent with this alias (`main`, `main/2`).
@@ -455,16 +511,16 @@ impl Lane {
     /// The selector, as written.
     pub fn selector(&self) -> String {
         match (&self.agent, &self.task_contains, &self.profile) {
-            (Some(a), _, _) => format!("agent {a:?}"),
-            (_, Some(t), _) => format!("task_contains {t:?}"),
-            (_, _, Some(p)) => format!("profile {p:?}"),
+            (Some(a), _, _) => format!("agent {}", crate::trace::quoted(a)),
+            (_, Some(t), _) => format!("task_contains {}", crate::trace::quoted(t)),
+            (_, _, Some(p)) => format!("profile {}", crate::trace::quoted(p)),
             _ => "no selector".to_string(),
         }
     }
 }
 
 /// One scripted reply.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reply {
     /// The reply's text.
@@ -488,17 +544,23 @@ pub struct Reply {
 }
 
 /// One scripted tool call.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Call {
     /// The tool name.
     pub tool: String,
-    /// Its arguments.
+    /// Its arguments (for a built-in tool, those its parameter schema accepts).
     #[serde(default = "empty_object", skip_serializing_if = "is_empty_object")]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub args: serde_json::Value,
     /// The tool is deliberately not declared (to show the unknown-tool answer).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub undeclared: bool,
+    /// The arguments of a built-in tool are deliberately not what it accepts (an unknown
+    /// name, a wrong type, a missing argument, a session named like a kind): sent as written,
+    /// not checked at load.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bad_args: bool,
 }
 
 fn empty_object() -> serde_json::Value {
@@ -510,7 +572,7 @@ fn is_empty_object(v: &serde_json::Value) -> bool {
 }
 
 /// Assertions on one request the core sent.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct Check {
@@ -519,16 +581,19 @@ pub struct Check {
     pub messages: Option<usize>,
     /// Texts some message must contain.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub contains: Vec<String>,
+    pub contains: Vec<Text>,
     /// Texts no message may contain.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub absent: Vec<String>,
+    pub absent: Vec<Text>,
     /// The first message's exact content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_message: Option<String>,
+    pub first_message: Option<Text>,
     /// The last message's exact content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_message: Option<String>,
+    pub last_message: Option<Text>,
+    /// The exact content of the message at position `n` (from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nth_message: Option<NthMessage>,
     /// The exact tool names offered, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
@@ -558,8 +623,18 @@ pub struct Check {
     pub fork_of_parent: bool,
 }
 
+/// The exact content of one message of a request, by its position.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NthMessage {
+    /// The message's position, counting from 1 (the first message is 1).
+    pub n: usize,
+    /// Its exact content.
+    pub text: Text,
+}
+
 /// One user turn.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Turn {
     /// The user's message.
@@ -576,7 +651,7 @@ pub struct Turn {
 }
 
 /// What a turn must end with.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(missing_docs)]
 pub struct TurnExpect {
@@ -587,8 +662,9 @@ pub struct TurnExpect {
     /// The exact final message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Text>,
+    /// A text the final message must contain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_contains: Option<String>,
+    pub message_contains: Option<Text>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_left: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -596,7 +672,7 @@ pub struct TurnExpect {
 }
 
 /// A message injected into the root at a virtual time.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Steer {
     /// When, from the start of the run.
@@ -606,7 +682,7 @@ pub struct Steer {
 }
 
 /// What the whole run must show.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
     /// Fragments of the text trace that must appear, in this order.
@@ -624,7 +700,7 @@ pub struct Expect {
 }
 
 /// Limits that make every run end.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Virtual time after which the run is stopped (default one hour; at most
@@ -812,11 +888,7 @@ impl ScenarioBuilder {
 
     /// The scenario, validated as a file is.
     pub fn build(self) -> Result<Scenario, ScenarioError> {
-        validate(&self.scenario).map_err(|(field, message)| ScenarioError::Invalid {
-            path: PathBuf::from("(scenario built in code)"),
-            field,
-            message,
-        })?;
+        validate(&self.scenario).map_err(|problem| problem.at(Path::new("(scenario built in code)"), None))?;
         Ok(self.scenario)
     }
 }
@@ -918,7 +990,7 @@ impl Reply {
 
     /// Adds a call to the reply.
     pub fn and_call(mut self, tool: impl Into<String>, args: serde_json::Value) -> Self {
-        self.calls.push(Call { tool: tool.into(), args, undeclared: false });
+        self.calls.push(Call { tool: tool.into(), args, undeclared: false, bad_args: false });
         self
     }
 
@@ -1004,79 +1076,153 @@ pub enum ScenarioError {
         path: PathBuf,
         /// 1-based line.
         line: usize,
-        /// 1-based column.
+        /// 1-based column, in characters.
         column: usize,
         /// JSON path of the field (`lanes[0].replies[2]`), `.` for the top.
         field: String,
         /// What is wrong.
         message: String,
+        /// What to do about it (`did you mean `lanes`?`), when there is something to say.
+        hint: Option<String>,
     },
     /// Well-formed but inconsistent (an undeclared tool, a lane without selector, ...).
     Invalid {
         /// The file.
         path: PathBuf,
+        /// Where the field stands in the file (none for a scenario built in code).
+        place: Option<Place>,
         /// JSON path of the field.
         field: String,
-        /// What is wrong and what to do.
+        /// What is wrong.
         message: String,
+        /// What to do about it, when there is something to say.
+        hint: Option<String>,
     },
 }
 
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ScenarioError::Io { path, message } => write!(f, "{}: cannot read: {message}", path.display()),
-            ScenarioError::Parse { path, line, column, field, message } => {
-                write!(f, "{}:{line}:{column}: at `{field}`: {message}", path.display())
+        let (path, place, field, message, hint) = match self {
+            ScenarioError::Io { path, message } => return write!(f, "{}: cannot read: {message}", path.display()),
+            ScenarioError::Parse { path, line, column, field, message, hint } => {
+                (path, Some(Place { line: *line, column: *column }), field, message, hint)
             }
-            ScenarioError::Invalid { path, field, message } => write!(f, "{}: at `{field}`: {message}", path.display()),
+            ScenarioError::Invalid { path, place, field, message, hint } => (path, *place, field, message, hint),
+        };
+        write!(f, "{}", path.display())?;
+        if let Some(place) = place {
+            write!(f, ":{place}")?;
         }
+        write!(f, ": at `{field}`: {message}")?;
+        if let Some(hint) = hint {
+            write!(f, "; {hint}")?;
+        }
+        Ok(())
     }
 }
 
 impl std::error::Error for ScenarioError {}
 
+/// Something validation found wrong: the field's JSON path, what is wrong, and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// JSON path of the field (`lanes[0].replies[2].calls[1].tool`), `.` for the top.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it (`did you mean `Agent`?`, the accepted names), if anything.
+    pub hint: Option<String>,
+}
+
+impl Problem {
+    /// A problem at `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Problem {
+        Problem { field: field.into(), message: message.into(), hint: None }
+    }
+
+    /// With a hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Problem {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// With a hint, if there is one.
+    pub fn maybe_hint(mut self, hint: Option<String>) -> Problem {
+        self.hint = hint;
+        self
+    }
+
+    /// The error of file `path`; with the file's text, it names the line and column too.
+    pub fn at(self, path: &Path, text: Option<&str>) -> ScenarioError {
+        ScenarioError::Invalid {
+            path: path.to_path_buf(),
+            place: text.map(|text| place::locate(text.strip_prefix('\u{feff}').unwrap_or(text), &self.field)),
+            field: self.field,
+            message: self.message,
+            hint: self.hint,
+        }
+    }
+}
+
+impl From<(String, String)> for Problem {
+    fn from((field, message): (String, String)) -> Problem {
+        Problem::new(field, message)
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at `{}`: {}", self.field, self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, "; {hint}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Parses scenario JSON; `path` only names the source in errors.
+///
+/// Notes for readers are taken out first: a `"$comment"` key holding a string in any object
+/// (but inside a call's `args`, which are sent as written), and `"$schema"` at the top.
 pub fn parse(path: &Path, json: &str) -> Result<Scenario, ScenarioError> {
     // A byte-order mark is accepted, as in profile files.
     let json = json.strip_prefix('\u{feff}').unwrap_or(json);
     // serde would read a top-level array as the struct's fields by position.
     let start = json.find(|c: char| !c.is_whitespace());
     if let Some(at) = start.filter(|at| !json[*at..].starts_with('{')) {
-        let line = json[..at].matches('\n').count() + 1;
-        let column = at - json[..at].rfind('\n').map_or(0, |nl| nl + 1) + 1;
+        let place = Place::of_offset(json, at);
         return Err(ScenarioError::Parse {
             path: path.to_path_buf(),
-            line,
-            column,
+            line: place.line,
+            column: place.column,
             field: ".".into(),
             message: "a scenario file holds one JSON object (`{ \"name\": …, \"lanes\": […], \"turns\": […] }`)".into(),
+            hint: None,
         });
     }
+    let json = place::without_notes(json);
     let parse_error = |e: serde_json::Error, field: String| {
         let message = e.to_string();
         // serde_json appends " at line L column C"; the place is printed in front instead.
         let message = message.rsplit_once(" at line ").map_or(message.clone(), |(m, _)| m.to_string());
+        let place = Place::from_serde(&json, e.line(), e.column());
         ScenarioError::Parse {
             path: path.to_path_buf(),
-            line: e.line().max(1),
-            column: e.column().max(1),
+            line: place.line,
+            column: place.column,
             field,
+            hint: suggest::hint_for_serde(&message),
             message,
         }
     };
-    let de = &mut serde_json::Deserializer::from_str(json);
+    let de = &mut serde_json::Deserializer::from_str(&json);
     let scenario: Scenario = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let field = field_path(&e.path().to_string());
         parse_error(e.into_inner(), field)
     })?;
     // Anything after the scenario object (a stray brace, a second object) is an error too.
     de.end().map_err(|e| parse_error(e, ".".to_string()))?;
-    validate(&scenario).map_err(|(field, message)| ScenarioError::Invalid {
-        path: path.to_path_buf(),
-        field,
-        message,
-    })?;
+    validate(&scenario).map_err(|problem| problem.at(path, Some(&json)))?;
     Ok(scenario)
 }
 
@@ -1114,22 +1260,19 @@ pub fn read_bounded(path: &Path, cap: u64) -> Result<String, ScenarioError> {
     Ok(text)
 }
 
-/// Names a scripted call may use without declaring a tool.
-const BUILTIN: [&str; 8] =
-    ["final_answer", "ask_user", "fail", "Agent", "subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
-
-/// Checks what types alone cannot: returns `(field path, message)`.
-pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
+/// Checks what types alone cannot: returns the first problem, with its field path and a hint.
+pub fn validate(s: &Scenario) -> Result<(), Problem> {
     let rules = s.rules.resolve();
-    rules.validate().map_err(|m| ("rules".to_string(), m))?;
+    rules.validate().map_err(|m| Problem::new("rules", m))?;
     validate_limits(s)?;
     if s.turns.is_empty() {
-        return Err(("turns".into(), "a scenario needs at least one user turn".into()));
+        return Err(Problem::new("turns", "a scenario needs at least one user turn")
+            .hint(r#"add one: "turns": [{"user": "…"}]"#));
     }
     let text = |place: String, text: &Text| check_text(text, s.limits.max_text_chars, place);
     let ms = |place: String, ms: u64| {
         if ms > MAX_VIRTUAL_MS {
-            return Err((
+            return Err(Problem::new(
                 place,
                 format!(
                     "{ms} ms is longer than the longest virtual time a scenario may name ({MAX_VIRTUAL_MS} ms, ten years)"
@@ -1142,8 +1285,11 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
         if let Some(at) = turn.at_ms {
             ms(format!("turns[{i}].at_ms"), at)?;
         }
-        if let Some(message) = &turn.expect.message {
-            text(format!("turns[{i}].expect.message"), message)?;
+        let e = &turn.expect;
+        for (field, value) in [("message", &e.message), ("message_contains", &e.message_contains)] {
+            if let Some(value) = value {
+                text(format!("turns[{i}].expect.{field}"), value)?;
+            }
         }
     }
     for (i, steer) in s.steer.iter().enumerate() {
@@ -1152,18 +1298,22 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
     let mut declared = std::collections::BTreeSet::new();
     for (i, tool) in s.tools.iter().enumerate() {
         if tool.name.trim().is_empty() {
-            return Err((format!("tools[{i}].name"), "a tool needs a name".into()));
+            return Err(Problem::new(format!("tools[{i}].name"), "a tool needs a name"));
         }
-        if BUILTIN.contains(&tool.name.as_str()) {
-            return Err((format!("tools[{i}].name"), format!("`{}` is a built-in tool of the core", tool.name)));
+        if builtin::parameters(&tool.name).is_some() {
+            return Err(Problem::new(
+                format!("tools[{i}].name"),
+                format!("`{}` is a built-in tool of the core", tool.name),
+            )
+            .hint("call it without declaring it"));
         }
         if !declared.insert(tool.name.as_str()) {
-            return Err((format!("tools[{i}].name"), format!("tool `{}` is declared twice", tool.name)));
+            return Err(Problem::new(format!("tools[{i}].name"), format!("tool `{}` is declared twice", tool.name)));
         }
         ms(format!("tools[{i}].latency_ms"), tool.latency_ms)?;
         for (j, result) in tool.results.iter().enumerate() {
             if result.text.is_some() == result.error.is_some() {
-                return Err((format!("tools[{i}].results[{j}]"), "give exactly one of `text` and `error`".into()));
+                return Err(Problem::new(format!("tools[{i}].results[{j}]"), "give exactly one of `text` and `error`"));
             }
             for (field, value) in [("text", &result.text), ("error", &result.error)] {
                 if let Some(value) = value {
@@ -1177,19 +1327,41 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
     }
     for (i, profile) in s.profiles.iter().enumerate() {
         if profile.description.trim().is_empty() {
-            return Err((format!("profiles[{i}].description"), "a profile needs a description".into()));
+            return Err(Problem::new(format!("profiles[{i}].description"), "a profile needs a description"));
         }
         if let Some(seconds) = profile.timeout_seconds {
-            check_seconds(seconds).map_err(|m| (format!("profiles[{i}].timeout_seconds"), m))?;
+            check_seconds(seconds).map_err(|m| Problem::new(format!("profiles[{i}].timeout_seconds"), m))?;
         }
+    }
+    if s.lanes.is_empty() {
+        return Err(Problem::new(
+            "lanes",
+            "a scenario needs at least one lane: the root asks the model at its first step",
+        )
+        .hint(r#"add the root's lane: {"agent": "main", "replies": [{"text": "…"}]}"#));
     }
     for (i, lane) in s.lanes.iter().enumerate() {
         let selectors = [&lane.agent, &lane.task_contains, &lane.profile].iter().filter(|s| s.is_some()).count();
         if selectors != 1 {
-            return Err((
+            return Err(Problem::new(
                 format!("lanes[{i}]"),
-                "give exactly one selector: `agent`, `task_contains` or `profile`".into(),
+                "give exactly one selector: `agent`, `task_contains` or `profile`",
             ));
+        }
+        if let Some(alias) = &lane.agent {
+            check_alias(alias).map_err(|hint| {
+                Problem::new(
+                    format!("lanes[{i}].agent"),
+                    format!(
+                        "`{}` is not an agent alias: the root is `main`, its children `main/1`, `main/2`, … in spawn order, a grandchild `main/1/1`",
+                        crate::trace::printable(alias)
+                    ),
+                )
+                .maybe_hint(hint)
+            })?;
+        }
+        if let Some(check) = &lane.check_every {
+            check_check(check, s.limits.max_text_chars, &format!("lanes[{i}].check_every"))?;
         }
         for (j, reply) in lane.replies.iter().enumerate() {
             let place = format!("lanes[{i}].replies[{j}]");
@@ -1197,8 +1369,11 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
             if let Some(value) = &reply.text {
                 text(format!("{place}.text"), value)?;
             }
+            if let Some(check) = &reply.check {
+                check_check(check, s.limits.max_text_chars, &format!("{place}.check"))?;
+            }
             if reply.calls.len() > s.limits.max_calls_per_reply {
-                return Err((
+                return Err(Problem::new(
                     format!("{place}.calls"),
                     format!(
                         "{} calls in one reply, more than limits.max_calls_per_reply ({}); raise the limit if you mean it",
@@ -1209,48 +1384,151 @@ pub fn validate(s: &Scenario) -> Result<(), (String, String)> {
             }
             let answers = reply.text.is_some() || !reply.calls.is_empty();
             if [answers, reply.error.is_some(), reply.hang].iter().filter(|b| **b).count() > 1 {
-                return Err((place, "a reply is text and/or calls, or an `error`, or a `hang`: not several".into()));
+                return Err(Problem::new(
+                    place,
+                    "a reply is text and/or calls, or an `error`, or a `hang`: not several",
+                ));
             }
             for (k, call) in reply.calls.iter().enumerate() {
-                let known = BUILTIN.contains(&call.tool.as_str()) || declared.contains(call.tool.as_str());
-                if !known && !call.undeclared {
-                    return Err((
-                        format!("{place}.calls[{k}].tool"),
-                        format!(
-                            "the script calls `{}`, which is not a declared tool; declare it under `tools`, or mark the call `\"undeclared\": true` to show the unknown-tool answer",
-                            call.tool
-                        ),
-                    ));
+                let at = format!("{place}.calls[{k}]");
+                let builtin = builtin::parameters(&call.tool).is_some();
+                if !builtin && !declared.contains(call.tool.as_str()) && !call.undeclared {
+                    let mut names: Vec<&str> = builtin::names().collect();
+                    names.extend(declared.iter().copied());
+                    let guess =
+                        suggest::did_you_mean(&call.tool, names).map(|g| format!("{g} Otherwise ")).unwrap_or_default();
+                    return Err(Problem::new(
+                        format!("{at}.tool"),
+                        format!("the script calls `{}`, which is not a declared tool", crate::trace::printable(&call.tool)),
+                    )
+                    .hint(format!(
+                        "{guess}declare it under `tools`, or mark the call `\"undeclared\": true` to show the unknown-tool answer"
+                    )));
                 }
                 if !call.args.is_object() {
-                    return Err((format!("{place}.calls[{k}].args"), "arguments must be a JSON object".into()));
+                    return Err(Problem::new(format!("{at}.args"), "arguments must be a JSON object"));
                 }
-                check_task_refs(&call.args, &format!("{place}.calls[{k}].args"))?;
+                check_task_refs(&call.args, &format!("{at}.args"))?;
+                if builtin && !call.bad_args {
+                    builtin::check_call(&call.tool, &call.args, &at)?;
+                }
             }
         }
     }
     Ok(())
 }
 
+/// Checks the profile names a scenario uses (a lane's `profile`, a `subagent` call's `agent`)
+/// against the profiles it can use (`names`: inline ones and those of its profile folders,
+/// known only once the folders are read).
+pub fn check_profile_names<'a>(s: &Scenario, names: impl IntoIterator<Item = &'a str>) -> Result<(), Problem> {
+    let names: Vec<&str> = names.into_iter().collect();
+    let unknown = |field: String, name: &str, what: &str, opt_out: &str| {
+        let known = if names.is_empty() {
+            "The scenario has no profiles: declare them under `profiles` or in `profile_dirs`".to_string()
+        } else {
+            format!("Its profiles: {}", names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "))
+        };
+        let guess = did_you_mean(name, names.iter().copied()).map(|g| format!("{g} ")).unwrap_or_default();
+        Problem::new(
+            field,
+            format!("{what} `{}`, which is not a profile of this scenario", crate::trace::printable(name)),
+        )
+        .hint(format!("{guess}{known}{opt_out}"))
+    };
+    for (i, lane) in s.lanes.iter().enumerate() {
+        if let Some(profile) = &lane.profile
+            && !names.contains(&profile.as_str())
+        {
+            let field = format!("lanes[{i}].profile");
+            return Err(unknown(field, profile, "the lane selects children running profile", ""));
+        }
+        for (j, reply) in lane.replies.iter().enumerate() {
+            for (k, call) in reply.calls.iter().enumerate() {
+                let agent = call.args.get("agent").and_then(serde_json::Value::as_str);
+                if call.tool == "subagent"
+                    && !call.bad_args
+                    && let Some(agent) = agent
+                    && !names.contains(&agent)
+                {
+                    let field = format!("lanes[{i}].replies[{j}].calls[{k}].args.agent");
+                    let opt_out =
+                        "; mark the call `\"bad_args\": true` if the model names a missing profile on purpose";
+                    return Err(unknown(field, agent, "the call asks for profile", opt_out));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `alias` is an agent alias (`main`, `main/2`, `main/1/3`); the error is a
+/// suggestion, when one is near.
+fn check_alias(alias: &str) -> Result<(), Option<String>> {
+    let number = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && !part.starts_with('0');
+    let mut parts = alias.split('/');
+    if parts.next() == Some("main") && parts.all(number) {
+        return Ok(());
+    }
+    // The nearest alias: `main` for a slip of the root's name, separators made `/`, numbers
+    // without leading zeros.
+    let mut parts = alias.split(['/', '.', '\\', '-', '_', ' ']).filter(|p| !p.is_empty());
+    let root = parts.next().unwrap_or_default();
+    if suggest::nearest(root, ["main"]).is_none() && root != "main" {
+        return Err(None);
+    }
+    let mut guess = String::from("main");
+    for part in parts {
+        let digits = part.trim_start_matches('0');
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(None);
+        }
+        guess.push('/');
+        guess.push_str(digits);
+    }
+    Err(Some(format!("did you mean `{guess}`?")))
+}
+
+/// The texts of a request check, each within the text limit.
+fn check_check(check: &Check, max: usize, place: &str) -> Result<(), Problem> {
+    for (field, texts) in [("contains", &check.contains), ("absent", &check.absent)] {
+        for (i, value) in texts.iter().enumerate() {
+            check_text(value, max, format!("{place}.{field}[{i}]"))?;
+        }
+    }
+    for (field, value) in [("first_message", &check.first_message), ("last_message", &check.last_message)] {
+        if let Some(value) = value {
+            check_text(value, max, format!("{place}.{field}"))?;
+        }
+    }
+    if let Some(nth) = &check.nth_message {
+        if nth.n == 0 {
+            return Err(Problem::new(format!("{place}.nth_message.n"), "messages are counted from 1: the first is 1"));
+        }
+        check_text(&nth.text, max, format!("{place}.nth_message.text"))?;
+    }
+    Ok(())
+}
+
 /// The run limits themselves: each within what the harness can honour.
-fn validate_limits(s: &Scenario) -> Result<(), (String, String)> {
+fn validate_limits(s: &Scenario) -> Result<(), Problem> {
     let limits = &s.limits;
     if limits.max_events == 0 {
-        return Err(("limits.max_events".into(), "must be at least 1".into()));
+        return Err(Problem::new("limits.max_events", "must be at least 1"));
     }
     if limits.horizon_ms == 0 || limits.horizon_ms > MAX_VIRTUAL_MS {
-        return Err((
-            "limits.horizon_ms".into(),
+        return Err(Problem::new(
+            "limits.horizon_ms",
             format!("must be from 1 to {MAX_VIRTUAL_MS} ms (ten years of virtual time)"),
         ));
     }
     if limits.max_depth > MAX_DEPTH {
-        return Err(("limits.max_depth".into(), format!("must be at most {MAX_DEPTH}")));
+        return Err(Problem::new("limits.max_depth", format!("must be at most {MAX_DEPTH}")));
     }
     let rules = s.rules.resolve();
     if rules.depth_limit > limits.max_depth {
-        return Err((
-            "rules.depth_limit".into(),
+        return Err(Problem::new(
+            "rules.depth_limit",
             format!(
                 "{} is deeper than limits.max_depth ({}): foreground children run inline, so each level nests; raise limits.max_depth (up to {MAX_DEPTH}) if you mean it",
                 rules.depth_limit, limits.max_depth
@@ -1264,8 +1542,8 @@ fn validate_limits(s: &Scenario) -> Result<(), (String, String)> {
         if let Some(limit) = limit
             && limit.as_millis() > u128::from(MAX_VIRTUAL_MS)
         {
-            return Err((
-                knob.into(),
+            return Err(Problem::new(
+                knob,
                 format!("longer than the longest virtual time a scenario may name ({MAX_VIRTUAL_MS} ms)"),
             ));
         }
@@ -1274,7 +1552,7 @@ fn validate_limits(s: &Scenario) -> Result<(), (String, String)> {
 }
 
 /// A text's length in characters, without building it, within `max` characters.
-fn check_text(text: &Text, max: usize, place: String) -> Result<(), (String, String)> {
+fn check_text(text: &Text, max: usize, place: String) -> Result<(), Problem> {
     fn chars(text: &Text) -> Option<usize> {
         match text {
             Text::Plain(s) => Some(s.chars().count()),
@@ -1284,7 +1562,7 @@ fn check_text(text: &Text, max: usize, place: String) -> Result<(), (String, Str
     }
     match chars(text) {
         Some(n) if n <= max => Ok(()),
-        n => Err((
+        n => Err(Problem::new(
             place,
             format!(
                 "this text stands for {} characters, more than limits.max_text_chars ({max}); raise the limit if you mean it",
@@ -1308,9 +1586,34 @@ pub fn check_seconds(seconds: f64) -> Result<(), String> {
     Ok(())
 }
 
+/// A text of a check or an expectation with each `$taskN` in it (`$task` and a number from
+/// 1) replaced by the N-th task id of `ids`. The error names the reference no id answers.
+pub fn with_task_ids<'t>(text: &'t str, ids: &[String]) -> Result<std::borrow::Cow<'t, str>, String> {
+    if !text.contains("$task") {
+        return Ok(std::borrow::Cow::Borrowed(text));
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("$task") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "$task".len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            out.push_str("$task");
+        } else {
+            let reference = &rest[at..at + "$task".len() + digits];
+            let id = after[..digits].parse::<usize>().ok().and_then(|n| ids.get(n.checked_sub(1)?));
+            out.push_str(id.ok_or_else(|| reference.to_string())?);
+        }
+        rest = &after[digits..];
+    }
+    out.push_str(rest);
+    Ok(std::borrow::Cow::Owned(out))
+}
+
 /// Every string in call arguments that starts with `$task` must be a task reference,
 /// `$task1`, `$task2`, … (no sign, no leading zero, nothing after the number).
-fn check_task_refs(args: &serde_json::Value, place: &str) -> Result<(), (String, String)> {
+fn check_task_refs(args: &serde_json::Value, place: &str) -> Result<(), Problem> {
     use serde_json::Value;
     match args {
         Value::String(s) if s.starts_with("$task") => {
@@ -1322,10 +1625,11 @@ fn check_task_refs(args: &serde_json::Value, place: &str) -> Result<(), (String,
             if valid {
                 Ok(())
             } else {
-                Err((
+                Err(Problem::new(
                     place.to_string(),
                     format!(
-                        "{s:?} is not a task reference: write $task1, $task2, … (the N-th task id the request shows)"
+                        "{} is not a task reference: write $task1, $task2, … (the N-th task id the request shows)",
+                        crate::trace::quoted(s)
                     ),
                 ))
             }
@@ -1346,6 +1650,18 @@ mod tests {
     fn text_forms_render() {
         let t: Text = serde_json::from_str(r#"["a", {"repeat": "字", "count": 3}]"#).unwrap();
         assert_eq!(t.render(), "a字字字");
+    }
+
+    #[test]
+    fn task_references_in_texts_are_replaced() {
+        let ids = ["sub-1".to_string(), "sub-2".to_string()];
+        assert_eq!(
+            with_task_ids("delivered $task2 ok, $task1; $taskX", &ids).unwrap(),
+            "delivered sub-2 ok, sub-1; $taskX"
+        );
+        assert_eq!(with_task_ids("$task3", &ids).unwrap_err(), "$task3");
+        assert_eq!(with_task_ids("$task0", &ids).unwrap_err(), "$task0");
+        assert_eq!(with_task_ids("plain", &ids).unwrap(), "plain");
     }
 
     #[test]

@@ -72,6 +72,47 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// A string quoted for a message (JSON quoting, control characters escaped), shortened in the
+/// middle past 160 characters as in the text trace.
+pub fn quoted(s: &str) -> String {
+    printable(&q(s)).into_owned()
+}
+
+/// How an expected text and the text found differ, readably at any length: both texts when
+/// short; else both lengths, the first character where they differ (from 1) and a short
+/// window of each around it.
+pub fn text_difference(expected: &str, got: &str) -> String {
+    const SHORT: usize = 60;
+    let (want_chars, got_chars) = (expected.chars().count(), got.chars().count());
+    if want_chars <= SHORT && got_chars <= SHORT {
+        return format!("expected {}, got {}", quoted(expected), quoted(got));
+    }
+    let first = expected.chars().zip(got.chars()).take_while(|(a, b)| a == b).count();
+    let window = |text: &str| {
+        let start = first.saturating_sub(12);
+        let piece: String = text.chars().skip(start).take(36).collect();
+        let before = if start > 0 { "…" } else { "" };
+        let after = if text.chars().count() > start + 36 { "…" } else { "" };
+        format!("{before}{}{after}", quoted(&piece))
+    };
+    let lengths = format!("expected {want_chars} characters, got {got_chars}");
+    if first == want_chars.min(got_chars) {
+        let (longer, which) =
+            if got_chars > want_chars { (got, "the text found") } else { (expected, "the expected text") };
+        return format!(
+            "{lengths}: the shorter is the start of the longer, which goes on at character {} with {}",
+            first + 1,
+            window(longer)
+        ) + &format!(" ({which})");
+    }
+    format!(
+        "{lengths}; they first differ at character {}: expected {}, got {}",
+        first + 1,
+        window(expected),
+        window(got)
+    )
+}
+
 /// Quotes a string for the text trace, shortening it in the middle past 160 characters.
 fn q(s: &str) -> String {
     let n = s.chars().count();
@@ -304,6 +345,28 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_differences_show_both_texts() {
+        assert_eq!(text_difference("All clear.", "All clear"), r#"expected "All clear.", got "All clear""#);
+    }
+
+    #[test]
+    fn long_differences_show_lengths_position_and_window() {
+        let expected = format!("{}x{}", "é".repeat(4000), "é".repeat(100));
+        let got = "é".repeat(4101);
+        let d = text_difference(&expected, &got);
+        assert!(
+            d.starts_with(
+                "expected 4101 characters, got 4101; they first differ at character 4001: expected …\"ééééééééééééx"
+            ),
+            "{d}"
+        );
+        assert!(d.len() < 300, "{d}");
+        let d = text_difference(&"a".repeat(100), &"a".repeat(101));
+        assert!(d.starts_with("expected 100 characters, got 101: the shorter is the start of the longer, which goes on at character 101"), "{d}");
+        assert!(!d.contains("Some("));
+    }
 
     #[test]
     fn long_strings_keep_both_ends() {

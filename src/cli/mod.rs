@@ -1,9 +1,12 @@
-//! The command line: `rehearsal run` ([`run`]: files, golden traces, reports) and
-//! `rehearsal fuzz` ([`fuzz`](mod@fuzz)). `main.rs` only maps the outcome to an exit code.
+//! The command line: `rehearsal run` ([`run`]: files, golden traces, reports),
+//! `rehearsal fuzz` ([`fuzz`](mod@fuzz)), and for authors `rehearsal new` and
+//! `rehearsal schema`. `main.rs` only maps the outcome to an exit code.
 
 mod fuzz;
+mod new;
 mod report;
 mod run;
+mod schema;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -122,6 +125,17 @@ enum Command {
               default_value_t = humantime::Duration::from(fuzz::PROGRESS_EVERY))]
         progress_every: humantime::Duration,
     },
+    /// Print the JSON Schema of scenario files (for editors; committed as
+    /// docs/scenario.schema.json).
+    Schema,
+    /// Write NAME.json, a commented starting scenario that passes; never overwrites a file.
+    New {
+        /// The scenario's name; the file is NAME.json.
+        name: PathBuf,
+        /// Which family it shows: Roku's foreground `Agent`, or Bub's background `subagent`.
+        #[arg(long, value_enum, default_value_t = new::Preset::Roku)]
+        preset: new::Preset,
+    },
 }
 
 /// `rehearsal run --help`'s closing part: the exit codes.
@@ -188,6 +202,8 @@ pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
             };
             fuzz::fuzz_command(&campaign, &dir, out, err)
         }
+        Command::Schema => schema::schema(out),
+        Command::New { name, preset } => new::new(&name, preset, out, err),
     }
 }
 

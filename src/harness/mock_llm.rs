@@ -20,9 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::evidence::fork_mismatch;
-use crate::scenario::{Check, Lane, Reply};
+use crate::scenario::{Check, Lane, Reply, Text, with_task_ids};
 use crate::sut::AgentId;
 use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall, Transcript};
+use crate::trace::{quoted, text_difference};
 
 use super::Stop;
 use super::clock::Clock;
@@ -118,19 +119,14 @@ impl ScriptedLlm {
                         st.bindings.insert(request.agent.clone(), lane);
                         lane
                     }
-                    [] => {
-                        return Err(format!(
-                            "lanes: no lane selects agent {} (task {:?}); add a lane with `agent`, `task_contains` or `profile` that selects it",
-                            request.agent, request.goal
-                        ));
-                    }
+                    [] => return Err(self.no_lane(request, &st)),
                     [a, b, ..] => {
                         return Err(format!(
-                            "lanes[{a}] ({}) and lanes[{b}] ({}) both select agent {} (task {:?}); make the selectors exclusive",
+                            "lanes[{a}] ({}) and lanes[{b}] ({}) both select agent {} (task {}); make the selectors exclusive",
                             self.script.lanes[a].selector(),
                             self.script.lanes[b].selector(),
                             request.agent,
-                            request.goal
+                            quoted(&request.goal)
                         ));
                     }
                 }
@@ -169,41 +165,93 @@ impl ScriptedLlm {
         Ok((lane, call, reply))
     }
 
+    /// Why no lane selects the request's agent, with the lanes there are and the nearest
+    /// alias lane that has selected no agent yet.
+    fn no_lane(&self, request: &LlmRequest, st: &State) -> String {
+        let lanes = &self.script.lanes;
+        let mut message = format!(
+            "lanes: no lane selects agent {} (task {}); add a lane with `agent`, `task_contains` or `profile` that selects it",
+            request.agent,
+            quoted(&request.goal)
+        );
+        let selectors: Vec<String> =
+            lanes.iter().enumerate().map(|(i, l)| format!("lanes[{i}] {}", l.selector())).collect();
+        message.push_str(&format!(" (the lanes: {})", selectors.join(", ")));
+        // An alias lane that has not selected anyone is the likely slip.
+        let idle = lanes.iter().enumerate().filter(|(i, _)| st.used[*i] == 0).filter_map(|(_, l)| l.agent.as_deref());
+        if let Some(alias) = crate::scenario::nearest_name(request.agent.as_str(), idle) {
+            message.push_str(&format!(
+                "; the lane for `{alias}` has selected no agent: did you mean `{}`?",
+                request.agent
+            ));
+        }
+        message
+    }
+
     fn check(&self, check: &Check, request: &LlmRequest) -> Vec<String> {
         let mut out = Vec::new();
         let messages = &request.messages;
         let tool_names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+        // `$taskN` in a check is the N-th task id of the run so far (the `task.queued` order).
+        let mut ids: Option<Vec<String>> = None;
+        let mut text = |text: &Text, out: &mut Vec<String>| -> Option<String> {
+            let rendered = text.render();
+            if !rendered.contains("$task") {
+                return Some(rendered);
+            }
+            let ids = ids.get_or_insert_with(|| self.recorder.task_ids());
+            match with_task_ids(&rendered, ids) {
+                Ok(text) => Some(text.into_owned()),
+                Err(reference) => {
+                    out.push(format!("{reference} refers to a task the run has not queued ({})", count_ids(ids)));
+                    None
+                }
+            }
+        };
         if let Some(n) = check.messages
             && messages.len() != n
         {
             out.push(format!("expected {n} messages, the request holds {}", messages.len()));
         }
-        for text in &check.contains {
-            if !messages.iter().any(|m| m.content.contains(text.as_str())) {
-                out.push(format!("no message contains {text:?}"));
-            }
-        }
-        for text in &check.absent {
-            if let Some(i) = messages.iter().position(|m| m.content.contains(text.as_str())) {
-                out.push(format!("message {i} contains {text:?}, which must be absent"));
-            }
-        }
-        let exact = [("first", &check.first_message, messages.first()), ("last", &check.last_message, messages.last())];
-        for (which, want, got) in exact {
-            if let Some(want) = want
-                && got.map(|m| &m.content) != Some(want)
+        for want in &check.contains {
+            if let Some(want) = text(want, &mut out)
+                && !messages.iter().any(|m| m.content.contains(want.as_str()))
             {
-                out.push(format!("the {which} message is {:?}, expected {want:?}", got.map(|m| m.content.as_str())));
+                out.push(format!("no message contains {}", quoted(&want)));
+            }
+        }
+        for want in &check.absent {
+            if let Some(want) = text(want, &mut out)
+                && let Some(i) = messages.iter().position(|m| m.content.contains(want.as_str()))
+            {
+                out.push(format!("message {} contains {}, which must be absent", i + 1, quoted(&want)));
+            }
+        }
+        let nth = check.nth_message.as_ref().map(|nth| (format!("message {}", nth.n), nth.n, &nth.text));
+        let exact = [
+            check.first_message.as_ref().map(|t| ("the first message".to_string(), 1, t)),
+            check.last_message.as_ref().map(|t| ("the last message".to_string(), messages.len().max(1), t)),
+            nth,
+        ];
+        for (which, n, want) in exact.into_iter().flatten() {
+            let Some(want) = text(want, &mut out) else { continue };
+            match messages.get(n - 1) {
+                None => out
+                    .push(format!("{which}: the request holds {} messages, so it has no message {n}", messages.len())),
+                Some(got) if got.content != want => {
+                    out.push(format!("{which}: {}", text_difference(&want, &got.content)));
+                }
+                Some(_) => {}
             }
         }
         if let Some(tools) = &check.tools
             && tool_names != *tools
         {
-            out.push(format!("tools offered are {tool_names:?}, expected {tools:?}"));
+            out.push(format!("the tools offered are {}, expected {}", names(&tool_names), names(tools)));
         }
         for tool in &check.tools_include {
             if !tool_names.contains(&tool.as_str()) {
-                out.push(format!("tool `{tool}` is not offered (offered: {tool_names:?})"));
+                out.push(format!("tool `{tool}` is not offered (offered: {})", names(&tool_names)));
             }
         }
         for tool in &check.tools_exclude {
@@ -216,8 +264,11 @@ impl ScriptedLlm {
             ("reasoning_effort", &check.reasoning_effort, request.reasoning_effort.as_deref()),
         ];
         for (name, want, got) in fields {
-            if want.is_some() && want.as_deref() != got {
-                out.push(format!("{name} is {got:?}, expected {want:?}"));
+            if let Some(want) = want
+                && Some(want.as_str()) != got
+            {
+                let got = got.map_or_else(|| "not set".to_string(), quoted);
+                out.push(format!("{name} is {got}, expected {}", quoted(want)));
             }
         }
         for (name, want, got) in [
@@ -227,22 +278,26 @@ impl ScriptedLlm {
             if let Some(want) = want
                 && want != got
             {
-                out.push(format!("{name} is {got:?}, expected {want:?}"));
+                out.push(format!("{name} is {}, expected {}", quoted(got), quoted(want)));
             }
         }
         if let Some(memory) = &check.memory
             && memory[..] != request.memory[..]
         {
-            out.push(format!("memory is {:?}, expected {memory:?}", request.memory));
+            out.push(format!("memory is {}, expected {}", texts(&request.memory), texts(memory)));
         }
-        for text in &check.system_contains {
-            if !request.system.contains(text.as_str()) {
-                out.push(format!("the system prompt does not contain {text:?} (it is {:?})", request.system));
+        for want in &check.system_contains {
+            if !request.system.contains(want.as_str()) {
+                out.push(format!(
+                    "the system prompt does not contain {} (it is {})",
+                    quoted(want),
+                    quoted(&request.system)
+                ));
             }
         }
-        for text in &check.system_absent {
-            if request.system.contains(text.as_str()) {
-                out.push(format!("the system prompt contains {text:?}, which must be absent"));
+        for want in &check.system_absent {
+            if request.system.contains(want.as_str()) {
+                out.push(format!("the system prompt contains {}, which must be absent", quoted(want)));
             }
         }
         if check.fork_of_parent {
@@ -250,6 +305,24 @@ impl ScriptedLlm {
             out.extend(mismatch.map(|d| format!("fork_of_parent: {d}")));
         }
         out
+    }
+}
+
+/// Tool names for a message: `a, b, c`, or `none`.
+fn names<S: AsRef<str>>(names: &[S]) -> String {
+    if names.is_empty() { "none".to_string() } else { names.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ") }
+}
+
+/// Texts for a message: `["a", "b"]` in JSON quoting.
+fn texts(texts: &[String]) -> String {
+    format!("[{}]", texts.iter().map(|t| quoted(t)).collect::<Vec<_>>().join(", "))
+}
+
+/// The task ids known, for a message.
+fn count_ids(ids: &[String]) -> String {
+    match ids {
+        [] => "no task has been queued yet".to_string(),
+        ids => format!("{} queued so far: {}", plural(ids.len(), "task", "tasks"), ids.join(", ")),
     }
 }
 
@@ -459,9 +532,12 @@ impl Llm for ScriptedLlm {
                     Ok(args) => args,
                     Err(reference) => {
                         self.stop.halt(format!(
-                            "lanes[{lane}].replies[{}].calls[{i}]: {reference} refers to a task id the request does not show ({} task ids seen: {task_ids:?})",
+                            "lanes[{lane}].replies[{}].calls[{i}]: {reference} refers to a task id the request does not show ({})",
                             call - 1,
-                            task_ids.len()
+                            match task_ids.len() {
+                                0 => "it shows none".to_string(),
+                                n => format!("it shows {}: {}", plural(n, "task id", "task ids"), task_ids.join(", ")),
+                            }
                         ));
                         return std::future::pending().await;
                     }

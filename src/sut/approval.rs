@@ -32,7 +32,7 @@ pub trait Asker: Send + Sync {
 }
 
 /// Which gate a session uses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GateMode {
     /// Approve everything.

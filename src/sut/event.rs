@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::AgentId;
 
 /// How an agent loop ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeKind {
     /// A final answer (text without calls, or `final_answer`).
@@ -22,7 +22,7 @@ pub enum OutcomeKind {
 }
 
 /// Whether an outcome is a success.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Success.

@@ -70,7 +70,7 @@ fn call_to_undeclared_tool_exits_2_naming_the_call_and_the_tool() {
     let out = run_bad("undeclared-tool.json", 2);
     assert_contains(
         &out.stderr,
-        "error: tests/fixtures/bad/undeclared-tool.json: at `lanes[0].replies[1].calls[1].tool`: the script calls `Grep`, which is not a declared tool; declare it under `tools`, or mark the call `\"undeclared\": true`",
+        "error: tests/fixtures/bad/undeclared-tool.json:7:60: at `lanes[0].replies[1].calls[1].tool`: the script calls `Grep`, which is not a declared tool; declare it under `tools`, or mark the call `\"undeclared\": true`",
         &out.both(),
     );
 }
@@ -137,7 +137,7 @@ fn reference_to_an_unseen_task_id_exits_1_naming_the_call_and_the_reference() {
     let out = run_bad("unseen-task-reference.json", 1);
     assert_contains(
         &out.stdout,
-        "  - stopped: lanes[0].replies[0].calls[0]: $task1 refers to a task id the request does not show (0 task ids seen: [])",
+        "  - stopped: lanes[0].replies[0].calls[0]: $task1 refers to a task id the request does not show (it shows none)",
         &out.both(),
     );
 }
@@ -237,7 +237,7 @@ fn parse(json: &str) -> Result<scenario::Scenario, ScenarioError> {
 /// The `Invalid` error's field and message, or a panic naming what came instead.
 fn invalid(json: &str) -> (String, String) {
     match parse(json) {
-        Err(ScenarioError::Invalid { path, field, message }) => {
+        Err(ScenarioError::Invalid { path, field, message, .. }) => {
             assert_eq!(path, Path::new("inline.json"));
             (field, message)
         }
@@ -248,7 +248,7 @@ fn invalid(json: &str) -> (String, String) {
 /// The `Parse` error's line, column, field and message.
 fn parse_error(json: &str) -> (usize, usize, String, String) {
     match parse(json) {
-        Err(ScenarioError::Parse { path, line, column, field, message }) => {
+        Err(ScenarioError::Parse { path, line, column, field, message, .. }) => {
             assert_eq!(path, Path::new("inline.json"));
             (line, column, field, message)
         }

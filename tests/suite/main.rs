@@ -1,5 +1,6 @@
 //! Integration tests, one module per area.
 
+mod authoring;
 mod bad_input;
 mod cli;
 mod determinism;
