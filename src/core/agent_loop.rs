@@ -301,6 +301,12 @@ impl Loop {
                 }
             }
 
+            if self.depth == 0 {
+                // The root acts on the reply only once its instant has settled: a child that
+                // finishes, or frees a slot, in the instant the reply arrives has done so
+                // before a cancel, send or spawn of this reply looks at it.
+                shared.board.settle().await;
+            }
             let mut ran_regular = false;
             for call in &reply.tool_calls {
                 // A reply may hold any number of calls, most of which finish without waiting:

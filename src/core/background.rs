@@ -10,7 +10,7 @@
 //! are scheduled at one instant (that is tokio's, or the harness's schedule explorer's).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::Duration;
@@ -174,6 +174,8 @@ pub(crate) struct Board {
     /// spawned) and not polled since. While it is above zero, the children still have work
     /// at this instant ([`Board::settle`]).
     runnable: Arc<AtomicUsize>,
+    /// How many times the runtime has polled a background task of the session.
+    polls: Arc<AtomicU64>,
 }
 
 /// A background task's future, keeping the board's count of runnable tasks: the runtime's
@@ -190,6 +192,8 @@ struct Runnable {
     /// The task's future is gone (it ended, or was cancelled): later wake-ups run nothing.
     gone: AtomicBool,
     count: Arc<AtomicUsize>,
+    /// How many times any background task of the session has been polled.
+    polls: Arc<AtomicU64>,
     /// The runtime's own waker for the task, passed every wake-up on.
     inner: Mutex<Option<Waker>>,
 }
@@ -202,6 +206,7 @@ impl Runnable {
     }
 
     fn clear(&self) {
+        self.polls.fetch_add(1, Ordering::AcqRel);
         if self.pending.swap(false, Ordering::AcqRel) {
             self.count.fetch_sub(1, Ordering::AcqRel);
         }
@@ -223,11 +228,12 @@ impl std::task::Wake for Runnable {
 
 impl<F: Future> Counted<F> {
     /// `work`, counted as runnable from the start (a spawned task is scheduled at once).
-    fn new(work: F, count: Arc<AtomicUsize>) -> Counted<F> {
+    fn new(work: F, count: Arc<AtomicUsize>, polls: Arc<AtomicU64>) -> Counted<F> {
         let runnable = Arc::new(Runnable {
             pending: AtomicBool::new(false),
             gone: AtomicBool::new(false),
             count,
+            polls,
             inner: Mutex::new(None),
         });
         runnable.mark();
@@ -270,6 +276,7 @@ impl Board {
             state: Mutex::new(BoardState { ids: seed, ..BoardState::default() }),
             news: Notify::new(),
             runnable: Arc::default(),
+            polls: Arc::default(),
         }
     }
 
@@ -286,9 +293,13 @@ impl Board {
             // instant, splitting results due together across two requests.
             return;
         }
+        // Two signs, because a task's wake-up may wait in the runtime's list of deferred
+        // wake-ups (a cooperative yield) for a while: settled means a whole round of the
+        // runtime passed in which no background task was due to run, and none ran.
         loop {
+            let polls = self.polls.load(Ordering::Acquire);
             tokio::task::yield_now().await;
-            if self.runnable.load(Ordering::Acquire) == 0 {
+            if self.runnable.load(Ordering::Acquire) == 0 && self.polls.load(Ordering::Acquire) == polls {
                 return;
             }
         }
@@ -399,7 +410,7 @@ impl Board {
         let mut st = self.lock();
         let timeout = st.tasks[id].launch.timeout;
         let run = run_task(shared.clone(), id.to_string(), child, timeout, started);
-        let handle = tokio::spawn(Counted::new(run, self.runnable.clone()));
+        let handle = tokio::spawn(Counted::new(run, self.runnable.clone(), self.polls.clone()));
         let task = st.tasks.get_mut(id).expect("launched task exists");
         task.abort = Some(handle.abort_handle());
         task.state = TaskState::Queued { start };
