@@ -53,6 +53,8 @@ pub struct Run {
     pub failed_checks: Vec<String>,
     /// Replies used, per lane.
     pub lane_use: Vec<usize>,
+    /// Per lane, per scripted reply: how many requests it answered.
+    pub reply_use: Vec<Vec<usize>>,
     /// The rules the run used.
     pub rules: crate::rules::Rules,
     /// Whether the session ran all its turns and quit.
@@ -101,6 +103,11 @@ pub struct Verdict {
     pub failures: Vec<Failure>,
     /// The tie orders checked: the default one, and any explored ones.
     pub orders: u32,
+    /// What explored orders skipped, because the file marks it `order_dependent`: each as
+    /// its place and the file's reason.
+    pub default_only: Vec<String>,
+    /// The one explored order checked instead of the default (`--explore-seed`).
+    pub only_order: Option<u64>,
 }
 
 impl Verdict {
@@ -127,7 +134,21 @@ impl Verdict {
         let mut out = String::new();
         let word = if self.passed() { "PASS" } else { "FAIL" };
         let file = file.map(|f| format!("{}; ", printable(&f.to_string_lossy()))).unwrap_or_default();
-        let orders = if self.orders > 1 { format!(", {} tie orders", self.orders) } else { String::new() };
+        let skipped = match self.default_only.len() {
+            0 => String::new(),
+            n => format!("; {} in the default order only", plural(n, "expectation", "expectations")),
+        };
+        let orders = match (self.orders, self.default_only.len()) {
+            _ if self.only_order.is_some() => {
+                format!(", tie order {} only{skipped}", self.only_order.unwrap_or_default())
+            }
+            (0 | 1, _) => String::new(),
+            (n, 0) => format!(", {n} tie orders"),
+            (n, skipped) => format!(
+                ", {n} tie orders; {} in the default order only",
+                plural(skipped, "expectation", "expectations")
+            ),
+        };
         let _ = writeln!(
             out,
             "{word} {} ({file}{} events, {} ms virtual{orders})",
@@ -135,6 +156,11 @@ impl Verdict {
             self.run.trace.entries.len(),
             self.run.elapsed.as_millis()
         );
+        if self.orders > 1 || self.only_order.is_some() {
+            for place in &self.default_only {
+                let _ = writeln!(out, "  · not checked in explored orders: {}", printable(place));
+            }
+        }
         for failure in &self.failures {
             let _ = writeln!(out, "  - {}", printable(&failure.what));
             for line in &failure.lines {
@@ -363,6 +389,7 @@ impl Prepared<'_, '_> {
                     internal_errors,
                     failed_checks: stop.failed_checks(),
                     lane_use: Vec::new(),
+                    reply_use: Vec::new(),
                     rules: self.scenario.rules.resolve(),
                     session_ended: false,
                     limit_hit: None,
@@ -392,7 +419,10 @@ impl Prepared<'_, '_> {
     /// an explored order say how to replay it (naming `file` when known).
     pub fn check(&self, file: Option<&Path>) -> Verdict {
         if let Some(seed) = self.runner.only_order {
-            return self.in_order(seed);
+            let mut verdict = self.in_order(seed);
+            verdict.default_only = default_only(self.scenario);
+            verdict.only_order = Some(seed);
+            return verdict;
         }
         let mut verdict = self.verify();
         // A failure the default order already shows is not repeated; one that only explored
@@ -428,6 +458,9 @@ impl Prepared<'_, '_> {
                 .push(Failure { what: format!("{which} (replay: {replay}): {}", failure.what), lines: failure.lines });
         }
         verdict.orders += self.runner.explore;
+        if self.runner.explore > 0 {
+            verdict.default_only = default_only(self.scenario);
+        }
         verdict
     }
 
@@ -508,7 +541,8 @@ async fn run_paused(
     let Parts { stop, recorder, log } = parts;
     let clock = Clock::new(schedule);
     let clock_driver = tokio::spawn(clock.clone().drive());
-    let mock = ScriptedLlm::new(script, stop.clone(), clock.clone(), log.clone(), recorder.clone());
+    let mock = ScriptedLlm::new(script, stop.clone(), clock.clone(), log.clone(), recorder.clone())
+        .explored(schedule.seed().is_some());
     let mock = Arc::new(mock);
     let mut tools = ToolCatalog::new();
     for decl in &scenario.tools {
@@ -645,6 +679,7 @@ async fn run_paused(
         internal_errors,
         failed_checks: stop.failed_checks(),
         lane_use: mock.used(),
+        reply_use: mock.reply_use(),
         rules: scenario.rules.resolve(),
         // A session that ran on after the harness stopped the run (the event limit stops
         // recording, not the run) left a cut trace: its end is no evidence against the core.
@@ -652,6 +687,32 @@ async fn run_paused(
         limit_hit,
         alive_tasks,
     }
+}
+
+/// What the scenario holds to the default tie order only (`order_dependent`), each as its
+/// place and reason.
+pub fn default_only(scenario: &Scenario) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut note = |place: String, reason: &Option<String>| {
+        if let Some(reason) = reason {
+            out.push(format!("{place} ({reason})"));
+        }
+    };
+    for (i, turn) in scenario.turns.iter().enumerate() {
+        note(format!("turns[{i}].expect"), &turn.expect.order_dependent);
+    }
+    for (i, lane) in scenario.lanes.iter().enumerate() {
+        if let Some(check) = &lane.check_every {
+            note(format!("lanes[{i}].check_every"), &check.order_dependent);
+        }
+        for (j, reply) in lane.replies.iter().enumerate() {
+            if let Some(check) = &reply.check {
+                note(format!("lanes[{i}].replies[{j}].check"), &check.order_dependent);
+            }
+        }
+    }
+    note("expect".to_string(), &scenario.expect.order_dependent);
+    out
 }
 
 /// Which tie order a run was in, for what its judgement skips.
@@ -675,7 +736,7 @@ pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
 
 /// Judges a run in `order` against the scenario's expectations and the oracles.
 pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
-    let _ = order;
+    let explored = order == Order::Explored;
     let trace = &run.trace;
     let mut causes = Vec::new();
     let mut failures = Vec::new();
@@ -707,6 +768,9 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
             .position(|e| matches!(&e.what, What::Core(Event::TurnEnded { turn, .. }) if *turn == turn_number));
         let turn_lines = || end.map_or_else(Vec::new, |end| trace.lines_at(&[end.saturating_sub(1), end]));
         let e = &turn.expect;
+        if explored && e.order_dependent.is_some() {
+            continue;
+        }
         if outcome.status == crate::sut::event::Status::Error && e.outcome.is_none() && e.status.is_none() {
             unexpected_errors.push(Failure {
                 what: format!(
@@ -784,10 +848,13 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
     for check in &run.failed_checks {
         fail(&mut failures, format!("check failed: {check}"), Vec::new());
     }
-    for failure in fragments(scenario, trace, &task_ids) {
-        failures.push(failure);
+    // Expectations on the whole run the file holds to the default order are not checked in
+    // an explored one.
+    let whole = !(explored && scenario.expect.order_dependent.is_some());
+    if whole {
+        failures.extend(fragments(scenario, trace, &task_ids));
     }
-    if let Some(want) = scenario.expect.elapsed_ms {
+    if let Some(want) = scenario.expect.elapsed_ms.filter(|_| whole) {
         let got = run.elapsed.as_millis() as u64;
         if want != got {
             fail(
@@ -797,7 +864,7 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
             );
         }
     }
-    if let Some(want) = &scenario.expect.live_sessions {
+    if let Some(want) = scenario.expect.live_sessions.as_ref().filter(|_| whole) {
         let want: Result<Vec<String>, String> =
             want.iter().map(|name| with_task_ids(name, &task_ids).map(|n| n.into_owned())).collect();
         match want {
@@ -821,7 +888,7 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
     }
     all.extend(failures);
     all.extend(consequences);
-    Verdict { name: scenario.name.clone(), run, failures: all, orders: 1 }
+    Verdict { name: scenario.name.clone(), run, failures: all, orders: 1, default_only: Vec::new(), only_order: None }
 }
 
 /// A value's name in the file format (`final_answer`, `error`), not Rust's.
@@ -871,14 +938,26 @@ fn unused_lanes(scenario: &Scenario, run: &Run) -> Vec<Failure> {
     }
     let mut out = Vec::new();
     for (i, (lane, used)) in scenario.lanes.iter().zip(&run.lane_use).enumerate() {
-        let left = lane.replies.len().saturating_sub(*used);
+        // Replies marked `optional` or `repeatable` may go unused.
+        let uses = run.reply_use.get(i);
+        let unused: Vec<usize> = (0..lane.replies.len())
+            .filter(|j| uses.and_then(|u| u.get(*j)).copied().unwrap_or(0) == 0)
+            .filter(|j| !(lane.replies[*j].optional || lane.replies[*j].repeatable))
+            .collect();
+        let left = unused.len();
         if left == 0 {
             continue;
         }
         if *used > 0 {
             let of = plural(lane.replies.len(), "reply was", "replies were");
+            let which = if left < lane.replies.len() {
+                let list: Vec<String> = unused.iter().map(|j| format!("replies[{j}]")).collect();
+                format!(" ({})", list.join(", "))
+            } else {
+                String::new()
+            };
             out.push(Failure {
-                what: format!("unused script: lanes[{i}] ({}): {left} of its {of} not used", lane.selector()),
+                what: format!("unused script: lanes[{i}] ({}): {left} of its {of} not used{which}", lane.selector()),
                 lines: Vec::new(),
             });
             continue;

@@ -541,6 +541,44 @@ pub struct Reply {
     /// What the request this reply answers must hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Check>,
+    /// When this reply answers: what the request must hold for it to be chosen. A reply whose
+    /// `when` does not hold is passed over if it is `optional` or `repeatable`, and otherwise
+    /// stops the run (the script expected it here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
+    /// The reply may be used once or not at all: a request it does not fit (its `when` does
+    /// not hold) goes to the next reply, and leaving it unused is no failure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+    /// The reply may be used any number of times, none included: it answers every request
+    /// its `when` holds for, and the first that it does not goes on to the next reply.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub repeatable: bool,
+}
+
+/// What a request must hold for a reply to answer it (every field given must hold).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct When {
+    /// Texts some message must contain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contains: Vec<Text>,
+    /// Texts no message may contain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<Text>,
+    /// Tasks (`$taskN`, the N-th task the run queued) whose result the request holds, as a
+    /// notification or in a `subagent.wait` answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub result_of: Vec<String>,
+    /// Tasks (`$taskN`) whose result the request does not hold yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_result_of: Vec<String>,
+    /// The exact number of messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<usize>,
+    /// At least this many messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_messages: Option<usize>,
 }
 
 /// One scripted tool call.
@@ -621,6 +659,10 @@ pub struct Check {
     /// that forked this child, followed by the child's prompt.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fork_of_parent: bool,
+    /// Why this check holds in the default tie order only: it is skipped in explored orders,
+    /// and the report says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_dependent: Option<String>,
 }
 
 /// The exact content of one message of a request, by its position.
@@ -669,6 +711,10 @@ pub struct TurnExpect {
     pub budget_left: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<u32>,
+    /// Why this expectation holds in the default tie order only: it is skipped in explored
+    /// orders, and the report says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_dependent: Option<String>,
 }
 
 /// A message injected into the root at a virtual time.
@@ -697,6 +743,10 @@ pub struct Expect {
     /// Sessions the store still holds when the session has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live_sessions: Option<Vec<String>>,
+    /// Why these expectations hold in the default tie order only: they are skipped in
+    /// explored orders, and the report says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_dependent: Option<String>,
 }
 
 /// Limits that make every run end.
@@ -1286,6 +1336,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             ms(format!("turns[{i}].at_ms"), at)?;
         }
         let e = &turn.expect;
+        check_order_dependent(&e.order_dependent, &format!("turns[{i}].expect"))?;
         for (field, value) in [("message", &e.message), ("message_contains", &e.message_contains)] {
             if let Some(value) = value {
                 text(format!("turns[{i}].expect.{field}"), value)?;
@@ -1295,6 +1346,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
     for (i, steer) in s.steer.iter().enumerate() {
         ms(format!("steer[{i}].at_ms"), steer.at_ms)?;
     }
+    check_order_dependent(&s.expect.order_dependent, "expect")?;
     let mut declared = std::collections::BTreeSet::new();
     for (i, tool) in s.tools.iter().enumerate() {
         if tool.name.trim().is_empty() {
@@ -1371,6 +1423,9 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             }
             if let Some(check) = &reply.check {
                 check_check(check, s.limits.max_text_chars, &format!("{place}.check"))?;
+            }
+            if let Some(when) = &reply.when {
+                check_when(when, s.limits.max_text_chars, &format!("{place}.when"))?;
             }
             if reply.calls.len() > s.limits.max_calls_per_reply {
                 return Err(Problem::new(
@@ -1490,7 +1545,41 @@ fn check_alias(alias: &str) -> Result<(), Option<String>> {
 }
 
 /// The texts of a request check, each within the text limit.
+fn check_when(when: &When, max: usize, place: &str) -> Result<(), Problem> {
+    for (field, texts) in [("contains", &when.contains), ("absent", &when.absent)] {
+        for (i, value) in texts.iter().enumerate() {
+            check_text(value, max, format!("{place}.{field}[{i}]"))?;
+        }
+    }
+    for (field, refs) in [("result_of", &when.result_of), ("no_result_of", &when.no_result_of)] {
+        for (i, reference) in refs.iter().enumerate() {
+            let n = reference.strip_prefix("$task").and_then(|n| n.parse::<usize>().ok());
+            if n.is_none_or(|n| n == 0) {
+                return Err(Problem::new(
+                    format!("{place}.{field}[{i}]"),
+                    format!(
+                        "{} is not a task reference: write `$taskN`, the N-th task the run queued (from 1)",
+                        crate::trace::quoted(reference)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_order_dependent(reason: &Option<String>, place: &str) -> Result<(), Problem> {
+    match reason {
+        Some(reason) if reason.trim().is_empty() => Err(Problem::new(
+            format!("{place}.order_dependent"),
+            "say why it holds in the default tie order only: the reason is shown when explored orders skip it",
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn check_check(check: &Check, max: usize, place: &str) -> Result<(), Problem> {
+    check_order_dependent(&check.order_dependent, place)?;
     for (field, texts) in [("contains", &check.contains), ("absent", &check.absent)] {
         for (i, value) in texts.iter().enumerate() {
             check_text(value, max, format!("{place}.{field}[{i}]"))?;

@@ -54,11 +54,13 @@ struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// Also run each scenario under K seeded orders of same-instant events, checking every
-    /// oracle in each (expectations describe the default order and are not checked there).
+    /// Also run each scenario under K seeded orders of same-instant events (seeds 1 to K),
+    /// checking everything in each: oracles, expectations, request checks, the script's use
+    /// (except what the file marks `order_dependent`).
     #[arg(long, value_name = "K", default_value_t = 0)]
     explore: u32,
-    /// Run only the tie order of this seed (to replay a failing order `--explore` found).
+    /// Run only the tie order of this seed, checking everything in it (to replay a failing
+    /// order `--explore` found).
     #[arg(long, value_name = "SEED", conflicts_with = "explore")]
     explore_seed: Option<u64>,
     /// Threads that run scenario files (default: the number of cores). Each run keeps its

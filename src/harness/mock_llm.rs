@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::evidence::fork_mismatch;
-use crate::scenario::{Check, Lane, Reply, Text, with_task_ids};
+use crate::scenario::{Check, Lane, Reply, Text, When, with_task_ids};
 use crate::sut::AgentId;
 use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall, Transcript};
 use crate::trace::{quoted, text_difference};
@@ -33,7 +33,12 @@ use super::recorder::Recorder;
 #[derive(Default)]
 struct State {
     bindings: BTreeMap<AgentId, usize>,
+    /// Per lane: the requests it answered.
     used: Vec<usize>,
+    /// Per lane: the first reply the next request may take.
+    cursor: Vec<usize>,
+    /// Per lane, per reply: the requests it answered.
+    uses: Vec<Vec<usize>>,
     seen: BTreeMap<AgentId, Seen>,
 }
 
@@ -85,6 +90,8 @@ pub struct ScriptedLlm {
     log: Arc<ExchangeLog>,
     /// The task ids the core reported (for `$taskN`).
     recorder: Arc<Recorder>,
+    /// The run is in an explored tie order: checks marked `order_dependent` are skipped.
+    explored: bool,
 }
 
 impl ScriptedLlm {
@@ -99,16 +106,30 @@ impl ScriptedLlm {
         recorder: Arc<Recorder>,
     ) -> ScriptedLlm {
         let used = vec![0; script.lanes.len()];
-        ScriptedLlm { script, state: Mutex::new(State { used, ..State::default() }), stop, clock, log, recorder }
+        let cursor = used.clone();
+        let uses = script.lanes.iter().map(|l| vec![0; l.replies.len()]).collect();
+        let state = Mutex::new(State { used, cursor, uses, ..State::default() });
+        ScriptedLlm { script, state, stop, clock, log, recorder, explored: false }
     }
 
-    /// How many replies of each lane were used.
+    /// The same engine for a run in an explored tie order: request checks marked
+    /// `order_dependent` are not made.
+    pub fn explored(self, explored: bool) -> ScriptedLlm {
+        ScriptedLlm { explored, ..self }
+    }
+
+    /// How many requests each lane answered.
     pub fn used(&self) -> Vec<usize> {
         self.state.lock().expect("mock lock poisoned").used.clone()
     }
 
+    /// How many requests each reply of each lane answered.
+    pub fn reply_use(&self) -> Vec<Vec<usize>> {
+        self.state.lock().expect("mock lock poisoned").uses.clone()
+    }
+
     /// Binds the request's agent to its lane and takes the lane's next reply.
-    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, Cow<'_, Reply>), String> {
+    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, usize, Cow<'_, Reply>), String> {
         let mut st = self.state.lock().expect("mock lock poisoned");
         let lane = match st.bindings.get(&request.agent) {
             Some(lane) => *lane,
@@ -134,35 +155,76 @@ impl ScriptedLlm {
         };
         let call = st.used[lane] + 1;
         let scripted = &self.script.lanes[lane];
-        let reply = match (scripted.replies.get(call - 1), &scripted.respond) {
-            (Some(reply), _) => Cow::Borrowed(reply),
+        // The first reply from the cursor that fits the request. Replies that may go unused
+        // (optional, repeatable) are passed over when they do not fit, and stay available
+        // until a reply that must be used is; that one fits or stops the run.
+        let mut index = st.cursor[lane];
+        let mut passed = Vec::new();
+        let chosen = loop {
+            let Some(reply) = scripted.replies.get(index) else { break None };
+            let used_up = reply.optional && !reply.repeatable && st.uses[lane][index] > 0;
+            let misfit = if used_up {
+                Some("used once already".to_string())
+            } else {
+                reply.when.as_ref().and_then(|when| self.misfit(when, request))
+            };
+            match misfit {
+                None => break Some(index),
+                Some(why) if reply.optional || reply.repeatable => {
+                    passed.push(format!("replies[{index}] ({why})"));
+                    index += 1;
+                }
+                Some(why) => {
+                    return Err(format!(
+                        "lanes[{lane}].replies[{index}].when does not hold for {} request #{call}: {why}{}",
+                        request.agent,
+                        if passed.is_empty() { String::new() } else { format!("; passed over: {}", passed.join(", ")) }
+                    ));
+                }
+            }
+        };
+        let reply = match (chosen, &scripted.respond) {
+            (Some(index), _) => Cow::Borrowed(&scripted.replies[index]),
             // Past the scripted replies, a lane's Rust function answers.
             (None, Some(respond)) => Cow::Owned((respond.0)(request)),
             (None, None) => {
                 return Err(format!(
-                    "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {}",
+                    "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {}{}",
                     self.script.lanes[lane].selector(),
                     request.agent,
-                    plural(self.script.lanes[lane].replies.len(), "reply", "replies")
+                    plural(self.script.lanes[lane].replies.len(), "reply", "replies"),
+                    if passed.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and none fits from the cursor on: {}", passed.join(", "))
+                    }
                 ));
             }
         };
         st.used[lane] = call;
+        if let Some(index) = chosen {
+            st.uses[lane][index] += 1;
+            if !(reply.optional || reply.repeatable) {
+                st.cursor[lane] = index + 1;
+            }
+        } else {
+            st.cursor[lane] = scripted.replies.len();
+        }
+        let index = chosen.unwrap_or(scripted.replies.len() + call - 1);
+        drop(st);
         let mut failures = Vec::new();
         if let Some(check) = &self.script.lanes[lane].check_every {
             failures.extend(self.check(check, request).into_iter().map(|f| (format!("lanes[{lane}].check_every"), f)));
         }
         if let Some(check) = &reply.check {
             failures.extend(
-                self.check(check, request)
-                    .into_iter()
-                    .map(|f| (format!("lanes[{lane}].replies[{}].check", call - 1), f)),
+                self.check(check, request).into_iter().map(|f| (format!("lanes[{lane}].replies[{index}].check"), f)),
             );
         }
         for (place, failure) in failures {
             self.stop.check_failed(format!("{place}: {} request #{call}: {failure}", request.agent));
         }
-        Ok((lane, call, reply))
+        Ok((lane, call, index, reply))
     }
 
     /// Why no lane selects the request's agent, with the lanes there are and the nearest
@@ -188,8 +250,61 @@ impl ScriptedLlm {
         message
     }
 
+    /// Why `when` does not hold for `request`, or `None` when it holds.
+    fn misfit(&self, when: &When, request: &LlmRequest) -> Option<String> {
+        let messages = &request.messages;
+        let n = messages.len();
+        if when.messages.is_some_and(|want| want != n) {
+            return Some(format!("it needs {} messages, the request holds {n}", when.messages.unwrap_or_default()));
+        }
+        if when.min_messages.is_some_and(|want| n < want) {
+            return Some(format!(
+                "it needs at least {} messages, the request holds {n}",
+                when.min_messages.unwrap_or_default()
+            ));
+        }
+        let holds = |text: &str| messages.iter().any(|m| m.content.contains(text));
+        for want in &when.contains {
+            if !holds(&want.render()) {
+                return Some(format!("no message contains {}", quoted(&want.render())));
+            }
+        }
+        for unwanted in &when.absent {
+            if holds(&unwanted.render()) {
+                return Some(format!("a message contains {}", quoted(&unwanted.render())));
+            }
+        }
+        if when.result_of.is_empty() && when.no_result_of.is_empty() {
+            return None;
+        }
+        let ids = self.recorder.task_ids();
+        let result = |reference: &str| -> Result<bool, String> {
+            let id =
+                with_task_ids(reference, &ids).map_err(|r| format!("{r} refers to a task the run has not queued"))?;
+            Ok(holds_result(messages, &id))
+        };
+        for reference in &when.result_of {
+            match result(reference) {
+                Ok(true) => {}
+                Ok(false) => return Some(format!("it holds no result of {reference}")),
+                Err(why) => return Some(why),
+            }
+        }
+        for reference in &when.no_result_of {
+            match result(reference) {
+                Ok(false) => {}
+                Ok(true) => return Some(format!("it holds the result of {reference}")),
+                Err(why) => return Some(why),
+            }
+        }
+        None
+    }
+
     fn check(&self, check: &Check, request: &LlmRequest) -> Vec<String> {
         let mut out = Vec::new();
+        if self.explored && check.order_dependent.is_some() {
+            return out;
+        }
         let messages = &request.messages;
         let tool_names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
         // `$taskN` in a check is the N-th task id of the run so far (the `task.queued` order).
@@ -309,6 +424,22 @@ impl ScriptedLlm {
 }
 
 /// Tool names for a message: `a, b, c`, or `none`.
+/// Whether `messages` hold the result of task `id`: its notification, or an entry of a
+/// `subagent.wait` answer that carries a result.
+fn holds_result(messages: &Transcript, id: &str) -> bool {
+    let notification = format!("<subagent-notification task_id=\"{id}\"");
+    messages.iter().any(|m| {
+        m.content.contains(&notification)
+            || (m.content.starts_with('[')
+                && m.content.contains(id)
+                && serde_json::from_str::<Vec<serde_json::Value>>(&m.content).is_ok_and(|entries| {
+                    entries
+                        .iter()
+                        .any(|e| e.get("task_id").and_then(|t| t.as_str()) == Some(id) && e.get("result").is_some())
+                }))
+    })
+}
+
 fn names<S: AsRef<str>>(names: &[S]) -> String {
     if names.is_empty() { "none".to_string() } else { names.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ") }
 }
@@ -489,7 +620,7 @@ fn resolve_task_refs(args: &serde_json::Value, ids: &[String]) -> Result<serde_j
 impl Llm for ScriptedLlm {
     fn complete<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<LlmReply, LlmError>> {
         Box::pin(async move {
-            let (lane, call, reply) = match self.next(request) {
+            let (lane, call, index, reply) = match self.next(request) {
                 Ok(next) => next,
                 Err(message) => {
                     self.stop.halt(message);
@@ -509,7 +640,7 @@ impl Llm for ScriptedLlm {
             // A scripted reply's arguments were prepared with the script; a reply a lane's
             // function made is prepared here.
             let made: Vec<PreparedArgs>;
-            let prepared = match self.script.args[lane].get(call - 1) {
+            let prepared = match self.script.args[lane].get(index) {
                 Some(prepared) => prepared,
                 None => {
                     made = reply.calls.iter().map(|c| (Arc::new(c.args.clone()), refers_to_tasks(&c.args))).collect();
@@ -532,8 +663,7 @@ impl Llm for ScriptedLlm {
                     Ok(args) => args,
                     Err(reference) => {
                         self.stop.halt(format!(
-                            "lanes[{lane}].replies[{}].calls[{i}]: {reference} refers to a task id the request does not show ({})",
-                            call - 1,
+                            "lanes[{lane}].replies[{index}].calls[{i}]: {reference} refers to a task id the request does not show ({})",
                             match task_ids.len() {
                                 0 => "it shows none".to_string(),
                                 n => format!("it shows {}: {}", plural(n, "task id", "task ids"), task_ids.join(", ")),

@@ -11,6 +11,7 @@ mod instants;
 mod library;
 mod logging;
 mod oracles;
+mod order_robust;
 mod own_runtime;
 mod robustness;
 mod scenarios;
