@@ -10,7 +10,9 @@
 //! child cap, depth limits 0 to 2, spawns past the limit, caps 1 to 8, latencies on and next
 //! to each timeout, results one character either side of the truncation limit in ASCII,
 //! accented, CJK and emoji text, temp / fork / named sessions, wait / send / cancel, steering,
-//! several turns and LLM errors. Generated scripts never leave a run waiting forever without
+//! several turns and LLM errors. Same-instant ties are drawn on purpose: latencies lean to
+//! the values of the time limits, so children end together, on a limit, on a wait's deadline
+//! or on a steering time, in every explored order the fuzzer then tries. Generated scripts never leave a run waiting forever without
 //! a time limit (a child only hangs when a timeout applies to it), so a run that hits its
 //! horizon is a real termination finding. This module generates; it judges nothing.
 
@@ -26,6 +28,16 @@ use crate::scenario::{
 
 /// Latencies (ms) on and around the timeouts the knobs draw from.
 const LATENCIES: [u64; 11] = [0, 1, 50, 99, 100, 101, 249, 250, 251, 499, 500];
+/// Latencies that land on the time limits the knobs draw (100 and 250 ms), drawn more often:
+/// children answering together, and answering in the very instant a limit, a wait deadline
+/// or a steering message (drawn at the same values) falls, are where same-instant ties are.
+const TIE_LATENCIES: [u64; 2] = [100, 250];
+
+/// A latency: any of [`LATENCIES`], or one of [`TIE_LATENCIES`] one time in three.
+fn latency() -> impl Strategy<Value = u64> + Clone {
+    prop_oneof![2 => select(LATENCIES.to_vec()), 1 => select(TIE_LATENCIES.to_vec())]
+}
+
 /// Units of child results: 1, 2, 3 and 4 bytes per character.
 const UNITS: [&str; 4] = ["a", "é", "字", "😀"];
 
@@ -192,12 +204,12 @@ fn knobs(family: Family) -> impl Strategy<Value = Knobs> {
 }
 
 fn answer() -> impl Strategy<Value = (usize, i8, u64)> {
-    (0..UNITS.len(), -1i8..=1, select(LATENCIES.to_vec()))
+    (0..UNITS.len(), -1i8..=1, latency())
 }
 
 fn leaf_step() -> impl Strategy<Value = LeafStep> {
     prop_oneof![
-        select(LATENCIES.to_vec()).prop_map(LeafStep::Read),
+        latency().prop_map(LeafStep::Read),
         answer().prop_map(|(unit, around, latency)| LeafStep::Answer { unit, around, latency }),
     ]
 }
@@ -205,7 +217,7 @@ fn leaf_step() -> impl Strategy<Value = LeafStep> {
 fn child_step() -> impl Strategy<Value = ChildStep> {
     prop_oneof![
         3 => answer().prop_map(|(unit, around, latency)| ChildStep::Answer { unit, around, latency }),
-        2 => select(LATENCIES.to_vec()).prop_map(ChildStep::Read),
+        2 => latency().prop_map(ChildStep::Read),
         1 => Just(ChildStep::Flaky),
         1 => vec(leaf_step(), 1..=2).prop_map(ChildStep::SpawnGrandchild),
         1 => Just(ChildStep::CallSubagent),

@@ -129,3 +129,42 @@ fn a_request_sent_before_a_same_instant_steering_message_is_a_delivery_violation
     // The child's result, which ends after the steering line, is now late too.
     assert!(found.iter().any(|m| m.starts_with("sub-e220a839 ended in the instant of this request")), "{found:?}");
 }
+
+/// Generated scenarios produce same-instant ties on purpose (latencies drawn from a few values
+/// on and next to the time limits, steering at those values): most runs hold an instant where
+/// two children end together, a child ends as a limit runs out, or steering meets a request.
+#[test]
+fn generated_scenarios_hold_same_instant_ties() {
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    use rehearsal::generate::{self, Family};
+    use std::collections::BTreeMap;
+
+    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]));
+    let strategy = generate::scenario(Family::Bub);
+    let (mut cases, mut tied) = (0, 0);
+    for _ in 0..200 {
+        let scenario = strategy.new_tree(&mut runner).unwrap().current();
+        let run = runner::run(&scenario, &[]);
+        cases += 1;
+        // Per instant: background ends (results and timeouts) and root steering or requests.
+        let mut ends: BTreeMap<u128, usize> = BTreeMap::new();
+        let mut root: BTreeMap<u128, (bool, bool)> = BTreeMap::new();
+        for e in &run.trace.entries {
+            let at = e.at.as_millis();
+            match &e.what {
+                What::Core(Event::TaskEnded { .. }) => *ends.entry(at).or_default() += 1,
+                What::Core(Event::Steered { .. }) if e.agent.depth() == 0 => root.entry(at).or_default().0 = true,
+                What::Core(Event::LlmRequest { .. }) if e.agent.depth() == 0 => root.entry(at).or_default().1 = true,
+                _ => {}
+            }
+        }
+        let two_ends = ends.values().any(|n| *n >= 2);
+        let end_meets_root = ends.keys().any(|at| root.get(at).is_some_and(|(_, request)| *request));
+        let steer_meets_request = root.values().any(|(steered, request)| *steered && *request);
+        if two_ends || end_meets_root || steer_meets_request {
+            tied += 1;
+        }
+    }
+    assert!(tied * 3 >= cases, "only {tied} of {cases} generated runs hold a same-instant tie");
+}
