@@ -302,7 +302,12 @@ impl Board {
     /// Records the end of a task's run, frees its slot, and wakes the parent.
     fn finish(&self, shared: &Shared, id: &str, status: TaskStatus, body: String, history: Option<Transcript>) {
         let mut st = self.lock();
-        let (body, _) = truncate_result(&body, shared.rules.result_limit_chars);
+        // A child's own final message is its result and is cut to the limit; the timeout text
+        // is the runtime's and is written whole (`bub.timeout.outcome`).
+        let body = match status {
+            TaskStatus::TimedOut => body,
+            _ => truncate_result(&body, shared.rules.result_limit_chars).0,
+        };
         let task = st.tasks.get_mut(id).expect("finished task exists");
         task.state = TaskState::Done(status);
         task.finished_runs += 1;
