@@ -792,6 +792,9 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
                     targets.push(id);
                 }
             }
+            // The result lists the tasks it does not read in spawn order, whatever order the
+            // call named them in (`bub.wait.result-shape`).
+            targets.sort_by_key(|id| st.tasks[id].seq);
             targets
         }
     };
