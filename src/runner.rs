@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::Builtin;
-use crate::evidence::{Evidence, Exchange};
+use crate::evidence::{Evidence, Exchange, Setup};
 use crate::harness::Stop;
 use crate::harness::asker::ScriptedAsker;
 use crate::harness::exchanges::{ExchangeLog, Recorded};
@@ -54,6 +54,8 @@ pub struct Run {
     pub lane_use: Vec<usize>,
     /// The rules the run used.
     pub rules: crate::rules::Rules,
+    /// How the harness set the run up (session context, catalog, request ids, steering).
+    pub setup: Setup,
     /// Whether the session ran all its turns and quit.
     pub session_ended: bool,
     /// The run limit that stopped the run (horizon or event cap), if one did.
@@ -67,6 +69,7 @@ impl Run {
     pub fn evidence(&self) -> Evidence<'_> {
         Evidence {
             rules: &self.rules,
+            setup: Some(&self.setup),
             trace: &self.trace,
             exchanges: &self.exchanges,
             live_sessions: &self.live_sessions,
@@ -366,6 +369,7 @@ impl Prepared<'_, '_> {
                     failed_checks: stop.failed_checks(),
                     lane_use: Vec::new(),
                     rules: self.scenario.rules.resolve(),
+                    setup: setup(self.scenario, self.profiles, schedule),
                     session_ended: false,
                     limit_hit: None,
                     alive_tasks: 0,
@@ -461,6 +465,30 @@ pub fn run_scheduled(scenario: &Scenario, profiles: &[Profile], schedule: Schedu
     Runner::new().run(scenario, profiles, schedule)
 }
 
+/// How the harness sets up a run of `scenario`: what the oracles read besides the trace and the
+/// exchanges. The request ids are those [`run_paused`] gives each turn.
+fn setup(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Setup {
+    let session = &scenario.session;
+    Setup {
+        session_id: session.id.clone(),
+        model: session.model.clone(),
+        reasoning_effort: session.reasoning_effort.clone(),
+        memory: session.memory.clone(),
+        system_prompt: session.system_prompt.clone(),
+        skills: session.skills.clone(),
+        profiles: profiles.to_vec(),
+        tools: scenario.tools.iter().map(|t| t.name.clone()).collect(),
+        request_ids: scenario.turns.iter().enumerate().map(|(i, turn)| request_id(turn, i)).collect(),
+        steering: scenario.steer.iter().map(|s| (Duration::from_millis(s.at_ms), s.message.clone())).collect(),
+        default_order: schedule.seed().is_none(),
+    }
+}
+
+/// The request id of the `i`-th turn (from 0): its own, or `req-<i+1>`.
+fn request_id(turn: &crate::scenario::Turn, i: usize) -> String {
+    turn.request_id.clone().unwrap_or_else(|| format!("req-{}", i + 1))
+}
+
 /// What a run writes to, made before it starts so that a panic cannot lose it.
 struct Parts {
     stop: Arc<Stop>,
@@ -533,7 +561,7 @@ async fn run_paused(
             if let Some(at) = turn.at_ms {
                 tokio::time::sleep_until(start + Duration::from_millis(at)).await;
             }
-            let request_id = turn.request_id.clone().unwrap_or_else(|| format!("req-{}", i + 1));
+            let request_id = request_id(turn, i);
             let outcome = session.turn(&turn.user, &request_id).await;
             outcomes.borrow_mut().push(outcome);
         }
@@ -585,6 +613,7 @@ async fn run_paused(
         failed_checks: stop.failed_checks(),
         lane_use: mock.used(),
         rules: scenario.rules.resolve(),
+        setup: setup(scenario, profiles, schedule),
         session_ended: session_ended.into_inner(),
         limit_hit,
         alive_tasks,

@@ -99,6 +99,7 @@ impl Case {
     fn check(&self) -> Vec<Violation> {
         oracles::check(&Evidence {
             rules: &self.rules,
+            setup: None,
             trace: &self.trace,
             exchanges: &self.exchanges,
             live_sessions: &self.live,
@@ -2240,7 +2241,8 @@ fn parse(json: &str) -> scenario::Scenario {
 /// `judge` says.
 fn tampered(json: &str, tamper: impl FnOnce(&mut runner::Run)) -> Vec<String> {
     let scenario = parse(json);
-    let verdict = runner::judge(&scenario, runner::run(&scenario, &[]));
+    let profiles = runner::resolve_profiles(&scenario, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let verdict = runner::judge(&scenario, runner::run(&scenario, &profiles));
     let what: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
     assert!(verdict.passed(), "the untouched run fails: {what:#?}\n{}", verdict.run.trace.text());
     let mut run = verdict.run;
