@@ -13,6 +13,7 @@
 //! What the texts of refusals say is oracle `texts`'s; what calls cost is oracle `costs`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::index::{FAMILY, Index, Tasks, first_terminal};
@@ -44,6 +45,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
     // Per agent: its catalog tools, in catalog order (unknown without the setup).
     let mut catalogs: BTreeMap<&AgentId, Vec<&str>> = BTreeMap::new();
     let mut offer_reported: BTreeSet<&AgentId> = BTreeSet::new();
+    let mut judged: BTreeMap<&AgentId, Arc<[crate::sut::llm::ToolSpec]>> = BTreeMap::new();
     // Per background child: the time limit its task's runs must have.
     let mut limits: BTreeMap<&AgentId, Option<Duration>> = BTreeMap::new();
     // The root's `subagent` call running, with its arguments.
@@ -112,9 +114,16 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                     }
                 }
                 let (Some(exchange), Some(catalog)) = (index.exchange(i), catalogs.get(agent)) else { continue };
+                // A loop offers one list for all its requests: a list already judged for this
+                // agent (the same shared list) needs no second look.
+                let tools = &exchange.request.tools;
+                if judged.get(agent).is_some_and(|last| Arc::ptr_eq(last, tools)) {
+                    continue;
+                }
+                judged.insert(agent, tools.clone());
                 let want = offered(catalog, agent, rules);
-                let got: Vec<&str> = exchange.request.tools.iter().map(|t| t.name.as_str()).collect();
-                if got != want && offer_reported.insert(agent) {
+                if !tools.iter().map(|t| t.name.as_str()).eq(want.iter().copied()) && offer_reported.insert(agent) {
+                    let got: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
                     r.add(
                         Oracle::Precedence,
                         i,
