@@ -462,7 +462,10 @@ async fn run_task(
                 }
             }
             let status = if outcome.status == Status::Ok { TaskStatus::Completed } else { TaskStatus::Failed };
-            (status, outcome.message, Some(lp.history))
+            // Broken variant (test-only build): only completed runs are recorded.
+            let history =
+                Some(lp.history).filter(|_| !cfg!(broken = "failed_run_forgotten") || status == TaskStatus::Completed);
+            (status, outcome.message, history)
         }
         None => {
             let limit = timeout.expect("only a limit times out");
@@ -621,7 +624,8 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
         model: string_arg(args, "model")
             .or_else(|| profile.and_then(|p| p.model.clone()))
             .map(Arc::from)
-            .or_else(|| parent.model.clone()),
+            // Broken variant (test-only build): a child that names no model gets none.
+            .or_else(|| parent.model.clone().filter(|_| !cfg!(broken = "model_not_inherited"))),
         reasoning_effort: string_arg(args, "reasoning_effort")
             .or_else(|| profile.and_then(|p| p.reasoning_effort.clone()))
             .map(Arc::from)
@@ -632,10 +636,18 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
         skills,
         // The first source that gives a limit decides; a limit of 0 means none
         // (`bub.timeout.zero-is-none`, as for `Agent` children).
-        timeout: seconds_arg(args, "timeout_seconds")
-            .or_else(|| profile.and_then(|p| p.timeout))
-            .or(rules.subagent_default_timeout)
-            .filter(|limit| !limit.is_zero()),
+        timeout: if cfg!(broken = "timeout_smallest") {
+            // Broken variant (test-only build): the smallest limit given wins, not the first.
+            [seconds_arg(args, "timeout_seconds"), profile.and_then(|p| p.timeout), rules.subagent_default_timeout]
+                .into_iter()
+                .flatten()
+                .min()
+        } else {
+            seconds_arg(args, "timeout_seconds")
+                .or_else(|| profile.and_then(|p| p.timeout))
+                .or(rules.subagent_default_timeout)
+        }
+        .filter(|limit| !limit.is_zero()),
     };
     // A temp session starts empty, a fork session from the snapshot at the call (an O(1)
     // fork), a named one where it left off.
@@ -775,7 +787,8 @@ fn send(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
 /// `subagent.wait`: results of the listed tasks (or of every task not yet read), waiting at
 /// most `timeout_seconds` for all of them to finish.
 async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
-    parent.budget.spend(1);
+    // Broken variant (test-only build): waiting is free.
+    parent.budget.spend(u32::from(!cfg!(broken = "wait_free")));
     let listed = list_arg(args, "task_ids");
     let targets: Vec<String> = {
         let st = shared.board.lock();
@@ -825,7 +838,12 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
     let mut results = Vec::new();
     let mut unread: Vec<usize> =
         unread_set.iter().copied().filter(|i| wanted.contains(finished[*i].task_id.as_str())).collect();
-    unread.sort_by_key(|i| (finished[*i].at, finished[*i].seq));
+    // Broken variant (test-only build): results listed in spawn order, not completion order.
+    if cfg!(broken = "wait_spawn_order") {
+        unread.sort_by_key(|i| finished[*i].seq);
+    } else {
+        unread.sort_by_key(|i| (finished[*i].at, finished[*i].seq));
+    }
     let mut answered = BTreeSet::new();
     for i in unread {
         unread_set.remove(&i);
