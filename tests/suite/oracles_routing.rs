@@ -47,3 +47,52 @@ fn routing_send_handed_to_another_task() {
     });
     assert_has(&failures, "oracle routing: main/1 at 1.100s: `subagent.send` to main/2 reached main/1 instead");
 }
+
+/// A bub run whose named-session child and temp child each make a catalog call and then
+/// answer: two requests per run, so provenance has messages of their own loops to judge.
+const BUB_NAMED_AND_TEMP: &str = r#"{
+  "name": "bub-named-and-temp",
+  "rules": {"preset": "bub"},
+  "tools": [{"name": "Read", "latency_ms": 10, "results": [{"text": "contents"}]}],
+  "lanes": [
+    {"agent": "main", "replies": [
+      {"calls": [
+        {"tool": "subagent", "args": {"prompt": "Draft the notes", "session": "notes"}},
+        {"tool": "subagent", "args": {"prompt": "Quick look"}}
+      ], "latency_ms": 100},
+      {"text": "Waiting.", "latency_ms": 100},
+      {"text": "Done.", "latency_ms": 100}
+    ]},
+    {"agent": "main/1", "replies": [{"calls": [{"tool": "Read", "args": {}}], "latency_ms": 100}, {"text": "Drafted.", "latency_ms": 100}]},
+    {"agent": "main/2", "replies": [{"calls": [{"tool": "Read", "args": {}}], "latency_ms": 100}, {"text": "Looked.", "latency_ms": 100}]}
+  ],
+  "turns": [{"user": "Go"}]
+}"#;
+
+#[test]
+fn routing_named_child_reads_a_message_nobody_sent_it() {
+    // Provenance covers a named-session child past what its run starts from.
+    let failures = tampered(BUB_NAMED_AND_TEMP, |run| {
+        edit_request(run, "main/1", 1, |messages| messages.push(Message::user(STEER)));
+    });
+    assert_eq!(
+        failures,
+        [
+            r#"oracle routing: main/1 at 0.210s: main/1's request holds a user message nobody sent to main/1 ("Also check the roof.")"#
+        ]
+    );
+}
+
+#[test]
+fn routing_temp_child_holds_a_reply_it_never_wrote() {
+    // And a temp child, past its prompt.
+    let failures = tampered(BUB_NAMED_AND_TEMP, |run| {
+        edit_request(run, "main/2", 1, |messages| messages.insert(1, Message::assistant("Looked elsewhere.", vec![])));
+    });
+    assert_eq!(
+        failures,
+        [
+            r#"oracle routing: main/2 at 0.210s: main/2's request holds an assistant message main/2 never wrote ("Looked elsewhere.")"#
+        ]
+    );
+}
