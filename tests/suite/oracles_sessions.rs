@@ -58,3 +58,40 @@ fn sessions_second_run_while_the_first_is_unfinished() {
         r#"oracle sessions: main/2 at 0.100s: main/2 starts a run on session "notes" while main/1's run on it is unfinished"#,
     );
 }
+
+/// A bub run where a `subagent.send` would continue a finished named task while a second run
+/// holds its session: the send path of `bub.session.named-one-at-a-time`.
+const BUB_SEND_IN_USE: &str = r#"{
+  "name": "bub-send-in-use",
+  "rules": {"preset": "bub"},
+  "lanes": [
+    {"agent": "main", "replies": [
+      {"calls": [{"tool": "subagent", "args": {"prompt": "First notes", "session": "notes"}}], "latency_ms": 100},
+      {"calls": [
+        {"tool": "subagent", "args": {"prompt": "Second notes", "session": "notes"}},
+        {"tool": "subagent.send", "args": {"task_id": "$task1", "message": "Add more"}}
+      ], "latency_ms": 300},
+      {"text": "Waiting.", "latency_ms": 100},
+      {"text": "Done.", "latency_ms": 100}
+    ]},
+    {"agent": "main/1", "replies": [{"text": "First.", "latency_ms": 100}]},
+    {"agent": "main/2", "replies": [{"text": "Second.", "latency_ms": 1000}]}
+  ],
+  "turns": [{"user": "Go"}]
+}"#;
+
+#[test]
+fn sessions_send_continuing_onto_a_session_in_use_refused_otherwise() {
+    let failures = tampered(BUB_SEND_IN_USE, |run| {
+        let line = tool_end(run, "subagent.send", 0);
+        if let What::Core(Event::ToolEnded { result, .. }) = &mut run.trace.entries[line].what {
+            *result = "session busy".into();
+        }
+    });
+    assert_eq!(
+        failures,
+        [
+            r#"oracle sessions: main at 0.400s: a run was asked for on a session in use; the call must be refused with "session 'notes' is in use by task sub-6e789e6a" and start nothing, got "session busy""#
+        ]
+    );
+}
