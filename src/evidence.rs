@@ -5,13 +5,18 @@
 //! [`Observer`](crate::sut::event::Observer), in order, stamped with virtual time by the
 //! harness. The **exchanges** hold every request the model received and the reply it gave, as
 //! the harness itself saw them (the core cannot misreport those). Around them, a few facts the
-//! runner knows: the rules, how the run ended, what was left alive.
+//! runner knows: the rules, how the run was set up ([`Setup`]: the session context, the
+//! catalog, the turns' request ids, the steering it sent), how the run ended, what was left
+//! alive.
 //!
 //! This module sits below both the harness (which writes evidence) and the oracles (which
 //! read it); it depends on neither. It also holds the derived facts both need, such as what a
 //! fork child's first request must hold.
 
+use std::time::Duration;
+
 use crate::rules::Rules;
+use crate::sut::Profile;
 use crate::sut::llm::{LlmRequest, Message};
 use crate::trace::Trace;
 
@@ -25,11 +30,43 @@ pub struct Exchange {
     pub reply: Option<Message>,
 }
 
+/// How the harness set a run up: the facts, besides the rules, that an oracle needs to
+/// re-derive what the core should have sent and when. The harness knows them before the run
+/// starts; none of them comes from the core.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Setup {
+    /// The session id every request must carry.
+    pub session_id: String,
+    /// The session's model override.
+    pub model: Option<String>,
+    /// The session's reasoning effort.
+    pub reasoning_effort: Option<String>,
+    /// The session's memory sections.
+    pub memory: Vec<String>,
+    /// The base system prompt.
+    pub system_prompt: String,
+    /// The skills of the root.
+    pub skills: Vec<String>,
+    /// The agent profiles, resolved (inline over workspace over home).
+    pub profiles: Vec<Profile>,
+    /// The catalog tools' names, in catalog order.
+    pub tools: Vec<String>,
+    /// The request id of each user turn, in turn order.
+    pub request_ids: Vec<String>,
+    /// The steering the harness sent the root: at what virtual time, which message.
+    pub steering: Vec<(Duration, String)>,
+    /// Whether same-instant ties were broken in the default order (not an explored one).
+    pub default_order: bool,
+}
+
 /// What a finished run leaves for the oracles to read.
 #[derive(Clone, Copy)]
 pub struct Evidence<'a> {
     /// The rules the run used.
     pub rules: &'a Rules,
+    /// How the harness set the run up; `None` for evidence built by hand, where the oracles
+    /// that need it judge nothing of what they would read from it.
+    pub setup: Option<&'a Setup>,
     /// The trace.
     pub trace: &'a Trace,
     /// Every request the model received, in the order received.

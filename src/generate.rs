@@ -10,9 +10,13 @@
 //! child cap, depth limits 0 to 2, spawns past the limit, caps 1 to 8, latencies on and next
 //! to each timeout, results one character either side of the truncation limit in ASCII,
 //! accented, CJK and emoji text, temp / fork / named sessions, wait / send / cancel, steering,
-//! several turns and LLM errors. Same-instant ties are drawn on purpose: latencies lean to
-//! the values of the time limits, so children end together, on a limit, on a wait's deadline
-//! or on a steering time, in every explored order the fuzzer then tries. Generated scripts never leave a run waiting forever without
+//! several turns and LLM errors. Special values are drawn on purpose: 0 where 0 means "none"
+//! (a time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null`
+//! for an optional limit, a custom unknown-tool message, and each knob left unset one time in
+//! four, so the presets' own values run too. Same-instant ties are drawn on purpose too:
+//! latencies lean to the values of the time limits, so children end together, on a limit, on
+//! a wait's deadline or on a steering time, in every explored order the fuzzer then tries.
+//! Generated scripts never leave a run waiting forever without
 //! a time limit (a child only hangs when a timeout applies to it), so a run that hits its
 //! horizon is a real termination finding. This module generates; it judges nothing.
 
@@ -52,21 +56,46 @@ pub enum Family {
     Any,
 }
 
-/// The rule knobs of a plan.
+/// The rule knobs of a plan, as the scenario file writes them: `None` leaves a knob unset, so
+/// the preset's own value is the one fuzzed (a preset that silently took the other family's
+/// value would otherwise never run).
 #[derive(Clone, Debug)]
 struct Knobs {
     bub: bool,
-    root_step_budget: u32,
-    child_step_cap: u32,
-    depth_limit: u32,
-    spawn_cost: u32,
-    result_limit: Option<usize>,
-    agent_timeout_ms: Option<u64>,
-    default_timeout_ms: Option<u64>,
-    max_concurrency: usize,
-    agent_tool: bool,
-    subagent_tools: bool,
+    root_step_budget: Option<u32>,
+    recovery_budget: Option<u32>,
+    child_step_cap: Option<u32>,
+    depth_limit: Option<u32>,
+    spawn_cost: Option<u32>,
+    result_limit: Option<Option<usize>>,
+    agent_timeout_ms: Option<Option<u64>>,
+    default_timeout_ms: Option<Option<u64>>,
+    max_concurrency: Option<usize>,
+    agent_tool: Option<bool>,
+    subagent_tools: Option<bool>,
+    unknown_tool_message: Option<String>,
     seed: u64,
+}
+
+impl Knobs {
+    /// The rules section a scenario file writes for these knobs.
+    fn spec(&self) -> RulesSpec {
+        RulesSpec {
+            preset: if self.bub { PresetName::Bub } else { PresetName::Roku },
+            root_step_budget: self.root_step_budget,
+            recovery_budget: self.recovery_budget,
+            depth_limit: self.depth_limit,
+            child_step_cap: self.child_step_cap,
+            spawn_cost: self.spawn_cost,
+            result_limit_chars: self.result_limit,
+            agent_timeout_ms: self.agent_timeout_ms,
+            subagent_default_timeout_ms: self.default_timeout_ms,
+            max_concurrency: self.max_concurrency,
+            agent_tool: self.agent_tool,
+            subagent_tools: self.subagent_tools,
+            unknown_tool_message: self.unknown_tool_message.clone(),
+        }
+    }
 }
 
 /// One step of a child's script.
@@ -162,45 +191,71 @@ pub struct Plan {
     steer: Vec<u64>,
 }
 
+/// A knob's value, or (one time in four) the knob left unset so the preset decides.
+fn or_preset<T: std::fmt::Debug + Clone + 'static>(
+    value: impl Strategy<Value = T> + 'static,
+) -> impl Strategy<Value = Option<T>> {
+    prop_oneof![1 => Just(None), 3 => value.prop_map(Some)]
+}
+
 fn knobs(family: Family) -> impl Strategy<Value = Knobs> {
     let bub = match family {
         Family::Roku => Just(false).boxed(),
         Family::Bub => Just(true).boxed(),
         Family::Any => any::<bool>().boxed(),
     };
-    (
-        bub,
-        1u32..=40,
-        0u32..=12,
-        0u32..=2,
-        0u32..=2,
-        prop_oneof![2 => Just(None), 3 => (1usize..=12).prop_map(Some), 1 => Just(Some(4000))],
-        prop_oneof![Just(None), select(vec![100u64, 250, 500]).prop_map(Some), Just(Some(120_000))],
-        prop_oneof![3 => Just(None), 1 => select(vec![100u64, 250]).prop_map(Some)],
+    // Special values are drawn on purpose: 0 where 0 means "none" (a time limit, a recovery
+    // budget, a spawn cost, a grant), `null` for an optional limit, and preset values by
+    // leaving knobs unset.
+    let budgets = (
+        or_preset(1u32..=40),
+        or_preset(prop_oneof![1 => Just(0u32), 1 => 1u32..=3, 1 => Just(5)]),
+        or_preset(0u32..=12),
+        or_preset(0u32..=2),
+        or_preset(0u32..=2),
+    );
+    let limits = (
+        or_preset(prop_oneof![2 => Just(None), 3 => (1usize..=12).prop_map(Some), 1 => Just(Some(4000))]),
+        or_preset(prop_oneof![
+            Just(None),
+            Just(Some(0)),
+            select(vec![100u64, 250, 500]).prop_map(Some),
+            Just(Some(120_000))
+        ]),
+        or_preset(prop_oneof![3 => Just(None), 1 => Just(Some(0)), 1 => select(vec![100u64, 250]).prop_map(Some)]),
         // Small caps are where queueing happens: weight them.
-        prop_oneof![3 => 1usize..=2, 1 => 3usize..=8],
-        0u8..4,
-        any::<u64>(),
+        or_preset(prop_oneof![3 => 1usize..=2, 1 => 3usize..=8]),
+    );
+    let families = (0u8..4, any::<bool>(), prop_oneof![4 => Just(None), 1 => Just(Some("No tool named {name} here."))]);
+    (bub, budgets, limits, families, any::<u64>()).prop_map(
+        |(
+            bub,
+            (budget, recovery, cap, depth, cost),
+            (limit, agent_timeout, default_timeout, concurrency),
+            (extra, written, message),
+            seed,
+        )| {
+            // Each preset's own family, and in one case of four the other one too; a value
+            // equal to the preset's is written only sometimes.
+            let (agent_tool, subagent_tools) = (!bub || extra == 0, bub || extra == 0);
+            Knobs {
+                bub,
+                root_step_budget: budget,
+                recovery_budget: recovery,
+                child_step_cap: cap,
+                depth_limit: depth,
+                spawn_cost: cost,
+                result_limit: limit,
+                agent_timeout_ms: agent_timeout,
+                default_timeout_ms: default_timeout,
+                max_concurrency: concurrency,
+                agent_tool: Some(agent_tool).filter(|on| written || *on == bub),
+                subagent_tools: Some(subagent_tools).filter(|on| written || *on != bub),
+                unknown_tool_message: message.map(str::to_string),
+                seed,
+            }
+        },
     )
-        .prop_map(
-            |(bub, budget, cap, depth, cost, limit, agent_timeout, default_timeout, concurrency, extra, seed)| {
-                Knobs {
-                    bub,
-                    root_step_budget: budget,
-                    child_step_cap: cap,
-                    depth_limit: depth,
-                    spawn_cost: cost,
-                    result_limit: limit,
-                    agent_timeout_ms: agent_timeout,
-                    default_timeout_ms: default_timeout,
-                    max_concurrency: concurrency,
-                    // Each preset's own family, and in one case of four the other one too.
-                    agent_tool: !bub || extra == 0,
-                    subagent_tools: bub || extra == 0,
-                    seed,
-                }
-            },
-        )
 }
 
 fn answer() -> impl Strategy<Value = (usize, i8, u64)> {
@@ -242,7 +297,7 @@ fn root_call() -> impl Strategy<Value = RootCall> {
         1 => Just(RootCall::Flaky),
         1 => Just(RootCall::Unknown),
         3 => (vec(child_step(), 1..=3), prop::bool::weighted(0.1)).prop_map(|(child, empty)| RootCall::Agent { child, empty }),
-        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![100u64, 250, 500])), prop::bool::weighted(0.2))
+        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0u64, 100, 250, 500])), prop::bool::weighted(0.2))
             .prop_map(|(child, session, timeout_ms, profile)| RootCall::Spawn { child, session, timeout_ms, profile }),
         2 => (vec(0u8..4, 0..=2), select(vec![0u64, 50, 250, 1000, 60_000])).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
         1 => (0u8..4).prop_map(RootCall::Send),
@@ -290,17 +345,18 @@ fn text(s: &str) -> Reply {
     Reply { text: Some(Text::Plain(s.to_string())), ..Reply::default() }
 }
 
-struct Compiler<'a> {
-    knobs: &'a Knobs,
+struct Compiler {
+    /// The rules the knobs resolve to (the preset where a knob is unset).
+    rules: crate::rules::Rules,
     lanes: Vec<Lane>,
     tasks: usize,
     spawned: usize,
 }
 
-impl Compiler<'_> {
+impl Compiler {
     /// The result length around the limit (or around 8 without one).
     fn answer_text(&self, unit: usize, around: i8) -> Text {
-        let limit = self.knobs.result_limit.unwrap_or(8) as i64;
+        let limit = self.rules.result_limit_chars.unwrap_or(8) as i64;
         let count = (limit + i64::from(around)).max(0) as usize;
         Text::Repeat { repeat: UNITS[unit].to_string(), count }
     }
@@ -355,25 +411,27 @@ impl Compiler<'_> {
     /// `$taskN` for an earlier background task, or a made-up id when none was started.
     fn task_ref(&self, pick: u8, spawned_before: usize) -> String {
         // Without the family (or with depth limit 0, which hides it) no task id ever appears.
-        if spawned_before == 0 || !self.knobs.subagent_tools || self.knobs.depth_limit == 0 {
+        if spawned_before == 0 || !self.rules.subagent_tools || self.rules.depth_limit == 0 {
             return "sub-00000000".to_string();
         }
         format!("$task{}", usize::from(pick) % spawned_before + 1)
     }
 
     fn root_call(&mut self, c: &RootCall, spawned_before: usize) -> Call {
-        let k = self.knobs;
+        let rules = &self.rules;
         match c {
             RootCall::Read(latency) => call("Read", json!({"path": format!("file-{latency}.md")})),
             RootCall::Flaky => call("Flaky", json!({})),
             RootCall::Unknown => Call { tool: "Frobnicate".into(), args: json!({}), undeclared: true, bad_args: false },
             RootCall::Agent { child, empty } => {
-                let task = self.child(child, k.agent_timeout_ms.is_some());
+                let task = self.child(child, rules.agent_timeout.is_some_and(|t| !t.is_zero()));
                 call("Agent", json!({"task": if *empty { "   ".to_string() } else { task }}))
             }
             RootCall::Spawn { child, session, timeout_ms, profile } => {
-                let limit = timeout_ms.or(if *profile { Some(250) } else { None }).or(k.default_timeout_ms);
-                let prompt = self.child(child, limit.is_some());
+                // The first source that gives a limit decides, and 0 is none (`bub.timeout.*`).
+                let default = rules.subagent_default_timeout.map(|t| t.as_millis() as u64);
+                let limit = timeout_ms.or(if *profile { Some(250) } else { None }).or(default);
+                let prompt = self.child(child, limit.is_some_and(|ms| ms > 0));
                 self.spawned += 1;
                 let mut args = json!({"prompt": prompt});
                 args["session"] = json!(match session {
@@ -415,7 +473,8 @@ impl Plan {
     /// The scenario this plan stands for.
     pub fn compile(&self) -> Scenario {
         let k = &self.knobs;
-        let mut c = Compiler { knobs: k, lanes: Vec::new(), tasks: 0, spawned: 0 };
+        let spec = k.spec();
+        let mut c = Compiler { rules: spec.resolve(), lanes: Vec::new(), tasks: 0, spawned: 0 };
         let mut root = Vec::new();
         for r in &self.root {
             root.push(match r {
@@ -464,21 +523,7 @@ impl Plan {
         Scenario {
             name: "generated".into(),
             description: String::new(),
-            rules: RulesSpec {
-                preset: if k.bub { PresetName::Bub } else { PresetName::Roku },
-                root_step_budget: Some(k.root_step_budget),
-                recovery_budget: None,
-                depth_limit: Some(k.depth_limit),
-                child_step_cap: Some(k.child_step_cap),
-                spawn_cost: Some(k.spawn_cost),
-                result_limit_chars: Some(k.result_limit),
-                agent_timeout_ms: Some(k.agent_timeout_ms),
-                subagent_default_timeout_ms: Some(k.default_timeout_ms),
-                max_concurrency: Some(k.max_concurrency),
-                agent_tool: Some(k.agent_tool),
-                subagent_tools: Some(k.subagent_tools),
-                unknown_tool_message: None,
-            },
+            rules: spec,
             seed: k.seed,
             session: SessionSpec { model: Some("model-a".into()), ..SessionSpec::default() },
             approval: Default::default(),

@@ -22,7 +22,8 @@
 //!   HTML page beside the text trace), for `rehearsal run FILE --timeline out.svg`.
 //! - [`runner`]: runs one scenario on a core, on a fresh paused-clock runtime, and judges it
 //!   against its expectations and the oracles.
-//! - [`oracles`]: the nine rules of the oracles, checked on the evidence of every run.
+//! - [`oracles`]: the oracles, each a rule of `docs/rules/core.md` §6, checked on the evidence
+//!   of every run.
 //! - [`generate`]: proptest strategies producing valid scenarios across both rule sets.
 //! - [`fuzz`]: `rehearsal fuzz`: generated cases against every oracle, shrunk to a file.
 //! - [`golden`]: golden traces: each scenario's reviewed trace in an insta snapshot file.

@@ -1,4 +1,4 @@
-//! The nine oracles of `docs/rules/core.md` (`oracle.*`), checked on every run.
+//! The oracles of `docs/rules/core.md` §6 (`oracle.*`), checked on every run.
 //!
 //! Each oracle reads the evidence of a finished run (the trace, the requests the core sent,
 //! what was left alive) and reports every violation with the oracle's name, the agent, the
@@ -7,7 +7,18 @@
 //! behind shared code.
 //!
 //! This module judges; it does not run anything, and it does not know which scenario
-//! expectations exist (that is `runner::judge`).
+//! expectations exist (that is `runner::judge`). Oracles 10 and on live in submodules, one
+//! file each; [`index`] holds what several of them read alike.
+
+mod context;
+mod costs;
+mod index;
+mod launch;
+mod precedence;
+mod routing;
+mod sessions;
+mod texts;
+mod wait_order;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -41,11 +52,31 @@ pub enum Oracle {
     Termination,
     /// The same scenario and seed give the same trace.
     Determinism,
+    /// Every call and reply costs exactly its steps and recovery; nudges follow exactly the
+    /// regular calls that exhaust a budget.
+    Costs,
+    /// Every text the runtime writes (final messages, timeout and cancellation bodies,
+    /// refusals, immediate results, denials, nudges) is exactly the rules' own.
+    Texts,
+    /// Where several sources or states decide one thing (a time limit, the tools offered,
+    /// whether a name is known, whether a turn is held), the one the rules name decides.
+    Precedence,
+    /// A `subagent.wait` covers, reads, orders and returns as the rules say.
+    Wait,
+    /// Every request carries the request id, session id, model, reasoning effort, memory,
+    /// system prompt and profile the rules give its agent.
+    Context,
+    /// Messages from outside an agent's loop (steering, `subagent.send`) reach their addressee
+    /// in its next request and nobody else; every child's requests hold only its own.
+    Routing,
+    /// A named session serves one run at a time, and each run starts from what the earlier
+    /// completed or failed runs recorded.
+    Sessions,
 }
 
 impl Oracle {
-    /// All nine, in the order of docs/rules/core.md.
-    pub const ALL: [Oracle; 9] = [
+    /// Every oracle, in the order of docs/rules/core.md.
+    pub const ALL: [Oracle; 16] = [
         Oracle::Depth,
         Oracle::Budget,
         Oracle::Truncation,
@@ -55,6 +86,13 @@ impl Oracle {
         Oracle::Delivery,
         Oracle::Termination,
         Oracle::Determinism,
+        Oracle::Costs,
+        Oracle::Texts,
+        Oracle::Precedence,
+        Oracle::Wait,
+        Oracle::Context,
+        Oracle::Routing,
+        Oracle::Sessions,
     ];
 
     /// The oracle's name, as reports print it.
@@ -69,6 +107,13 @@ impl Oracle {
             Oracle::Delivery => "delivery",
             Oracle::Termination => "termination",
             Oracle::Determinism => "determinism",
+            Oracle::Costs => "costs",
+            Oracle::Texts => "texts",
+            Oracle::Precedence => "precedence",
+            Oracle::Wait => "wait",
+            Oracle::Context => "context",
+            Oracle::Routing => "routing",
+            Oracle::Sessions => "sessions",
         }
     }
 }
@@ -141,9 +186,11 @@ fn core_events(trace: &Trace) -> impl Iterator<Item = (usize, &Entry, &Event)> {
     })
 }
 
-/// Checks oracles 1–8 on one run. (Determinism needs two runs: [`determinism`].)
+/// Checks every oracle but determinism on one run. (Determinism needs two runs:
+/// [`determinism`].)
 pub fn check(evidence: &Evidence) -> Vec<Violation> {
     let mut report = Report { entries: &evidence.trace.entries, found: Vec::new() };
+    let index = index::Index::new(evidence);
     depth(evidence, &mut report);
     budget(evidence, &mut report);
     truncation(evidence, &mut report);
@@ -153,6 +200,13 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     delivery(evidence, &mut report);
     instants(evidence, &mut report);
     termination(evidence, &mut report);
+    costs::costs(evidence, &index, &mut report);
+    texts::texts(evidence, &index, &mut report);
+    precedence::precedence(evidence, &index, &mut report);
+    wait_order::wait(evidence, &mut report);
+    context::context(evidence, &index, &mut report);
+    routing::routing(evidence, &index, &mut report);
+    sessions::sessions(evidence, &index, &mut report);
     report.found
 }
 

@@ -143,6 +143,93 @@ mod tests {
         assert!(!b.agent_tool && b.subagent_tools);
     }
 
+    /// The knob clauses of `docs/rules/core.md` (`core.knob.*`): per knob name, the value the
+    /// page gives each preset, as written there (`30`, `` `null` ``, `true`, a message).
+    fn documented_knobs() -> Vec<(String, String, String)> {
+        /// The value at the start of `text`: bold (`**30**`, `` **`null`** ``) or code.
+        fn value(text: &str) -> Option<(String, &str)> {
+            let (open, close) = if text.starts_with("**") {
+                ("**", "**")
+            } else if text.starts_with("``") {
+                ("``", "``")
+            } else {
+                ("`", "`")
+            };
+            let rest = text.strip_prefix(open)?;
+            let end = rest.find(close)?;
+            Some((rest[..end].trim().to_string(), &rest[end + close.len()..]))
+        }
+        let page = include_str!("../docs/rules/core.md");
+        let mut knobs = Vec::new();
+        for line in page.lines().filter(|l| l.starts_with("- **`core.knob.")) {
+            let Some((_, text)) = line.split_once(" — `") else { continue };
+            let name = text.split('`').next().unwrap_or_default().to_string();
+            let Some((_, roku)) = text.split_once(" roku ") else { continue };
+            let (roku, rest) = value(roku).unwrap_or_else(|| panic!("no roku value in {line}"));
+            let rest = rest.trim_start_matches(" ms");
+            let bub = rest.strip_prefix(", bub ").unwrap_or_else(|| panic!("no bub value in {line}"));
+            let (bub, _) = value(bub).unwrap_or_else(|| panic!("no bub value in {line}"));
+            knobs.push((name, roku, bub));
+        }
+        knobs
+    }
+
+    /// A knob's value written as `docs/rules/core.md` writes it.
+    fn as_documented(rules: &Rules) -> Vec<(&'static str, String)> {
+        // Destructured, so a new knob cannot be left out of this test.
+        let Rules {
+            preset: _,
+            root_step_budget,
+            recovery_budget,
+            depth_limit,
+            child_step_cap,
+            spawn_cost,
+            result_limit_chars,
+            agent_timeout,
+            subagent_default_timeout,
+            max_concurrency,
+            agent_tool,
+            subagent_tools,
+            unknown_tool_message,
+        } = rules;
+        let null = || "`null`".to_string();
+        let ms = |t: &Option<Duration>| t.map_or_else(null, |t| t.as_millis().to_string());
+        vec![
+            ("root_step_budget", root_step_budget.to_string()),
+            ("recovery_budget", recovery_budget.to_string()),
+            ("depth_limit", depth_limit.to_string()),
+            ("child_step_cap", child_step_cap.to_string()),
+            ("spawn_cost", spawn_cost.to_string()),
+            ("result_limit_chars", result_limit_chars.map_or_else(null, |n| n.to_string())),
+            ("agent_timeout", ms(agent_timeout)),
+            ("subagent_default_timeout", ms(subagent_default_timeout)),
+            ("max_concurrency", max_concurrency.to_string()),
+            ("agent_tool", agent_tool.to_string()),
+            ("subagent_tools", subagent_tools.to_string()),
+            ("unknown_tool_message", unknown_tool_message.clone()),
+        ]
+    }
+
+    /// Every field of both presets is the value `core.knob.*` documents: a preset cannot drift
+    /// from the page (or take the other family's value) silently.
+    #[test]
+    fn every_preset_field_is_the_documented_value() {
+        let documented = documented_knobs();
+        let (roku, bub) = (as_documented(&Rules::roku()), as_documented(&Rules::bub()));
+        assert_eq!(documented.len(), roku.len(), "the page documents {documented:?}");
+        for ((name, want_roku, want_bub), ((field, got_roku), (_, got_bub))) in
+            documented.iter().zip(roku.iter().zip(&bub))
+        {
+            assert_eq!(name, field, "the knobs are documented in the order of `Rules`");
+            assert_eq!(got_roku, want_roku, "roku preset, `{name}`");
+            assert_eq!(got_bub, want_bub, "bub preset, `{name}`");
+        }
+        assert_eq!(Rules::roku().preset, Preset::Roku);
+        assert_eq!(Rules::bub().preset, Preset::Bub);
+        let page = include_str!("../docs/rules/core.md");
+        assert!(page.contains(&format!("`subagent.wait` waits **{WAIT_DEFAULT_SECONDS}** s")));
+    }
+
     #[test]
     fn zero_root_budget_is_a_configuration_error() {
         let rules = Rules { root_step_budget: 0, ..Rules::roku() };

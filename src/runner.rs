@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::core::Builtin;
-use crate::evidence::{Evidence, Exchange};
+use crate::evidence::{Evidence, Exchange, Setup};
 use crate::harness::Stop;
 use crate::harness::asker::ScriptedAsker;
 use crate::harness::clock::Clock;
@@ -57,6 +57,8 @@ pub struct Run {
     pub reply_use: Vec<Vec<usize>>,
     /// The rules the run used.
     pub rules: crate::rules::Rules,
+    /// How the harness set the run up (session context, catalog, request ids, steering).
+    pub setup: Setup,
     /// Whether the session ran all its turns and quit.
     pub session_ended: bool,
     /// The run limit that stopped the run (horizon or event cap), if one did.
@@ -70,6 +72,7 @@ impl Run {
     pub fn evidence(&self) -> Evidence<'_> {
         Evidence {
             rules: &self.rules,
+            setup: Some(&self.setup),
             trace: &self.trace,
             exchanges: &self.exchanges,
             live_sessions: &self.live_sessions,
@@ -391,6 +394,7 @@ impl Prepared<'_, '_> {
                     lane_use: Vec::new(),
                     reply_use: Vec::new(),
                     rules: self.scenario.rules.resolve(),
+                    setup: setup(self.scenario, self.profiles, schedule),
                     session_ended: false,
                     limit_hit: None,
                     alive_tasks: 0,
@@ -523,6 +527,30 @@ struct Progress {
     session_ended: bool,
 }
 
+/// How the harness sets up a run of `scenario`: what the oracles read besides the trace and the
+/// exchanges. The request ids are those [`run_paused`] gives each turn.
+fn setup(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Setup {
+    let session = &scenario.session;
+    Setup {
+        session_id: session.id.clone(),
+        model: session.model.clone(),
+        reasoning_effort: session.reasoning_effort.clone(),
+        memory: session.memory.clone(),
+        system_prompt: session.system_prompt.clone(),
+        skills: session.skills.clone(),
+        profiles: profiles.to_vec(),
+        tools: scenario.tools.iter().map(|t| t.name.clone()).collect(),
+        request_ids: scenario.turns.iter().enumerate().map(|(i, turn)| request_id(turn, i)).collect(),
+        steering: scenario.steer.iter().map(|s| (Duration::from_millis(s.at_ms), s.message.clone())).collect(),
+        default_order: schedule.seed().is_none(),
+    }
+}
+
+/// The request id of the `i`-th turn (from 0): its own, or `req-<i+1>`.
+fn request_id(turn: &crate::scenario::Turn, i: usize) -> String {
+    turn.request_id.clone().unwrap_or_else(|| format!("req-{}", i + 1))
+}
+
 /// What a run writes to, made before it starts so that a panic cannot lose it.
 struct Parts {
     stop: Arc<Stop>,
@@ -598,10 +626,7 @@ async fn run_paused(
         .turns
         .iter()
         .enumerate()
-        .map(|(i, turn)| {
-            let request_id = turn.request_id.clone().unwrap_or_else(|| format!("req-{}", i + 1));
-            (turn.user.clone(), turn.at_ms, request_id)
-        })
+        .map(|(i, turn)| (turn.user.clone(), turn.at_ms, request_id(turn, i)))
         .collect();
     let work = session.ok().map(|mut session| {
         let (progress, recorder) = (progress.clone(), recorder.clone());
@@ -681,6 +706,7 @@ async fn run_paused(
         lane_use: mock.used(),
         reply_use: mock.reply_use(),
         rules: scenario.rules.resolve(),
+        setup: setup(scenario, profiles, schedule),
         // A session that ran on after the harness stopped the run (the event limit stops
         // recording, not the run) left a cut trace: its end is no evidence against the core.
         session_ended: progress.session_ended && halts_empty,

@@ -428,7 +428,12 @@ impl Board {
     /// Records the end of a task's run, frees its slot, and wakes the parent.
     fn finish(&self, shared: &Shared, id: &str, status: TaskStatus, body: String, history: Option<Transcript>) {
         let mut st = self.lock();
-        let (body, _) = truncate_result(&body, shared.rules.result_limit_chars);
+        // A child's own final message is its result and is cut to the limit; the timeout text
+        // is the runtime's and is written whole (`bub.timeout.outcome`).
+        let body = match status {
+            TaskStatus::TimedOut => body,
+            _ => truncate_result(&body, shared.rules.result_limit_chars).0,
+        };
         let task = st.tasks.get_mut(id).expect("finished task exists");
         task.state = TaskState::Done(status);
         task.finished_runs += 1;
@@ -583,7 +588,10 @@ async fn run_task(
                 }
             }
             let status = if outcome.status == Status::Ok { TaskStatus::Completed } else { TaskStatus::Failed };
-            (status, outcome.message, Some(lp.history))
+            // Broken variant (test-only build): only completed runs are recorded.
+            let history =
+                Some(lp.history).filter(|_| !cfg!(broken = "failed_run_forgotten") || status == TaskStatus::Completed);
+            (status, outcome.message, history)
         }
         None => {
             let limit = timeout.expect("only a limit times out");
@@ -742,7 +750,8 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
         model: string_arg(args, "model")
             .or_else(|| profile.and_then(|p| p.model.clone()))
             .map(Arc::from)
-            .or_else(|| parent.model.clone()),
+            // Broken variant (test-only build): a child that names no model gets none.
+            .or_else(|| parent.model.clone().filter(|_| !cfg!(broken = "model_not_inherited"))),
         reasoning_effort: string_arg(args, "reasoning_effort")
             .or_else(|| profile.and_then(|p| p.reasoning_effort.clone()))
             .map(Arc::from)
@@ -753,10 +762,18 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
         skills,
         // The first source that gives a limit decides; a limit of 0 means none
         // (`bub.timeout.zero-is-none`, as for `Agent` children).
-        timeout: seconds_arg(args, "timeout_seconds")
-            .or_else(|| profile.and_then(|p| p.timeout))
-            .or(rules.subagent_default_timeout)
-            .filter(|limit| !limit.is_zero()),
+        timeout: if cfg!(broken = "timeout_smallest") {
+            // Broken variant (test-only build): the smallest limit given wins, not the first.
+            [seconds_arg(args, "timeout_seconds"), profile.and_then(|p| p.timeout), rules.subagent_default_timeout]
+                .into_iter()
+                .flatten()
+                .min()
+        } else {
+            seconds_arg(args, "timeout_seconds")
+                .or_else(|| profile.and_then(|p| p.timeout))
+                .or(rules.subagent_default_timeout)
+        }
+        .filter(|limit| !limit.is_zero()),
     };
     // A temp session starts empty, a fork session from the snapshot at the call (an O(1)
     // fork), a named one where it left off.
@@ -896,7 +913,8 @@ fn send(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
 /// `subagent.wait`: results of the listed tasks (or of every task not yet read), waiting at
 /// most `timeout_seconds` for all of them to finish.
 async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
-    parent.budget.spend(1);
+    // Broken variant (test-only build): waiting is free.
+    parent.budget.spend(u32::from(!cfg!(broken = "wait_free")));
     let listed = list_arg(args, "task_ids");
     let targets: Vec<String> = {
         let st = shared.board.lock();
@@ -913,6 +931,9 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
                     targets.push(id);
                 }
             }
+            // The result lists the tasks it does not read in spawn order, whatever order the
+            // call named them in (`bub.wait.result-shape`).
+            targets.sort_by_key(|id| st.tasks[id].seq);
             targets
         }
     };
@@ -948,7 +969,12 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
     let mut results = Vec::new();
     let mut unread: Vec<usize> =
         unread_set.iter().copied().filter(|i| wanted.contains(finished[*i].task_id.as_str())).collect();
-    unread.sort_by_key(|i| (finished[*i].at, finished[*i].seq));
+    // Broken variant (test-only build): results listed in spawn order, not completion order.
+    if cfg!(broken = "wait_spawn_order") {
+        unread.sort_by_key(|i| finished[*i].seq);
+    } else {
+        unread.sort_by_key(|i| (finished[*i].at, finished[*i].seq));
+    }
     let mut answered = BTreeSet::new();
     for i in unread {
         unread_set.remove(&i);

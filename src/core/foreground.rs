@@ -69,7 +69,9 @@ pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) ->
 
     let child = parent.child(child_id.clone(), task, grant, shared);
     let run = OwnStack(agent_loop::run(shared.arc(), child));
-    let outcome = match rules.agent_timeout.filter(|limit| !limit.is_zero()) {
+    // Broken variant (test-only build): a limit of 0 stops the child at once.
+    let outcome = match rules.agent_timeout.filter(|limit| cfg!(broken = "zero_timeout_immediate") || !limit.is_zero())
+    {
         None => run.await.0,
         Some(limit) => match super::within_limit(tokio::time::Instant::now() + limit, run).await {
             Some((outcome, _)) => outcome,
@@ -105,6 +107,10 @@ fn hand_over(shared: &Shared, parent: &Loop, child: &crate::sut::AgentId, outcom
 /// Seconds as Roku prints them: `120`, or `0.5` for a fractional limit (a whole `f64`
 /// prints without a fraction).
 pub(crate) fn seconds(d: Duration) -> String {
+    if cfg!(broken = "seconds_whole") {
+        // Broken variant (test-only build): the fraction of a limit is dropped.
+        return d.as_secs().to_string();
+    }
     d.as_secs_f64().to_string()
 }
 

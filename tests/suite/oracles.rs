@@ -1,4 +1,4 @@
-//! Every oracle can fire: each of the nine is handed hand-built evidence that breaks its rule
+//! Every oracle can fire: each of the first nine is handed hand-built evidence that breaks its rule
 //! and must report exactly that (oracle, agent, virtual time, message, trace lines), and a
 //! correct trace of the same shape that it must pass. Then a few real scenario runs are
 //! tampered with, and `runner::judge` must fail them naming the oracle.
@@ -36,7 +36,7 @@ fn kid(n: u32) -> AgentId {
     AgentId::root().child(n)
 }
 
-fn ms(n: u64) -> Duration {
+pub(crate) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
@@ -96,9 +96,13 @@ impl Case {
         self.trace.entries[line].what = What::Core(event);
     }
 
+    /// The violations of the nine oracles this file tests. Its hand-built traces are shaped
+    /// for those nine (a request costs a step, replies carry no calls); the oracles after
+    /// them judge call by call and are tested on real runs, in `oracles_*.rs`.
     fn check(&self) -> Vec<Violation> {
-        oracles::check(&Evidence {
+        let mut found = oracles::check(&Evidence {
             rules: &self.rules,
+            setup: None,
             trace: &self.trace,
             exchanges: &self.exchanges,
             live_sessions: &self.live,
@@ -106,7 +110,9 @@ impl Case {
             limit_hit: self.limit_hit.as_deref(),
             stopped: self.limit_hit.is_some(),
             alive_tasks: self.alive,
-        })
+        });
+        found.retain(|v| Oracle::ALL[..9].contains(&v.oracle));
+        found
     }
 
     /// The violations of `oracle`; every other oracle must be silent.
@@ -319,7 +325,7 @@ fn request(agent: &AgentId, goal: &str, messages: Vec<Message>) -> LlmRequest {
 }
 
 /// Tampers with a request's conversation as a list.
-fn edit(messages: &mut Transcript, f: impl FnOnce(&mut Vec<Message>)) {
+pub(crate) fn edit(messages: &mut Transcript, f: impl FnOnce(&mut Vec<Message>)) {
     let mut list = messages.to_vec();
     f(&mut list);
     *messages = list.into();
@@ -2232,15 +2238,16 @@ fn determinism_difference_in_the_middle_of_a_long_string() {
 // End to end: real runs, tampered, then judged
 // ---------------------------------------------------------------------------------------------
 
-fn parse(json: &str) -> scenario::Scenario {
+pub(crate) fn parse(json: &str) -> scenario::Scenario {
     scenario::parse(Path::new("inline.json"), json).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Runs the scenario, checks the untouched run passes, then tampers with it and returns what
 /// `judge` says.
-fn tampered(json: &str, tamper: impl FnOnce(&mut runner::Run)) -> Vec<String> {
+pub(crate) fn tampered(json: &str, tamper: impl FnOnce(&mut runner::Run)) -> Vec<String> {
     let scenario = parse(json);
-    let verdict = runner::judge(&scenario, runner::run(&scenario, &[]));
+    let profiles = runner::resolve_profiles(&scenario, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let verdict = runner::judge(&scenario, runner::run(&scenario, &profiles));
     let what: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
     assert!(verdict.passed(), "the untouched run fails: {what:#?}\n{}", verdict.run.trace.text());
     let mut run = verdict.run;
@@ -2248,7 +2255,7 @@ fn tampered(json: &str, tamper: impl FnOnce(&mut runner::Run)) -> Vec<String> {
     runner::judge(&scenario, run).failures.into_iter().map(|f| f.what).collect()
 }
 
-fn line_of(run: &runner::Run, found: impl Fn(&Event) -> bool) -> usize {
+pub(crate) fn line_of(run: &runner::Run, found: impl Fn(&Event) -> bool) -> usize {
     run.trace
         .entries
         .iter()
@@ -2277,9 +2284,14 @@ fn e2e_refund_in_a_real_roku_run_fails_the_budget_oracle() {
             *budget = 20;
         }
     });
+    // The costs oracle sees it too: the call left more than its spawn did.
     assert_eq!(
         failures,
-        ["oracle budget: main at 0.300s: main's remaining budget rose from 19 to 20 (budgets are never refunded)"]
+        [
+            "oracle budget: main at 0.300s: main's remaining budget rose from 19 to 20 (budgets are never refunded)",
+            "oracle costs: main at 0.300s: `Agent` of main left 20 steps; from 30 a spawning call leaves what its spawn left, leaving 19",
+            "oracle costs: main at 0.300s: main's step reports 19 steps, but its calls left 20",
+        ]
     );
 }
 
@@ -2352,9 +2364,11 @@ fn e2e_dropped_delivery_in_a_real_bub_run_fails_the_delivery_oracle() {
         let next = run.exchanges.iter_mut().find(|x| x.request.messages.iter().any(notified)).unwrap();
         edit(&mut next.request.messages, |m| m.retain(|m| !notified(m)));
     });
-    assert_eq!(failures.len(), 1, "{failures:#?}");
+    assert_eq!(failures.len(), 2, "{failures:#?}");
     assert!(failures[0].starts_with("oracle delivery: main at 1.100s: sub-"), "{failures:#?}");
     assert!(failures[0].ends_with("finished before this step of the parent but was not delivered"), "{failures:#?}");
+    // The unread result should also have held the root's last answer.
+    assert!(failures[1].starts_with("oracle precedence: main at 1.200s: main answered with a step left while 1"));
 }
 
 #[test]
@@ -2395,7 +2409,14 @@ fn every_oracle_is_named_as_reports_print_it() {
             "fork-isolation",
             "delivery",
             "termination",
-            "determinism"
+            "determinism",
+            "costs",
+            "texts",
+            "precedence",
+            "wait",
+            "context",
+            "routing",
+            "sessions",
         ]
     );
 }

@@ -1,0 +1,295 @@
+//! What several oracles read alike, built in one pass each: every model request matched to
+//! the trace line that announced it, every call of a reply matched to the events that answer
+//! it, and the background tasks as the trace shows them at each line.
+//!
+//! The matching follows the evidence contract (`docs/evidence.md`) and the rules alone: the
+//! `k`-th `llm.request` of an agent announces its `k`-th exchange; the calls of a reply without
+//! a terminal call run in order, each ending in one `denied` or one `tool.end` (a `tool.start`
+//! before it when something started); a reply with a terminal call runs none of them
+//! (`roku.terminal.no-other-call-runs`). Nothing here judges: an event no call explains is
+//! simply left unmatched, for the oracles to report in their own words.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use crate::evidence::{Evidence, Exchange};
+use crate::sut::AgentId;
+use crate::sut::event::{Event, TaskStatus};
+use crate::sut::llm::{Message, ToolCall};
+use crate::trace::Entry;
+
+use super::core_events;
+
+/// The terminal calls of an agent: `ask_user` is one only where it is offered, at the root
+/// (`roku.child.ask-user-refused`).
+pub(super) fn is_terminal(name: &str, agent: &AgentId) -> bool {
+    matches!(name, "final_answer" | "fail") || (name == "ask_user" && agent.depth() == 0)
+}
+
+/// The first terminal call of a reply, which decides how the loop ends (`roku.terminal.scan-first`).
+pub(super) fn first_terminal<'a>(calls: &'a [ToolCall], agent: &AgentId) -> Option<&'a ToolCall> {
+    calls.iter().find(|c| is_terminal(&c.name, agent))
+}
+
+/// The names of the `subagent` family (`bub.tools.family`).
+pub(super) const FAMILY: [&str; 4] = ["subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
+
+/// Requests and calls matched to trace lines.
+pub(super) struct Index<'a> {
+    /// Per trace line: the exchange an `llm.request` line announced.
+    exchange: Vec<Option<&'a Exchange>>,
+    /// Per trace line: the call a `tool.start`, `tool.end` or `denied` line belongs to.
+    call: Vec<Option<&'a ToolCall>>,
+    /// Per trace line: the reply an `llm.reply` line reports, as the model gave it.
+    reply: Vec<Option<&'a Message>>,
+}
+
+impl<'a> Index<'a> {
+    pub fn new(e: &Evidence<'a>) -> Index<'a> {
+        let n = e.trace.entries.len();
+        let mut index = Index { exchange: vec![None; n], call: vec![None; n], reply: vec![None; n] };
+        let mut requests: BTreeMap<&AgentId, VecDeque<&Exchange>> = BTreeMap::new();
+        for exchange in e.exchanges {
+            requests.entry(&exchange.request.agent).or_default().push_back(exchange);
+        }
+        let mut current: BTreeMap<&AgentId, &Exchange> = BTreeMap::new();
+        let mut pending: BTreeMap<&AgentId, VecDeque<&ToolCall>> = BTreeMap::new();
+        for (i, entry, event) in core_events(e.trace) {
+            let agent = &entry.agent;
+            match event {
+                Event::LlmRequest { .. } => {
+                    let Some(exchange) = requests.get_mut(agent).and_then(VecDeque::pop_front) else { continue };
+                    index.exchange[i] = Some(exchange);
+                    current.insert(agent, exchange);
+                }
+                Event::LlmReply { .. } => {
+                    let Some(reply) = current.get(agent).and_then(|x| x.reply.as_ref()) else { continue };
+                    index.reply[i] = Some(reply);
+                    let calls = pending.entry(agent).or_default();
+                    calls.clear();
+                    if first_terminal(&reply.tool_calls, agent).is_none() {
+                        calls.extend(reply.tool_calls.iter());
+                    }
+                }
+                Event::ToolStarted { tool, .. } => {
+                    index.call[i] = pending.get(agent).and_then(|c| c.front().copied()).filter(|c| c.name == *tool);
+                }
+                Event::Denied { tool, .. } | Event::ToolEnded { tool, .. } => {
+                    let Some(calls) = pending.get_mut(agent) else { continue };
+                    if calls.front().is_some_and(|c| c.name == *tool) {
+                        index.call[i] = calls.pop_front();
+                    }
+                }
+                _ => {}
+            }
+        }
+        index
+    }
+
+    /// The exchange the `llm.request` on `line` announced.
+    pub fn exchange(&self, line: usize) -> Option<&'a Exchange> {
+        self.exchange.get(line).copied().flatten()
+    }
+
+    /// The reply the `llm.reply` on `line` reports.
+    pub fn reply(&self, line: usize) -> Option<&'a Message> {
+        self.reply.get(line).copied().flatten()
+    }
+
+    /// The call the `tool.start`, `tool.end` or `denied` on `line` belongs to.
+    pub fn call(&self, line: usize) -> Option<&'a ToolCall> {
+        self.call.get(line).copied().flatten()
+    }
+}
+
+/// Where a background task stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TaskState {
+    Queued,
+    Running,
+    Done(TaskStatus),
+}
+
+impl TaskState {
+    /// The status word results print (`queued`, `running`, `completed`, …).
+    pub fn word(self) -> &'static str {
+        match self {
+            TaskState::Queued => "queued",
+            TaskState::Running => "running",
+            TaskState::Done(status) => status.as_str(),
+        }
+    }
+
+    pub fn active(self) -> bool {
+        !matches!(self, TaskState::Done(_))
+    }
+}
+
+/// One background task as the trace shows it.
+pub(super) struct Task<'a> {
+    pub alias: &'a AgentId,
+    /// Spawn order, from 0.
+    pub seq: usize,
+    /// The session key `task.queued` shows (`temp/<id>`, `fork/<id>` or the name).
+    pub session: &'a str,
+    /// The kind `session.open` showed (`temp`, `fork`, `named`).
+    pub kind: &'a str,
+    pub state: TaskState,
+    /// Runs that ended with a result (completed, failed or timed out).
+    pub results: usize,
+    /// The line of its last `task.queued` (its current run's).
+    pub queued_line: usize,
+}
+
+/// A finished run's result not yet read by the parent.
+pub(super) struct Unread<'a> {
+    pub task_id: &'a str,
+    pub status: TaskStatus,
+    pub body: &'a str,
+    pub at: Duration,
+    pub seq: usize,
+    pub line: usize,
+}
+
+/// The background tasks at the current line, fed event by event.
+#[derive(Default)]
+pub(super) struct Tasks<'a> {
+    pub tasks: BTreeMap<&'a str, Task<'a>>,
+    by_alias: BTreeMap<&'a AgentId, &'a str>,
+    /// The kind of the session last opened at each alias.
+    opened: BTreeMap<&'a AgentId, &'a str>,
+    /// Finished results not yet delivered, in completion order.
+    pub unread: Vec<Unread<'a>>,
+}
+
+impl<'a> Tasks<'a> {
+    /// Follows one core event.
+    pub fn observe(&mut self, line: usize, entry: &'a Entry, event: &'a Event) {
+        match event {
+            Event::SessionOpened { kind, .. } => {
+                self.opened.insert(&entry.agent, kind);
+            }
+            Event::TaskQueued { task_id, child, session } => {
+                let seq = self.tasks.len();
+                let kind = self.opened.get(child).copied().unwrap_or("");
+                let task = self.tasks.entry(task_id).or_insert(Task {
+                    alias: child,
+                    seq,
+                    session,
+                    kind,
+                    state: TaskState::Queued,
+                    results: 0,
+                    queued_line: line,
+                });
+                task.state = TaskState::Queued;
+                task.queued_line = line;
+                self.by_alias.insert(child, task_id);
+            }
+            Event::TaskStarted { task_id, .. } => {
+                if let Some(task) = self.tasks.get_mut(task_id.as_str()) {
+                    task.state = TaskState::Running;
+                }
+            }
+            Event::TaskEnded { task_id, status, body, .. } => {
+                let Some(task) = self.tasks.get_mut(task_id.as_str()) else { return };
+                task.state = TaskState::Done(*status);
+                if *status != TaskStatus::Cancelled {
+                    task.results += 1;
+                    let (seq, at) = (task.seq, entry.at);
+                    self.unread.push(Unread { task_id, status: *status, body, at, seq, line });
+                }
+            }
+            Event::Delivered { task_id, .. } => {
+                if let Some(at) = self.unread.iter().position(|u| u.task_id == task_id) {
+                    self.unread.remove(at);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The task `id` names, if the trace has shown it.
+    pub fn get(&self, id: &str) -> Option<&Task<'a>> {
+        self.tasks.get(id)
+    }
+
+    /// The task id of the background child `alias`.
+    pub fn id_of(&self, alias: &AgentId) -> Option<&'a str> {
+        self.by_alias.get(alias).copied()
+    }
+
+    /// Tasks queued or running.
+    pub fn active(&self) -> usize {
+        self.tasks.values().filter(|t| t.state.active()).count()
+    }
+
+    /// Tasks queued or running, plus results not yet read: what holds a root's turn
+    /// (`bub.turn.held-while-children`).
+    pub fn outstanding(&self) -> usize {
+        self.active() + self.unread.len()
+    }
+
+    /// Whether `id` has a result the parent has not read.
+    pub fn has_unread(&self, id: &str) -> bool {
+        self.unread.iter().any(|u| u.task_id == id)
+    }
+}
+
+/// A string argument of a call, as the core reads it.
+pub(super) fn string_arg<'v>(args: &'v serde_json::Value, name: &str) -> Option<&'v str> {
+    args.get(name).and_then(serde_json::Value::as_str)
+}
+
+/// A list argument (`allowed_tools`, `task_ids`, …): a JSON array of strings, or one string
+/// of comma-separated names with the blank pieces dropped (`bub.child.allowed-tools-string`).
+pub(super) fn list_arg(args: &serde_json::Value, name: &str) -> Vec<String> {
+    match args.get(name) {
+        Some(serde_json::Value::Array(items)) => {
+            items.iter().filter_map(serde_json::Value::as_str).map(str::to_string).collect()
+        }
+        Some(serde_json::Value::String(s)) => {
+            s.split(',').filter(|piece| !piece.trim().is_empty()).map(str::to_string).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A time limit in seconds as the rules read one from a model or a profile: a number of 0 or
+/// more, at most 1,000,000,000 s (`bub.timeout.invalid-ignored`, `bub.timeout.clamped`);
+/// anything else is "not given".
+pub(super) fn seconds_arg(args: &serde_json::Value, name: &str) -> Option<Duration> {
+    let seconds = args.get(name).and_then(serde_json::Value::as_f64).filter(|s| *s >= 0.0)?;
+    Some(Duration::from_secs_f64(seconds.min(1e9)))
+}
+
+/// A time limit as messages print it (`core.time.seconds-format`): whole seconds without a
+/// fraction (`120`), else the exact decimal without trailing zeros (`0.25`, `1.5`).
+pub(super) fn seconds_text(limit: Duration) -> String {
+    let nanos = limit.subsec_nanos();
+    if nanos == 0 {
+        return limit.as_secs().to_string();
+    }
+    let fraction = format!("{nanos:09}");
+    format!("{}.{}", limit.as_secs(), fraction.trim_end_matches('0'))
+}
+
+/// Bub's name matching: trimmed, without regard to case, `.` and `_` alike
+/// (`bub.spawn.name-matching`).
+pub(super) fn same_name(requested: &str, real: &str) -> bool {
+    let norm = |s: &str| s.trim().to_lowercase().replace('.', "_");
+    norm(requested) == norm(real)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_print_as_core_time_seconds_format_says() {
+        assert_eq!(seconds_text(Duration::from_secs(120)), "120");
+        assert_eq!(seconds_text(Duration::from_millis(250)), "0.25");
+        assert_eq!(seconds_text(Duration::from_millis(1500)), "1.5");
+        assert_eq!(seconds_text(Duration::from_millis(100)), "0.1");
+        assert_eq!(seconds_text(Duration::from_secs(1_000_000_000)), "1000000000");
+    }
+}

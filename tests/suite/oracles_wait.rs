@@ -1,0 +1,74 @@
+//! Oracle `wait` (`oracle.wait.*`, docs/rules/core.md): what a `subagent.wait` covers, reads,
+//! lists in which order, and when it returns.
+
+use std::time::Duration;
+
+use rehearsal::sut::event::{Event, Via};
+use rehearsal::trace::What;
+
+use super::oracles::tampered;
+use super::oracles_runs::{BUB_WAIT_NAMED, assert_has, tool_end};
+
+const READ_BOTH: &str = r#"[{"task_id":"sub-6e789e6a","status":"completed","result":"Looked."},{"task_id":"sub-e220a839","status":"completed","result":"First draft."}]"#;
+
+fn set_result(run: &mut rehearsal::runner::Run, line: usize, text: &str) {
+    if let What::Core(Event::ToolEnded { result, .. }) = &mut run.trace.entries[line].what {
+        *result = text.to_string();
+    }
+}
+
+#[test]
+fn wait_of_a_real_run_passes() {
+    assert!(tampered(BUB_WAIT_NAMED, |_| {}).is_empty());
+}
+
+#[test]
+fn wait_results_in_spawn_order_instead_of_completion_order() {
+    let spawn_order = r#"[{"task_id":"sub-e220a839","status":"completed","result":"First draft."},{"task_id":"sub-6e789e6a","status":"completed","result":"Looked."}]"#;
+    let failures = tampered(BUB_WAIT_NAMED, |run| {
+        let line = tool_end(run, "subagent.wait", 0);
+        set_result(run, line, spawn_order);
+    });
+    assert_has(
+        &failures,
+        &format!("oracle wait: main at 0.400s: `subagent.wait` answered {spawn_order}; the rules give {READ_BOTH}"),
+    );
+}
+
+#[test]
+fn wait_returns_before_its_last_task_finished() {
+    let failures = tampered(BUB_WAIT_NAMED, |run| {
+        let line = tool_end(run, "subagent.wait", 0);
+        run.trace.entries[line].at = Duration::from_millis(300);
+    });
+    assert_has(
+        &failures,
+        "oracle wait: main at 0.300s: `subagent.wait` returned at 300ms, but its last covered task finished at 400ms",
+    );
+}
+
+#[test]
+fn wait_leaves_a_covered_result_unread() {
+    let failures = tampered(BUB_WAIT_NAMED, |run| {
+        let line = run
+            .trace
+            .entries
+            .iter()
+            .rposition(|e| matches!(&e.what, What::Core(Event::Delivered { via: Via::Wait, .. })))
+            .unwrap();
+        run.trace.entries.remove(line);
+    });
+    assert_has(
+        &failures,
+        "oracle wait: main at 0.400s: `subagent.wait` left the result of covered task sub-e220a839 unread",
+    );
+}
+
+#[test]
+fn wait_peek_that_waits() {
+    let failures = tampered(BUB_WAIT_NAMED, |run| {
+        let line = tool_end(run, "subagent.wait", 1);
+        run.trace.entries[line].at = Duration::from_millis(600);
+    });
+    assert_has(&failures, "oracle wait: main at 0.600s: `subagent.wait` returned at 600ms, but its deadline was 500ms");
+}
