@@ -168,3 +168,19 @@ fn generated_scenarios_hold_same_instant_ties() {
     }
     assert!(tied * 3 >= cases, "only {tied} of {cases} generated runs hold a same-instant tie");
 }
+
+/// Two fuzz findings against the precedence oracle once the root settled its instant before
+/// acting: a steering message, or a child's time limit, recorded on the root between its final
+/// answer and what the loop does about it, is an arrival, not the turn going on.
+#[test]
+fn arrivals_between_an_answer_and_its_consequence_are_not_the_turn_going_on() {
+    for (name, seed) in [
+        ("steering-between-a-final-answer-and-the-end-of-the-turn", 197_074),
+        ("child-timeout-between-a-final-answer-and-the-hold", 1),
+    ] {
+        let path = manifest_path(&format!("tests/fixtures/regressions/{name}.json"));
+        let s = scenario::load(&path).unwrap();
+        Runner::new().explore(16).check(&s).unwrap().assert_passed();
+        Runner::new().only_order(seed).check(&s).unwrap().assert_passed();
+    }
+}

@@ -1,0 +1,267 @@
+//! Oracle `precedence` (`oracle.precedence.*`): where several sources or states decide one
+//! thing, the one the rules name decides.
+//!
+//! - A background child's time limit: the call's, else its profile's, else the default; 0 none.
+//! - The tools a loop is offered: its catalog tools (the root's whole catalog, a foreground
+//!   child's parent's, a background child's as `allowed_tools` or its profile resolve them),
+//!   then the pseudo tools its depth allows, in the documented order.
+//! - Which calls reach something: a name the loop has starts; any other is answered as unknown.
+//! - The held turn: a root that answers without calls (or with `final_answer`) while tasks are
+//!   outstanding and a step is left waits, and asks again in the very instant a result or a
+//!   message arrives; otherwise, and after `fail` or `ask_user`, its turn ends.
+//!
+//! What the texts of refusals say is oracle `texts`'s; what calls cost is oracle `costs`'s.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::index::{FAMILY, Index, Tasks, first_terminal};
+use super::launch::launch;
+use super::{Oracle, Report, core_events};
+use crate::evidence::Evidence;
+use crate::sut::AgentId;
+use crate::sut::event::{Event, Family};
+
+/// What the root's last answer must lead to.
+enum Next {
+    /// Held: `awaiting unfinished=N`.
+    Held(usize),
+    /// The turn ends.
+    Ends,
+}
+
+/// A held root, waiting since `line`; `wake` is when something arrived for it.
+struct Waiting {
+    line: usize,
+    wake: Option<Duration>,
+}
+
+pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
+    let rules = e.rules;
+    let setup = e.setup;
+    let root = AgentId::root();
+    let mut tasks = Tasks::default();
+    // Per agent: its catalog tools, in catalog order (unknown without the setup).
+    let mut catalogs: BTreeMap<&AgentId, Vec<&str>> = BTreeMap::new();
+    let mut offer_reported: BTreeSet<&AgentId> = BTreeSet::new();
+    let mut judged: BTreeMap<&AgentId, Arc<[crate::sut::llm::ToolSpec]>> = BTreeMap::new();
+    // Per background child: the time limit its task's runs must have.
+    let mut limits: BTreeMap<&AgentId, Option<Duration>> = BTreeMap::new();
+    // The root's `subagent` call running, with its arguments.
+    let mut spawning: Option<&serde_json::Value> = None;
+    let mut root_budget = rules.root_step_budget;
+    let mut next: Option<(Next, usize)> = None;
+    let mut waiting: Option<Waiting> = None;
+    let mut steered = false;
+    // Agents whose current call started (its `tool.start` seen, its end not yet).
+    let mut started: BTreeSet<&AgentId> = BTreeSet::new();
+    for (i, entry, event) in core_events(e.trace) {
+        let agent = &entry.agent;
+        tasks.observe(i, entry, event);
+        // A steering message, or a child's time limit running out, is recorded (on the root)
+        // when it happens, which may fall between an answer and what the loop does about it
+        // (the loop settles its instant first): neither is the loop's act.
+        if *agent == root
+            && !matches!(event, Event::Steered { .. } | Event::TimedOut { .. })
+            && let Some((want, line)) = next.take()
+        {
+            match (want, event) {
+                (Next::Held(n), Event::AwaitingChildren { unfinished }) if *unfinished == n => {}
+                (Next::Held(n), _) => r.add(
+                    Oracle::Precedence,
+                    i,
+                    format!(
+                        "main answered with a step left while {n} of its tasks were outstanding (queued, running or unread); its turn must wait for them (`awaiting unfinished={n}`)"
+                    ),
+                    vec![line],
+                ),
+                (Next::Ends, Event::AgentEnded { .. }) => {}
+                (Next::Ends, _) => r.add(
+                    Oracle::Precedence,
+                    i,
+                    "main's answer ends its turn (nothing outstanding, no step left, or `fail` / `ask_user`), but the turn went on".into(),
+                    vec![line],
+                ),
+            }
+        }
+        match event {
+            Event::TurnStarted { budget, .. } => {
+                if let Some(setup) = setup {
+                    catalogs.insert(agent, setup.tools.iter().map(String::as_str).collect());
+                }
+                root_budget = *budget;
+            }
+            Event::LlmRequest { budget, .. } => {
+                if *agent == root {
+                    root_budget = *budget;
+                    steered = false;
+                    if let Some(held) = waiting.take() {
+                        match held.wake {
+                            None => r.add(
+                                Oracle::Precedence,
+                                i,
+                                "main, held for its tasks, asked the model again before any result or message arrived".into(),
+                                vec![held.line],
+                            ),
+                            Some(wake) if wake != entry.at => r.add(
+                                Oracle::Precedence,
+                                i,
+                                format!(
+                                    "a result or a message reached the held main at {wake:?}, but it asked the model again only at {:?}",
+                                    entry.at
+                                ),
+                                vec![held.line],
+                            ),
+                            Some(_) => {}
+                        }
+                    }
+                }
+                let (Some(exchange), Some(catalog)) = (index.exchange(i), catalogs.get(agent)) else { continue };
+                // A loop offers one list for all its requests: a list already judged for this
+                // agent (the same shared list) needs no second look.
+                let tools = &exchange.request.tools;
+                if judged.get(agent).is_some_and(|last| Arc::ptr_eq(last, tools)) {
+                    continue;
+                }
+                judged.insert(agent, tools.clone());
+                let want = offered(catalog, agent, rules);
+                if !tools.iter().map(|t| t.name.as_str()).eq(want.iter().copied()) && offer_reported.insert(agent) {
+                    let got: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+                    r.add(
+                        Oracle::Precedence,
+                        i,
+                        format!("{agent} is offered [{}]; the rules give [{}]", got.join(", "), want.join(", ")),
+                        vec![],
+                    );
+                }
+            }
+            Event::LlmReply { .. } if *agent == root => {
+                let Some(reply) = index.reply(i) else { continue };
+                let terminal = first_terminal(&reply.tool_calls, agent).map(|c| c.name.as_str());
+                let answers = reply.tool_calls.is_empty() || terminal == Some("final_answer");
+                let want = if answers && root_budget > 1 && tasks.outstanding() > 0 {
+                    Next::Held(tasks.outstanding())
+                } else if answers || terminal.is_some() {
+                    Next::Ends
+                } else {
+                    continue;
+                };
+                next = Some((want, i));
+            }
+            Event::AwaitingChildren { .. } => {
+                let ready = !tasks.unread.is_empty() || steered || tasks.active() == 0;
+                waiting = Some(Waiting { line: i, wake: ready.then_some(entry.at) });
+            }
+            Event::Steered { .. } if *agent == root => {
+                steered = true;
+                if let Some(held) = waiting.as_mut() {
+                    held.wake.get_or_insert(entry.at);
+                }
+            }
+            Event::TaskEnded { .. } => {
+                if let Some(held) = waiting.as_mut()
+                    && (!tasks.unread.is_empty() || tasks.active() == 0)
+                {
+                    held.wake.get_or_insert(entry.at);
+                }
+            }
+            Event::ToolStarted { tool, args, .. } => {
+                started.insert(agent);
+                if *agent == root && tool == "subagent" {
+                    spawning = Some(args);
+                }
+                if let Some(catalog) = catalogs.get(agent)
+                    && !reaches(catalog, agent, tool, rules)
+                {
+                    r.add(
+                        Oracle::Precedence,
+                        i,
+                        format!(
+                            "`{tool}` ran for {agent}, which does not have it: it must be answered as an unknown tool"
+                        ),
+                        vec![],
+                    );
+                }
+            }
+            Event::ToolEnded { tool, .. } => {
+                if *agent == root {
+                    spawning = None;
+                }
+                // A call that never started was answered as unknown.
+                if !started.remove(agent)
+                    && let Some(catalog) = catalogs.get(agent)
+                    && reaches(catalog, agent, tool, rules)
+                {
+                    r.add(
+                        Oracle::Precedence,
+                        i,
+                        format!("`{tool}` of {agent} was answered as an unknown tool, but {agent} has it"),
+                        vec![],
+                    );
+                }
+            }
+            Event::Denied { .. } => {
+                started.remove(agent);
+            }
+            Event::Spawned { child, family: Family::Foreground, .. } => {
+                if let Some(catalog) = catalogs.get(agent).cloned() {
+                    catalogs.insert(child, catalog);
+                }
+            }
+            Event::Spawned { child, family: Family::Background, .. } => {
+                let (Some(setup), Some(args)) = (setup, spawning) else { continue };
+                let Ok(launch) = launch(args, setup, rules) else { continue };
+                catalogs.insert(child, launch.tools);
+                limits.insert(child, launch.timeout);
+            }
+            Event::TaskStarted { task_id, child, timeout } => {
+                let Some(want) = limits.get(child) else { continue };
+                if timeout != want {
+                    let show = |t: &Option<Duration>| t.map_or("none".to_string(), |t| format!("{t:?}"));
+                    r.add(
+                        Oracle::Precedence,
+                        i,
+                        format!(
+                            "task {task_id} runs with the time limit {}; the call, its profile and the default give {}",
+                            show(timeout),
+                            show(want)
+                        ),
+                        vec![],
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The tools a loop at `agent`'s depth with `catalog` is offered, in order
+/// (`roku.tools.visible-set`, `roku.tools.pseudo-order`, `bub.tools.family`, `roku.child.tools`,
+/// `core.depth.agent-offered-below-limit`, `core.depth.subagent-root-only`).
+fn offered<'a>(catalog: &[&'a str], agent: &AgentId, rules: &crate::rules::Rules) -> Vec<&'a str> {
+    let depth = agent.depth();
+    let mut tools = catalog.to_vec();
+    tools.push("final_answer");
+    if depth == 0 {
+        tools.push("ask_user");
+    }
+    tools.push("fail");
+    if rules.agent_tool && depth < rules.depth_limit {
+        tools.push("Agent");
+    }
+    if rules.subagent_tools && depth == 0 && depth < rules.depth_limit {
+        tools.extend(FAMILY);
+    }
+    tools
+}
+
+/// Whether a call of `tool` by `agent` reaches something: a catalog tool it has, `Agent`
+/// whenever the family is on (its depth guard answers at the limit), the `subagent` family at
+/// the root (`core.family.off-is-unknown`, `core.depth.subagent-child-unknown`,
+/// `bub.child.tools-enforced`).
+fn reaches(catalog: &[&str], agent: &AgentId, tool: &str, rules: &crate::rules::Rules) -> bool {
+    catalog.contains(&tool)
+        || (tool == "Agent" && rules.agent_tool)
+        || (FAMILY.contains(&tool) && rules.subagent_tools && agent.depth() == 0)
+}
