@@ -105,13 +105,17 @@ impl Reached {
 /// The clauses a run exercised, by the detectors over its evidence.
 pub fn reached(evidence: &Evidence) -> Reached {
     let facts = Facts::new(evidence);
-    let bits = clauses().iter().map(|clause| detector(clause.id).is_some_and(|detect| detect(&facts))).collect();
+    let bits = detectors().iter().map(|detect| detect.is_some_and(|detect| detect(&facts))).collect();
     Reached { bits }
 }
 
-fn detector(id: &str) -> Option<Detector> {
-    static BY_ID: OnceLock<BTreeMap<&'static str, Detector>> = OnceLock::new();
-    BY_ID.get_or_init(|| DETECTORS.iter().copied().collect()).get(id).copied()
+/// The detector of each clause, in [`clauses`] order.
+fn detectors() -> &'static [Option<Detector>] {
+    static IN_ORDER: OnceLock<Vec<Option<Detector>>> = OnceLock::new();
+    IN_ORDER.get_or_init(|| {
+        let by_id: BTreeMap<&str, Detector> = DETECTORS.iter().copied().collect();
+        clauses().iter().map(|clause| by_id.get(clause.id).copied()).collect()
+    })
 }
 
 /// Coverage over many runs: per clause, how many runs exercised it and the first example.

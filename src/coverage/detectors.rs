@@ -887,10 +887,7 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         f.events().any(|(i, e)| {
             matches!(e.event, Event::Delivered { via: Via::Notification, .. })
                 && f.after(e.agent, i).find(|(_, n)| matches!(n, Event::LlmRequest { .. })).is_some_and(|(p, _)| {
-                    let n = f
-                        .events()
-                        .filter(|(j, x)| *j < p && x.agent == e.agent && matches!(x.event, Event::LlmRequest { .. }))
-                        .count();
+                    let n = f.requests_before(e.agent, p);
                     f.requests(e.agent).get(n).is_some_and(|x| {
                         x.request.messages.last().is_some_and(|m| m.content.starts_with("<subagent-notification "))
                     })
@@ -1643,10 +1640,7 @@ fn terminal_ended(
         let Event::AgentEnded { kind, status, message, .. } = f.ev[ended].event else { return false };
         // The call's arguments, from the reply the model gave.
         let agent = r.agent.expect("a response has an agent");
-        let n = f
-            .events()
-            .filter(|(i, e)| *i < r.at && e.agent == agent && matches!(e.event, Event::LlmRequest { .. }))
-            .count();
+        let n = f.requests_before(agent, r.at);
         let Some(reply) = n.checked_sub(1).and_then(|n| f.requests(agent).get(n)).and_then(|x| x.reply.as_ref()) else {
             return false;
         };

@@ -105,6 +105,12 @@ pub(super) struct Facts<'a> {
     pub(super) spawns: Vec<Spawn<'a>>,
     pub(super) runs: Vec<TaskRun<'a>>,
     pub(super) exchanges: BTreeMap<&'a AgentId, Vec<&'a Exchange>>,
+    /// Each agent's event positions, and its `llm.request` positions, in order.
+    by_agent: BTreeMap<&'a AgentId, Vec<usize>>,
+    requests_at: BTreeMap<&'a AgentId, Vec<usize>>,
+    /// Each background run that asked the model: (the run, its first request, the arguments
+    /// of the call that started it).
+    children: Vec<(usize, &'a Exchange, Option<&'a Value>)>,
 }
 
 pub(super) fn budget_of(event: &Event) -> Option<u32> {
@@ -136,6 +142,9 @@ impl<'a> Facts<'a> {
             spawns: Vec::new(),
             runs: Vec::new(),
             exchanges: BTreeMap::new(),
+            by_agent: BTreeMap::new(),
+            requests_at: BTreeMap::new(),
+            children: Vec::new(),
         };
         for entry in &e.trace.entries {
             match &entry.what {
@@ -147,7 +156,22 @@ impl<'a> Facts<'a> {
         for exchange in e.exchanges {
             f.exchanges.entry(&exchange.request.agent).or_default().push(exchange);
         }
+        for (i, ev) in f.ev.iter().enumerate() {
+            f.by_agent.entry(ev.agent).or_default().push(i);
+            if matches!(ev.event, Event::LlmRequest { .. }) {
+                f.requests_at.entry(ev.agent).or_default().push(i);
+            }
+        }
         f.index();
+        f.children = (0..f.runs.len())
+            .filter_map(|r| {
+                let run = &f.runs[r];
+                let started = f.after(run.child, run.queued).find(|(_, e)| matches!(e, Event::AgentStarted { .. }))?.0;
+                let first = f.first_request_after(run.child, started)?;
+                let args = run.spawn.and_then(|s| f.spawn_call(&f.spawns[s])).and_then(|c| c.args);
+                Some((r, first, args))
+            })
+            .collect();
         f
     }
 
@@ -329,7 +353,9 @@ impl<'a> Facts<'a> {
         agent: &'s AgentId,
         from: usize,
     ) -> impl Iterator<Item = (usize, &'a Event)> + 's {
-        self.ev.iter().enumerate().skip(from + 1).filter(move |(_, e)| e.agent == agent).map(|(i, e)| (i, e.event))
+        let mine = self.by_agent.get(agent).map_or(&[][..], Vec::as_slice);
+        let at = mine.partition_point(|i| *i <= from);
+        mine[at..].iter().map(|i| (*i, self.ev[*i].event))
     }
 
     /// The next event of `agent` after position `from`.
@@ -468,12 +494,7 @@ impl<'a> Facts<'a> {
 
     /// The first request of `agent`'s run that began at `started` (its `agent.start`).
     pub(super) fn first_request_after(&self, agent: &AgentId, started: usize) -> Option<&'a Exchange> {
-        let before = self
-            .events()
-            .filter(|(i, e)| *i < started && e.agent == agent)
-            .filter(|(_, e)| matches!(e.event, Event::LlmRequest { .. }))
-            .count();
-        self.requests(agent).get(before).copied()
+        self.requests(agent).get(self.requests_before(agent, started)).copied()
     }
 
     pub(super) fn root_system(&self) -> Option<&'a str> {
@@ -486,21 +507,18 @@ impl<'a> Facts<'a> {
 
     /// The last request `agent` sent before trace position `pos`.
     pub(super) fn request_before(&self, agent: &AgentId, pos: usize) -> Option<&'a Exchange> {
-        let n = self
-            .events()
-            .filter(|(i, e)| *i < pos && e.agent == agent && matches!(e.event, Event::LlmRequest { .. }))
-            .count();
+        let n = self.requests_before(agent, pos);
         n.checked_sub(1).and_then(|n| self.requests(agent).get(n).copied())
     }
 
     /// A background child's first request and the spawn's call arguments.
     pub(super) fn bg_children(&self) -> impl Iterator<Item = (&TaskRun<'a>, &'a Exchange, Option<&'a Value>)> + '_ {
-        self.runs.iter().filter_map(|run| {
-            let started = self.after(run.child, run.queued).find(|(_, e)| matches!(e, Event::AgentStarted { .. }))?.0;
-            let first = self.first_request_after(run.child, started)?;
-            let args = run.spawn.and_then(|s| self.spawn_call(&self.spawns[s])).and_then(|c| c.args);
-            Some((run, first, args))
-        })
+        self.children.iter().map(|(r, first, args)| (&self.runs[*r], *first, *args))
+    }
+
+    /// How many `llm.request` events `agent` reported before position `pos`.
+    pub(super) fn requests_before(&self, agent: &AgentId, pos: usize) -> usize {
+        self.requests_at.get(agent).map_or(0, |at| at.partition_point(|i| *i < pos))
     }
 
     /// The tools a child of `parent_tools` is offered by default (`bub.child.tools-default`,
