@@ -126,7 +126,11 @@ impl Verdict {
         let mut out = String::new();
         let word = if self.passed() { "PASS" } else { "FAIL" };
         let file = file.map(|f| format!("{}; ", printable(&f.to_string_lossy()))).unwrap_or_default();
-        let orders = if self.orders > 1 { format!(", {} tie orders", self.orders) } else { String::new() };
+        // `--explore K` checks K orders besides the default; say so, or the line reads as one run.
+        let orders = match self.orders {
+            0 | 1 => String::new(),
+            n => format!(", {n} tie orders: the default and {} explored", n - 1),
+        };
         let _ = writeln!(
             out,
             "{word} {} ({file}{} events, {} ms virtual{orders})",
