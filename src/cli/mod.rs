@@ -1,6 +1,7 @@
-//! The command line: `rehearsal run` ([`run`]: files, golden traces, reports) and
-//! `rehearsal fuzz` ([`fuzz`](mod@fuzz)). `main.rs` only maps the outcome to an exit code.
+//! The command line: `rehearsal run` ([`run`]: files, golden traces, reports, rule coverage)
+//! and `rehearsal fuzz` ([`fuzz`](mod@fuzz)). `main.rs` only maps the outcome to an exit code.
 
+mod coverage;
 mod fuzz;
 mod report;
 mod run;
@@ -87,6 +88,18 @@ struct RunArgs {
     /// colours a terminal unless NO_COLOR is set; JSON and JUnit are never coloured.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+    /// Print the rule coverage: per clause of docs/rules/, how many passing scenarios
+    /// exercised it (measured from each run's trace) and one of them.
+    #[arg(long)]
+    coverage: bool,
+    /// Fail (exit 1) unless the passing scenarios exercised at least PERCENT of the
+    /// measurable clauses; 100 fails on any unhit clause. Implies --coverage.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    coverage_min: Option<u8>,
+    /// Fail (exit 1) unless the passing scenarios exercised every clause FILE lists (one id
+    /// per line, `#` comments, `bub.cap.*` for an area). Implies --coverage.
+    #[arg(long, value_name = "FILE")]
+    require_coverage: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -145,11 +158,11 @@ them, so a broken scenario is reported, never skipped). Other *.json files (pack
 data fixtures) are skipped with a note. A file named on the command line is always run.
 
 Exit codes (the most serious among the files; every file runs and the summary is printed):
-  0    every scenario passed
+  0    every scenario passed (and the rule coverage asked for was met)
   1    a scenario failed (an expectation, an oracle, determinism, or a stop such as the
-       horizon)
+       horizon), or --coverage-min / --require-coverage was not met
   2    bad input or usage: an unreadable or invalid file, a missing path, no scenario file
-       found, a --filter that matches no scenario
+       found, a --filter that matches no scenario, a bad --require-coverage file
   3    internal error: something panicked inside a run (message and place in the report)";
 
 /// `rehearsal fuzz --help`'s closing part: the exit codes.

@@ -11,8 +11,10 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
+use super::coverage::{self as rules_coverage, Gate};
 use super::style::Paint;
 use super::{Exit, Format};
+use crate::coverage::Tally;
 use crate::runner::Verdict;
 use crate::scenario::ScenarioError;
 use crate::trace::printable;
@@ -28,6 +30,14 @@ pub(super) struct Style {
     /// Colour for stdout and for stderr.
     pub(super) out: Paint,
     pub(super) err: Paint,
+}
+
+/// The rule coverage of a run, for the end of the report.
+pub(super) struct CoverageEnd<'a> {
+    pub(super) tally: &'a Tally,
+    pub(super) gate: &'a Gate,
+    /// The requirements the tally leaves unmet (a failure when not empty).
+    pub(super) unmet: Vec<String>,
 }
 
 /// Collects verdicts as they come and writes them in the chosen format.
@@ -179,20 +189,28 @@ impl Reporter {
         }
     }
 
-    /// The summary (or the whole JUnit document), and the exit code.
-    pub(super) fn finish(self, out: &mut dyn Write) -> Exit {
+    /// The coverage table (if asked for), the summary (or the whole JUnit document), and the
+    /// exit code.
+    pub(super) fn finish(self, out: &mut dyn Write, err: &mut dyn Write, coverage: Option<CoverageEnd>) -> Exit {
         let (passed, failed, bad, internal) = (self.passed, self.failed, self.bad, self.internal);
+        let unmet = coverage.as_ref().map_or(0, |c| c.unmet.len());
+        for problem in coverage.iter().flat_map(|c| &c.unmet) {
+            self.error(err, &format!("rule coverage: {problem}"));
+        }
         let exit = if internal > 0 {
             Exit::Internal
         } else if bad > 0 || self.usage_errors > 0 {
             Exit::BadInput
-        } else if failed > 0 {
+        } else if failed > 0 || unmet > 0 {
             Exit::Failed
         } else {
             Exit::Passed
         };
         match self.style.format {
             Format::Text => {
+                if let Some(coverage) = &coverage {
+                    let _ = write!(out, "{}", rules_coverage::text(coverage.tally, self.style.quiet, self.style.out));
+                }
                 let paint = self.style.out;
                 let mut summary =
                     format!("{}, {}", paint.count(passed, "passed", false), paint.count(failed, "failed", true));
@@ -202,13 +220,16 @@ impl Reporter {
                 if internal > 0 {
                     let _ = write!(summary, ", {}", paint.count(internal, "internal error", true));
                 }
+                if unmet > 0 {
+                    let _ = write!(summary, ", {}", paint.bad("rule coverage not met"));
+                }
                 if self.filtered_out > 0 {
                     let _ = write!(summary, " ({} not matching --filter)", self.filtered_out);
                 }
                 let _ = writeln!(out, "{summary}");
             }
             Format::Json => {
-                let summary = json!({
+                let mut summary = json!({
                     "type": "summary",
                     "passed": passed,
                     "failed": failed,
@@ -220,10 +241,26 @@ impl Reporter {
                     "elapsed_ms": self.elapsed_ms,
                     "exit_code": exit as u8,
                 });
+                if let Some(coverage) = &coverage {
+                    for record in rules_coverage::records(coverage.tally) {
+                        let _ = writeln!(out, "{record}");
+                    }
+                    summary["coverage"] = rules_coverage::summary(coverage.tally, coverage.gate, &coverage.unmet);
+                }
                 let _ = writeln!(out, "{summary}");
             }
             Format::Junit => {
-                let _ = write!(out, "{}", junit(&self.cases, failed, bad + internal));
+                let mut cases = self.cases;
+                let mut failures = failed;
+                if let Some(coverage) = coverage.as_ref().filter(|c| c.gate.any()) {
+                    let problem = (!coverage.unmet.is_empty()).then(|| {
+                        let text = coverage.unmet.join("\n");
+                        ("failure", text.clone(), "rehearsal.coverage", text)
+                    });
+                    failures += usize::from(problem.is_some());
+                    cases.push(Case { name: "rule coverage".into(), classname: "rehearsal.coverage".into(), problem });
+                }
+                let _ = write!(out, "{}", junit(&cases, failures, bad + internal));
             }
         }
         exit

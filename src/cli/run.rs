@@ -1,12 +1,14 @@
 //! `rehearsal run`: find the scenario files, check each (on several threads), compare golden
-//! traces, and report.
+//! traces, count rule coverage, and report.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::report::{Reporter, Style};
+use super::coverage::Gate;
+use super::report::{CoverageEnd, Reporter, Style};
 use super::style::{Paint, Terminal};
 use super::{Exit, Format, Orders, RunArgs};
+use crate::coverage::{self, Reached, Tally};
 use crate::golden::{self, Compared, Store};
 use crate::jobs;
 use crate::runner::{self, Failure, Verdict};
@@ -129,8 +131,8 @@ enum Checked {
     Bad(ScenarioError),
     /// `--filter` left it out.
     Filtered,
-    /// It ran: the verdict.
-    Ran(Box<(Scenario, Verdict)>),
+    /// It ran: the verdict, and the clauses its run exercised (with `--coverage`).
+    Ran(Box<(Scenario, Verdict, Option<Reached>)>),
 }
 
 pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
@@ -144,6 +146,14 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
         err: Paint::new(args.color, terminal.stderr),
     };
     let mut reporter = Reporter::new(style);
+    let with_coverage = args.coverage || args.coverage_min.is_some() || args.require_coverage.is_some();
+    let gate = match Gate::new(args.coverage_min, args.require_coverage.as_deref()) {
+        Ok(gate) => gate,
+        Err(e) => {
+            reporter.error(err, &format!("--require-coverage: {e}"));
+            return Exit::BadInput;
+        }
+    };
     let found = collect(&args.paths);
     for link in &found.loops {
         let link = printable(&link.to_string_lossy()).into_owned();
@@ -199,6 +209,7 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
         runner = runner.only_order(seed);
     }
     let bar = progress_bar(files.len(), args, terminal);
+    let mut tally = Tally::default();
     let mut matched = 0;
     jobs::ordered(
         &files,
@@ -216,12 +227,13 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
                 Err(e) => return Checked::Bad(e),
             };
             let verdict = runner.prepare(&scenario, &profiles).check(Some(file));
-            Checked::Ran(Box::new((scenario, verdict)))
+            let reached = with_coverage.then(|| coverage::reached(&verdict.run.evidence()));
+            Checked::Ran(Box::new((scenario, verdict, reached)))
         },
         |i, checked| {
             bar.inc(1);
             let (file, root) = &files[i];
-            let (scenario, mut verdict) = match checked {
+            let (scenario, mut verdict, reached) = match checked {
                 Checked::Ran(ran) => *ran,
                 Checked::Filtered => {
                     reporter.filtered_out += 1;
@@ -241,6 +253,9 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
                         return bar.suspend(|| reporter.bad_input(out, err, file, &problem));
                     }
                 }
+            }
+            if let Some(reached) = reached.filter(|_| verdict.passed()) {
+                tally.add(&reached, &file.to_string_lossy());
             }
             bar.suspend(|| reporter.scenario(out, file, &verdict));
             if let Some(path) = &args.timeline
@@ -265,7 +280,8 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
         );
         reporter.usage_errors += 1;
     }
-    reporter.finish(out)
+    let end = with_coverage.then(|| CoverageEnd { tally: &tally, gate: &gate, unmet: gate.unmet(&tally) });
+    reporter.finish(out, err, end)
 }
 
 /// A progress bar on stderr for a large suite, only when both streams are terminals and the

@@ -305,12 +305,14 @@ fn run_help_lists_the_exit_codes_and_how_folders_are_walked() {
     for expected in [
         "  0    every scenario passed",
         "  1    a scenario failed",
+        "--coverage-min / --require-coverage was not met",
         "  2    bad input or usage",
         "  3    internal error",
         "top-level\n\"lanes\" or \"turns\" key",
         "--filter <PATTERN>",
         "--quiet",
         "--color <WHEN>",
+        "--coverage",
     ] {
         assert!(out.stdout.contains(expected), "{expected:?} missing:\n{}", out.stdout);
     }

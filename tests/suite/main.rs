@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod cli;
+mod coverage;
 mod determinism;
 mod fuzz_campaigns;
 mod golden;
