@@ -1,7 +1,8 @@
 //! Rule coverage (issue 13): `rehearsal run --coverage` lists every clause of `docs/rules/`
 //! with the passing scenarios that exercised it, measured from each run's evidence; the gate
 //! (`--coverage-min`, `--require-coverage`) fails a suite that leaves a clause unhit; the
-//! detectors fire on what a run shows and not on its neighbour's.
+//! detectors fire on what a run shows and not on its neighbour's; the fuzzer reports the
+//! clauses its campaign reached.
 
 use std::path::Path;
 
@@ -225,4 +226,27 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+#[test]
+fn the_fuzzer_reports_the_clauses_its_campaign_reached_whatever_its_threads() {
+    use rehearsal::fuzz::{Options, Shard, run_campaign};
+    let options = |jobs| Options {
+        cases: 60,
+        seed: 7,
+        explore: 0,
+        family: rehearsal::generate::Family::Any,
+        shrink_steps: 64,
+        jobs,
+    };
+    let one = run_campaign(&options(1), Shard::WHOLE, || None, |_| {});
+    let three = run_campaign(&options(3), Shard::WHOLE, || None, |_| {});
+    assert_eq!(one.reached, three.reached);
+    let reached = one.reached.iter().filter(|r| r.is_some()).count();
+    assert!(reached > 50, "60 cases reach many clauses: {reached}");
+
+    let out = rehearsal(&["fuzz", "--cases", "40", "--seed", "7", "--out", "target/fuzz-coverage-test"]);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stdout.contains("\n  rule clauses reached: "), "{}", out.both());
+    assert!(out.stdout.contains("\n  never reached ("), "{}", out.both());
 }
