@@ -118,6 +118,12 @@ fn read_required(path: &Path) -> Result<Vec<&'static str>, String> {
             }
         }
     }
+    if ids.is_empty() {
+        // An empty list would require nothing and always pass: a gate that cannot fail.
+        return Err(format!(
+            "{shown}: lists no clause (one id per line, e.g. `bub.cap.fifo-queue`, or `bub.cap.*` for an area)"
+        ));
+    }
     Ok(ids)
 }
 

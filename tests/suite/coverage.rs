@@ -123,6 +123,8 @@ fn a_coverage_requirement_names_only_measurable_clauses_of_the_docs() {
         ),
         ("core.never.wall-clock\n", ":1: `core.never.wall-clock` cannot be required: no run can show it"),
         ("nothing.*\n", ":1: `nothing.*` names no measurable clause"),
+        ("# bub.cap.fifo-queue\n\n", "required.txt: lists no clause"),
+        ("", "required.txt: lists no clause"),
     ] {
         std::fs::write(&file, text).unwrap();
         let out = rehearsal(&["run", "tests/fixtures/passing", "--require-coverage", file.to_str().unwrap()]);
