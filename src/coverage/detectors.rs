@@ -689,6 +689,16 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
             run.session.starts_with("fork/") && fork_mismatch(f.e.exchanges, &first.request, &[]).is_none()
         })
     }),
+    ("bub.session.fork-snapshot-when-queued", |f| {
+        // A fork child waited in the queue while its parent asked the model again, and its
+        // first request is still the snapshot of its call.
+        f.bg_children().any(|(run, first, _)| {
+            let (Some(started), Some(parent)) = (run.started, run.child.parent()) else { return false };
+            run.session.starts_with("fork/")
+                && f.requests_before(&parent, started) > f.requests_before(&parent, run.queued)
+                && fork_mismatch(f.e.exchanges, &first.request, &[]).is_none()
+        })
+    }),
     ("bub.session.fork-no-later-parent", |f| {
         // The parent's conversation grew after the fork, and the fork asked again later.
         f.runs.iter().filter(|r| r.session.starts_with("fork/")).any(|r| {
