@@ -255,3 +255,27 @@ fn the_fuzzer_reports_the_clauses_its_campaign_reached_whatever_its_threads() {
     assert!(out.stdout.contains("\n  rule clauses reached: "), "{}", out.both());
     assert!(out.stdout.contains("\n  never reached ("), "{}", out.both());
 }
+
+#[test]
+fn shards_reach_together_the_clauses_of_the_unsharded_campaign_first_at_the_same_cases() {
+    use rehearsal::fuzz::{Options, Shard, run_campaign};
+    let options =
+        Options { cases: 90, seed: 3, explore: 0, family: rehearsal::generate::Family::Any, shrink_steps: 64, jobs: 2 };
+    let whole = run_campaign(&options, Shard::WHOLE, || None, |_| {});
+    assert!(whole.reached.iter().flatten().any(|case| *case > 0), "later cases reach clauses too");
+    let mut merged = vec![None; whole.reached.len()];
+    for index in 1..=3 {
+        let shard = Shard::new(index, 3).unwrap();
+        let report = run_campaign(&options, shard, || None, |_| {});
+        for (all, mine) in merged.iter_mut().zip(&report.reached) {
+            if let Some(case) = mine {
+                assert!(shard.contains(*case), "{shard} reports case {case}, which it does not run");
+            }
+            *all = match (*all, *mine) {
+                (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+                (a, b) => a.or(b),
+            };
+        }
+    }
+    assert_eq!(merged, whole.reached, "each clause first reached at the same case, sharded or not");
+}
