@@ -261,9 +261,10 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
             if let Some(path) = &args.timeline
                 && let Err(e) = crate::timeline::write(path, &scenario.name, &verdict.run.trace)
             {
-                let problem =
-                    ScenarioError::Io { path: path.clone(), message: format!("cannot write the timeline: {e}") };
-                bar.suspend(|| reporter.bad_input(out, err, path, &problem));
+                // The scenario was fine (its verdict is above); the output path was not.
+                let shown = printable(&path.to_string_lossy()).into_owned();
+                bar.suspend(|| reporter.error(err, &format!("{shown}: cannot write the timeline: {e}")));
+                reporter.usage_errors += 1;
             }
         },
     );

@@ -378,3 +378,21 @@ fn every_malformed_fixture_is_still_reported_when_its_folder_is_walked() {
         assert!(out.stdout.contains(&name) || out.stderr.contains(&name), "{name} was not run\n{}", out.both());
     }
 }
+
+#[test]
+fn a_timeline_that_cannot_be_written_exits_2_naming_the_path_after_the_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-such-folder").join("t.svg");
+    let path = path.to_str().unwrap();
+    let out = rehearsal(&["run", PASSING, "--timeline", path]);
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    assert!(out.stdout.starts_with("PASS "), "the scenario's verdict still stands\n{}", out.both());
+    assert!(out.stdout.ends_with("1 passed, 0 failed\n"), "the path is no bad scenario\n{}", out.both());
+    let error = format!("error: {path}: cannot write the timeline: ");
+    assert!(out.stderr.starts_with(&error) && !out.stderr.contains("cannot read"), "{}", out.both());
+
+    let out = rehearsal(&["run", PASSING, "--timeline", path, "--format", "json"]);
+    let records = json_reports(&out.stdout);
+    assert_eq!(records.len(), 2, "the scenario's record and the summary\n{}", out.stdout);
+    assert_eq!(records[1]["exit_code"], 2, "{}", out.stdout);
+}
