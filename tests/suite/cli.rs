@@ -396,3 +396,17 @@ fn a_timeline_that_cannot_be_written_exits_2_naming_the_path_after_the_verdict()
     assert_eq!(records.len(), 2, "the scenario's record and the summary\n{}", out.stdout);
     assert_eq!(records[1]["exit_code"], 2, "{}", out.stdout);
 }
+
+#[test]
+fn the_readme_s_timeline_picture_is_what_the_command_draws() {
+    let cap4 = "scenarios/bub/cap-4-six-children-queue-fifo.json";
+    let (scenario, verdict) =
+        rehearsal::runner::verify_file(&crate::support::manifest_path(cap4)).unwrap_or_else(|e| panic!("{e}"));
+    let drawn = rehearsal::timeline::svg(&scenario.name, &verdict.run.trace);
+    let shown = std::fs::read_to_string(crate::support::manifest_path("docs/timeline-cap-4.svg")).unwrap();
+    assert!(
+        shown == drawn,
+        "docs/timeline-cap-4.svg (in the README) is not what the command draws now; redraw it with \
+         `cargo run -- run {cap4} --timeline docs/timeline-cap-4.svg`"
+    );
+}
