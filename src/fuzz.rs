@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
+use crate::coverage::{self, Reached};
 use crate::generate::{self, Family};
 use crate::harness::schedule::{Schedule, splitmix64};
 use crate::oracles::Violation;
@@ -58,6 +59,10 @@ pub fn check(scenario: &Scenario, schedule: Schedule) -> Verdict {
 
 fn check_prepared(prepared: &runner::Prepared, schedule: Schedule) -> Verdict {
     let (run, violations) = prepared.check_order(schedule);
+    judge(run, violations)
+}
+
+fn judge(run: runner::Run, violations: Vec<Violation>) -> Verdict {
     if !run.internal_errors.is_empty() {
         return Verdict::Panics(run.internal_errors);
     }
@@ -252,6 +257,9 @@ pub struct Report {
     pub shard: Shard,
     /// How the campaign ended.
     pub ended: Ended,
+    /// Per clause of [`coverage::clauses`], the first case whose run exercised it (among the
+    /// cases that held, in their default tie order); `None` when none did.
+    pub reached: Vec<Option<u64>>,
 }
 
 impl Report {
@@ -278,7 +286,8 @@ fn case_runner(seed: u64, case: u64) -> TestRunner {
 
 /// What one case showed in every tie order checked.
 enum Outcome {
-    Holds,
+    /// Every order holds; the clauses the default order's run exercised.
+    Holds(Reached),
     Invalid(String),
     Violates(Schedule),
 }
@@ -288,14 +297,17 @@ fn run_case(strategy: &impl Strategy<Value = Scenario>, options: &Options, case:
     let scenario = tree.current();
     let profiles = inline_profiles(&scenario);
     let prepared = runner::Runner::new().prepare(&scenario, &profiles);
+    let mut reached = None;
     for schedule in schedules(options.seed ^ case, options.explore) {
-        match check_prepared(&prepared, schedule) {
+        let (run, violations) = prepared.check_order(schedule);
+        reached.get_or_insert_with(|| coverage::reached(&run.evidence()));
+        match judge(run, violations) {
             Verdict::Holds => {}
             Verdict::Invalid(reason) => return Outcome::Invalid(reason),
             Verdict::Violates(_) | Verdict::Panics(_) => return Outcome::Violates(schedule),
         }
     }
-    Outcome::Holds
+    Outcome::Holds(reached.unwrap_or_default())
 }
 
 /// Runs the cases on `options.jobs` threads, calling `progress` with the number of cases
@@ -330,10 +342,13 @@ pub fn run_campaign(
     let first_failure = AtomicU64::new(u64::MAX);
     let stopped: OnceLock<Stop> = OnceLock::new();
     let outcomes: Mutex<Vec<(u64, u64, Outcome)>> = Mutex::new(Vec::new());
+    let first_reached = Mutex::new(vec![u64::MAX; coverage::clauses().len()]);
     let work = || {
         // Each thread builds its own strategy (proptest's are not shared across threads).
         let strategy = generate::scenario(options.family);
         let mut mine = Vec::new();
+        // The first case (by number in the shard) that reached each clause.
+        let mut first = vec![u64::MAX; coverage::clauses().len()];
         loop {
             // Asked before a case is taken, so every case taken is run: what ran is a prefix.
             if let Some(why) = stop() {
@@ -348,7 +363,11 @@ pub fn run_campaign(
             let outcome = run_case(&strategy, options, case);
             let mut invalid_so_far = invalid.load(Ordering::Relaxed);
             match &outcome {
-                Outcome::Holds => {}
+                Outcome::Holds(reached) => {
+                    for clause in reached.indices() {
+                        first[clause] = first[clause].min(nth);
+                    }
+                }
                 Outcome::Invalid(_) => {
                     invalid_so_far = invalid.fetch_add(1, Ordering::Relaxed) + 1;
                     mine.push((nth, case, outcome));
@@ -365,6 +384,10 @@ pub fn run_campaign(
             });
         }
         outcomes.lock().expect("fuzz results lock poisoned").extend(mine);
+        let mut reached = first_reached.lock().expect("fuzz results lock poisoned");
+        for (all, mine) in reached.iter_mut().zip(first) {
+            *all = (*all).min(mine);
+        }
     };
     std::thread::scope(|scope| {
         let helpers: Vec<_> = (1..options.jobs.max(1))
@@ -385,11 +408,14 @@ pub fn run_campaign(
     let last = first_failure.load(Ordering::Relaxed);
     // Every case taken below the first failure ran; a stop leaves the rest untaken.
     let ran = total.min(next.load(Ordering::Relaxed)).min(last.saturating_add(1));
-    let mut report = Report { cases: ran, shard, ..Report::default() };
+    // Only the cases counted reach clauses, so the report is the same for any number of threads.
+    let first_reached = first_reached.into_inner().expect("fuzz results lock poisoned");
+    let reached = first_reached.iter().map(|nth| (*nth < ran).then(|| shard.nth(*nth)).flatten()).collect();
+    let mut report = Report { cases: ran, shard, reached, ..Report::default() };
     let mut shrink_cut = false;
     for (nth, case, outcome) in outcomes {
         match outcome {
-            Outcome::Holds => {}
+            Outcome::Holds(_) => {}
             Outcome::Invalid(_) if nth >= ran => {}
             Outcome::Invalid(reason) => {
                 report.invalid += 1;

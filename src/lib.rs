@@ -24,6 +24,8 @@
 //!   against its expectations and the oracles.
 //! - [`oracles`]: the oracles, each a rule of `docs/rules/core.md` §6, checked on the evidence
 //!   of every run.
+//! - [`coverage`]: which rule clauses of `docs/rules/` a run exercised, by a detector per
+//!   clause over its evidence; counted over a suite (`run --coverage`) or a fuzz campaign.
 //! - [`generate`]: proptest strategies producing valid scenarios across both rule sets.
 //! - [`fuzz`]: `rehearsal fuzz`: generated cases against every oracle, shrunk to a file.
 //! - [`golden`]: golden traces: each scenario's reviewed trace in an insta snapshot file.
@@ -34,8 +36,8 @@
 //! - `sut` depends on nothing else in this crate but `rules`; `core` only on `rules`, `seed`
 //!   and `sut`. The harness and the oracles never import `core`, and the runner drives a core
 //!   only through `sut::SystemUnderTest`; it names `core::Builtin` once, as the default.
-//! - `evidence` sits below `harness` and `oracles`: the harness writes it, the oracles read it,
-//!   and neither imports the other.
+//! - `evidence` sits below `harness`, `oracles` and `coverage`: the harness writes it, the
+//!   oracles and the coverage detectors read it, and none imports another.
 //! - Nothing on the run path reads the wall clock, draws OS randomness, iterates a `HashMap`
 //!   or does I/O: files are read before a run starts, time is tokio's paused clock, and every
 //!   draw comes from the scenario's seed.
@@ -48,6 +50,7 @@
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod core;
+pub mod coverage;
 pub mod evidence;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;

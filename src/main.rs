@@ -15,6 +15,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let code = rehearsal::cli::main(cli, &mut std::io::stdout().lock(), &mut std::io::stderr().lock());
+    let terminal = rehearsal::cli::Terminal::detect();
+    let code = rehearsal::cli::main_with(cli, &mut std::io::stdout().lock(), &mut std::io::stderr().lock(), terminal);
     ExitCode::from(code as u8)
 }

@@ -141,16 +141,13 @@ impl Verdict {
             0 => String::new(),
             n => format!("; {} in the default order only", plural(n, "expectation", "expectations")),
         };
-        let orders = match (self.orders, self.default_only.len()) {
+        // `--explore K` checks K orders besides the default; say so, or the line reads as one run.
+        let orders = match self.orders {
             _ if self.only_order.is_some() => {
                 format!(", tie order {} only{skipped}", self.only_order.unwrap_or_default())
             }
-            (0 | 1, _) => String::new(),
-            (n, 0) => format!(", {n} tie orders"),
-            (n, skipped) => format!(
-                ", {n} tie orders; {} in the default order only",
-                plural(skipped, "expectation", "expectations")
-            ),
+            0 | 1 => String::new(),
+            n => format!(", {n} tie orders: the default and {} explored{skipped}", n - 1),
         };
         let _ = writeln!(
             out,

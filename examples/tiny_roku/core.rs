@@ -608,9 +608,24 @@ impl<'k> Agent<'k> {
         };
         let limit = rules.agent_timeout.filter(|limit| !limit.is_zero());
         let ended = match limit {
-            // `timeout` polls the child before the timer, so a child that ends in the very
-            // instant of its limit has finished (`core.time.finish-at-limit-wins`).
-            Some(limit) => tokio::time::timeout(limit, child.boxed()).await.ok(),
+            // A child that ends in the very instant of its limit has finished
+            // (`core.time.finish-at-limit-wins`). The reply it waits for may be delivered by
+            // another task in that instant, after the timer fired: let the instant run once,
+            // then look at the child one last time before calling it timed out.
+            Some(limit) => {
+                let mut child = child.boxed();
+                match tokio::time::timeout(limit, &mut child).await {
+                    Ok(end) => Some(end),
+                    Err(_) => {
+                        tokio::task::yield_now().await;
+                        let last_look = std::future::poll_fn(|cx| std::task::Poll::Ready(child.as_mut().poll(cx)));
+                        match tokio::task::unconstrained(last_look).await {
+                            std::task::Poll::Ready(end) => Some(end),
+                            std::task::Poll::Pending => None,
+                        }
+                    }
+                }
+            }
             None => Some(child.boxed().await),
         };
         let Some(end) = ended else {

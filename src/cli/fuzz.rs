@@ -115,6 +115,25 @@ fn progress_bar(campaign: &Campaign) -> indicatif::ProgressBar {
     bar
 }
 
+/// The rule clauses the campaign's holding cases exercised, and the measurable ones none did.
+fn clauses_reached(report: &Report) -> String {
+    use crate::coverage::{Measure, clauses, measure};
+    let measurable: Vec<(usize, &str)> = clauses()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| measure(c.id) == Some(Measure::Detected))
+        .map(|(i, c)| (i, c.id))
+        .collect();
+    let reached = |i: usize| report.reached.get(i).copied().flatten().is_some();
+    let never: Vec<&str> = measurable.iter().filter(|(i, _)| !reached(*i)).map(|(_, id)| *id).collect();
+    let mut out =
+        format!("  rule clauses reached: {} of {} measurable\n", measurable.len() - never.len(), measurable.len());
+    if !never.is_empty() {
+        out.push_str(&format!("  never reached ({}): {}\n", never.len(), never.join(", ")));
+    }
+    out
+}
+
 /// How the summary line ends.
 fn ending(report: &Report, time: Option<Duration>) -> String {
     let case = report.finding.as_ref().map_or(0, |f| f.case);
@@ -204,6 +223,7 @@ pub(super) fn fuzz_command(campaign: &Campaign, dir: &Path, out: &mut dyn Write,
     for (count, example) in report.invalid_reasons.values() {
         let _ = writeln!(out, "  invalid ({count}), e.g.: {example}");
     }
+    let _ = write!(out, "{}", clauses_reached(&report));
     let Some(finding) = report.finding else {
         return if report.ended == Ended::Interrupted { Exit::Interrupted } else { Exit::Passed };
     };

@@ -1,12 +1,14 @@
-//! The command line: `rehearsal run` ([`run`]: files, golden traces, reports),
+//! The command line: `rehearsal run` ([`run`]: files, golden traces, reports, rule coverage),
 //! `rehearsal fuzz` ([`fuzz`](mod@fuzz)), and for authors `rehearsal new` and
 //! `rehearsal schema`. `main.rs` only maps the outcome to an exit code.
 
+mod coverage;
 mod fuzz;
 mod new;
 mod report;
 mod run;
 mod schema;
+mod style;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,7 +18,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::generate::Family;
 use crate::jobs;
 
-pub use run::{Found, collect};
+pub use run::{Found, collect, is_scenario_text};
+pub use style::{ColorChoice, Terminal};
 
 /// How a command ended, as an exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +82,29 @@ struct RunArgs {
     /// With --snapshots: write every trace as its golden file instead of failing.
     #[arg(long, requires = "snapshots")]
     accept: bool,
+    /// Run only the scenarios whose name contains PATTERN, or matches it whole when it holds
+    /// a `*` (any text) or `?` (one character). Repeat to run what any of them matches.
+    #[arg(long, value_name = "PATTERN")]
+    filter: Vec<String>,
+    /// Print only failures, errors and the summary.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+    /// When to colour the text report (PASS/FAIL, error prefixes, summary counts). `auto`
+    /// colours a terminal unless NO_COLOR is set; JSON and JUnit are never coloured.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
+    /// Print the rule coverage: per clause of docs/rules/, how many passing scenarios
+    /// exercised it (measured from each run's trace) and one of them.
+    #[arg(long)]
+    coverage: bool,
+    /// Fail (exit 1) unless the passing scenarios exercised at least PERCENT of the
+    /// measurable clauses; 100 fails on any unhit clause. Implies --coverage.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    coverage_min: Option<u8>,
+    /// Fail (exit 1) unless the passing scenarios exercised every clause FILE lists (one id
+    /// per line, `#` comments, `bub.cap.*` for an area). Implies --coverage.
+    #[arg(long, value_name = "FILE")]
+    require_coverage: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -142,10 +168,17 @@ enum Command {
 
 /// `rehearsal run --help`'s closing part: the exit codes.
 const RUN_AFTER_HELP: &str = "\
+Folders are walked for *.json files that are scenarios: a JSON object with a top-level
+\"lanes\" or \"turns\" key (a file that is not valid JSON counts when its text names one of
+them, so a broken scenario is reported, never skipped). Other *.json files (package.json,
+data fixtures) are skipped with a note. A file named on the command line is always run.
+
 Exit codes (the most serious among the files; every file runs and the summary is printed):
-  0    every scenario passed
-  1    a scenario failed (an expectation, an oracle, determinism, or a stop such as the horizon)
-  2    bad input or usage: an unreadable or invalid file, a missing path, no scenario file found
+  0    every scenario passed (and the rule coverage asked for was met)
+  1    a scenario failed (an expectation, an oracle, determinism, or a stop such as the
+       horizon), or --coverage-min / --require-coverage was not met
+  2    bad input or usage: an unreadable or invalid file, a missing path, no scenario file
+       found, a --filter that matches no scenario, a bad --require-coverage file
   3    internal error: something panicked inside a run (message and place in the report)";
 
 /// `rehearsal fuzz --help`'s closing part: the exit codes.
@@ -183,10 +216,17 @@ enum Format {
     Junit,
 }
 
-/// Runs the command line and returns the exit code.
+/// Runs the command line and returns the exit code, writing to `out` and `err` as to
+/// streams that are not terminals (no colour under `--color auto`, no progress bar).
 pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    main_with(cli, out, err, Terminal::default())
+}
+
+/// [`main`], told which of `out` and `err` are terminals (the binary passes
+/// [`Terminal::detect`]).
+pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
     match cli.command {
-        Command::Run(args) => run::run(&args, out, err),
+        Command::Run(args) => run::run(&args, out, err, terminal),
         Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps, jobs, time, shard, progress_every } => {
             let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
             let family = match family {

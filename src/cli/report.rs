@@ -1,7 +1,8 @@
 //! How `rehearsal run` reports: a text line per verdict, JSON lines, or a JUnit XML report.
 //!
 //! Every format counts the same way: a scenario passed, failed, or could not be used (bad
-//! input: the exit code is then 2).
+//! input: the exit code is then 2). The text report may be coloured; JSON lines and JUnit XML
+//! never are. JSON lines end with a summary record (`"type": "summary"`).
 
 use std::io::Write;
 use std::path::Path;
@@ -10,19 +11,51 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
+use super::coverage::{self as rules_coverage, Gate};
+use super::style::Paint;
 use super::{Exit, Format};
+use crate::coverage::Tally;
 use crate::runner::Verdict;
 use crate::scenario::ScenarioError;
 use crate::trace::printable;
 
+/// How the reporter writes: the format, and what the text report shows and colours.
+#[derive(Clone, Copy)]
+pub(super) struct Style {
+    pub(super) format: Format,
+    /// Each scenario's trace under its verdict (`--trace`).
+    pub(super) trace: bool,
+    /// Only failures and the summary (`--quiet`).
+    pub(super) quiet: bool,
+    /// Colour for stdout and for stderr.
+    pub(super) out: Paint,
+    pub(super) err: Paint,
+}
+
+/// The rule coverage of a run, for the end of the report.
+pub(super) struct CoverageEnd<'a> {
+    pub(super) tally: &'a Tally,
+    pub(super) gate: &'a Gate,
+    /// The requirements the tally leaves unmet (a failure when not empty).
+    pub(super) unmet: Vec<String>,
+}
+
 /// Collects verdicts as they come and writes them in the chosen format.
 pub(super) struct Reporter {
-    format: Format,
-    show_trace: bool,
+    style: Style,
     passed: usize,
     failed: usize,
     bad: usize,
     internal: usize,
+    /// Scenarios `--filter` left out.
+    pub(super) filtered_out: usize,
+    /// `*.json` files found in folders that are not scenarios.
+    pub(super) skipped: usize,
+    /// Usage errors found while running (a `--filter` that matched nothing): exit 2.
+    pub(super) usage_errors: usize,
+    /// Trace events and virtual milliseconds of every run, for the JSON summary.
+    events: u64,
+    elapsed_ms: u64,
     /// The JUnit report's test cases, written at the end.
     cases: Vec<Case>,
 }
@@ -36,8 +69,32 @@ struct Case {
 }
 
 impl Reporter {
-    pub(super) fn new(format: Format, show_trace: bool) -> Reporter {
-        Reporter { format, show_trace, passed: 0, failed: 0, bad: 0, internal: 0, cases: Vec::new() }
+    pub(super) fn new(style: Style) -> Reporter {
+        Reporter {
+            style,
+            passed: 0,
+            failed: 0,
+            bad: 0,
+            internal: 0,
+            filtered_out: 0,
+            skipped: 0,
+            usage_errors: 0,
+            events: 0,
+            elapsed_ms: 0,
+            cases: Vec::new(),
+        }
+    }
+
+    /// A note on stderr (`note: …`), left out under `--quiet`.
+    pub(super) fn note(&self, err: &mut dyn Write, text: &str) {
+        if !self.style.quiet {
+            let _ = writeln!(err, "{} {text}", self.style.err.note("note:"));
+        }
+    }
+
+    /// An error on stderr (`error: …`).
+    pub(super) fn error(&self, err: &mut dyn Write, text: &str) {
+        let _ = writeln!(err, "{} {text}", self.style.err.bad("error:"));
     }
 
     /// One scenario's verdict.
@@ -49,20 +106,31 @@ impl Reporter {
         } else {
             self.failed += 1;
         }
-        match self.format {
-            Format::Text => {
-                let _ = write!(out, "{}", verdict.report(Some(file)));
-                if self.show_trace {
+        self.events += verdict.run.trace.entries.len() as u64;
+        self.elapsed_ms += verdict.run.elapsed.as_millis() as u64;
+        let shown = !(self.style.quiet && verdict.passed());
+        match self.style.format {
+            Format::Text if shown => {
+                let report = verdict.report(Some(file));
+                let painted = match (report.strip_prefix("PASS"), report.strip_prefix("FAIL")) {
+                    (Some(rest), _) => format!("{}{rest}", self.style.out.good("PASS")),
+                    (_, Some(rest)) => format!("{}{rest}", self.style.out.bad("FAIL")),
+                    _ => report,
+                };
+                let _ = write!(out, "{painted}");
+                if self.style.trace {
                     for line in verdict.run.trace.lines() {
-                        let _ = writeln!(out, "    {line}");
+                        let _ = writeln!(out, "    {}", printable(&line));
                     }
                 }
             }
-            Format::Json => {
+            Format::Text => {}
+            Format::Json if shown => {
                 let run = &verdict.run;
                 let failures: Vec<_> =
                     verdict.failures.iter().map(|f| json!({"what": f.what, "lines": f.lines})).collect();
                 let mut report = json!({
+                    "type": "scenario",
                     "file": file.to_string_lossy(),
                     "name": verdict.name,
                     "verdict": if verdict.passed() {
@@ -75,12 +143,14 @@ impl Reporter {
                     "failures": failures,
                     "events": run.trace.entries.len(),
                     "elapsed_ms": run.elapsed.as_millis() as u64,
+                    "tie_orders": verdict.orders,
                 });
-                if self.show_trace {
+                if self.style.trace {
                     report["trace"] = run.trace.entries.iter().map(|e| e.json()).collect();
                 }
                 let _ = writeln!(out, "{report}");
             }
+            Format::Json => {}
             Format::Junit => {
                 let (element, kind) = if verdict.internal_error() {
                     ("error", "rehearsal.internal")
@@ -99,15 +169,17 @@ impl Reporter {
     /// A file that could not be used (exit code 2); the others still run.
     pub(super) fn bad_input(&mut self, out: &mut dyn Write, err: &mut dyn Write, file: &Path, error: &ScenarioError) {
         self.bad += 1;
-        let _ = writeln!(err, "error: {}", printable(&error.to_string()));
-        match self.format {
+        self.error(err, &printable(&error.to_string()));
+        match self.style.format {
             Format::Text => {}
             Format::Json => {
-                let _ = writeln!(
-                    out,
-                    "{}",
-                    json!({"file": file.to_string_lossy(), "verdict": "bad_input", "error": error.to_string()})
-                );
+                let record = json!({
+                    "type": "scenario",
+                    "file": file.to_string_lossy(),
+                    "verdict": "bad_input",
+                    "error": structured(error),
+                });
+                let _ = writeln!(out, "{record}");
             }
             Format::Junit => {
                 let name = file.file_stem().map_or_else(|| file.to_string_lossy(), |s| s.to_string_lossy());
@@ -117,30 +189,116 @@ impl Reporter {
         }
     }
 
-    /// The summary (or the whole JUnit document), and the exit code.
-    pub(super) fn finish(self, out: &mut dyn Write) -> Exit {
+    /// The coverage table (if asked for), the summary (or the whole JUnit document), and the
+    /// exit code.
+    pub(super) fn finish(self, out: &mut dyn Write, err: &mut dyn Write, coverage: Option<CoverageEnd>) -> Exit {
         let (passed, failed, bad, internal) = (self.passed, self.failed, self.bad, self.internal);
-        match self.format {
-            Format::Text => {
-                let bad_note = if bad > 0 { format!(", {bad} bad input") } else { String::new() };
-                let internal_note = if internal > 0 { format!(", {internal} internal error") } else { String::new() };
-                let _ = writeln!(out, "{passed} passed, {failed} failed{bad_note}{internal_note}");
-            }
-            Format::Json => {}
-            Format::Junit => {
-                let _ = write!(out, "{}", junit(&self.cases, failed, bad + internal));
-            }
+        let unmet = coverage.as_ref().map_or(0, |c| c.unmet.len());
+        for problem in coverage.iter().flat_map(|c| &c.unmet) {
+            self.error(err, &format!("rule coverage: {problem}"));
         }
-        if internal > 0 {
+        let exit = if internal > 0 {
             Exit::Internal
-        } else if bad > 0 {
+        } else if bad > 0 || self.usage_errors > 0 {
             Exit::BadInput
-        } else if failed > 0 {
+        } else if failed > 0 || unmet > 0 {
             Exit::Failed
         } else {
             Exit::Passed
+        };
+        match self.style.format {
+            Format::Text => {
+                if let Some(coverage) = &coverage {
+                    let _ = write!(out, "{}", rules_coverage::text(coverage.tally, self.style.quiet, self.style.out));
+                }
+                let paint = self.style.out;
+                let mut summary =
+                    format!("{}, {}", paint.count(passed, "passed", false), paint.count(failed, "failed", true));
+                if bad > 0 {
+                    let _ = write!(summary, ", {}", paint.count(bad, "bad input", true));
+                }
+                if internal > 0 {
+                    let _ = write!(summary, ", {}", paint.count(internal, "internal error", true));
+                }
+                if unmet > 0 {
+                    let _ = write!(summary, ", {}", paint.bad("rule coverage not met"));
+                }
+                if self.filtered_out > 0 {
+                    let _ = write!(summary, " ({} not matching --filter)", self.filtered_out);
+                }
+                let _ = writeln!(out, "{summary}");
+            }
+            Format::Json => {
+                let mut summary = json!({
+                    "type": "summary",
+                    "passed": passed,
+                    "failed": failed,
+                    "bad_input": bad,
+                    "internal_error": internal,
+                    "filtered_out": self.filtered_out,
+                    "skipped_files": self.skipped,
+                    "events": self.events,
+                    "elapsed_ms": self.elapsed_ms,
+                    "exit_code": exit as u8,
+                });
+                if let Some(coverage) = &coverage {
+                    for record in rules_coverage::records(coverage.tally) {
+                        let _ = writeln!(out, "{record}");
+                    }
+                    summary["coverage"] = rules_coverage::summary(coverage.tally, coverage.gate, &coverage.unmet);
+                }
+                let _ = writeln!(out, "{summary}");
+            }
+            Format::Junit => {
+                let mut cases = self.cases;
+                let mut failures = failed;
+                if let Some(coverage) = coverage.as_ref().filter(|c| c.gate.any()) {
+                    let problem = (!coverage.unmet.is_empty()).then(|| {
+                        let text = coverage.unmet.join("\n");
+                        ("failure", text.clone(), "rehearsal.coverage", text)
+                    });
+                    failures += usize::from(problem.is_some());
+                    cases.push(Case { name: "rule coverage".into(), classname: "rehearsal.coverage".into(), problem });
+                }
+                let _ = write!(out, "{}", junit(&cases, failures, bad + internal));
+            }
+        }
+        exit
+    }
+}
+
+/// A scenario error as a JSON object: its kind, file, place (line, column, the field's JSON
+/// path) where known, message, what serde expected there (`expected one of …`) and the hint
+/// (what to do, or a did-you-mean) when there are.
+fn structured(error: &ScenarioError) -> serde_json::Value {
+    let split = |message: &str| match message.split_once(", expected ") {
+        Some((message, hint)) => (message.to_string(), Some(format!("expected {hint}"))),
+        None => (message.to_string(), None),
+    };
+    let mut value = match error {
+        ScenarioError::Io { path, message } => {
+            json!({"kind": "io", "file": path.to_string_lossy(), "message": message})
+        }
+        ScenarioError::Parse { path, line, column, field, message, hint } => {
+            let (message, expected) = split(message);
+            json!({"kind": "parse", "file": path.to_string_lossy(), "line": line, "column": column, "field": field, "message": message, "expected": expected, "hint": hint})
+        }
+        ScenarioError::Invalid { path, place, field, message, hint } => {
+            let mut value = json!({"kind": "invalid", "file": path.to_string_lossy(), "field": field, "message": message, "hint": hint});
+            if let Some(place) = place {
+                value["line"] = json!(place.line);
+                value["column"] = json!(place.column);
+            }
+            value
+        }
+    };
+    for key in ["hint", "expected"] {
+        if value.get(key).is_some_and(serde_json::Value::is_null) {
+            value.as_object_mut().expect("an object").remove(key);
         }
     }
+    value["text"] = json!(error.to_string());
+    value
 }
 
 fn classname(file: &Path) -> String {

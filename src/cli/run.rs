@@ -1,15 +1,18 @@
 //! `rehearsal run`: find the scenario files, check each (on several threads), compare golden
-//! traces, and report.
+//! traces, count rule coverage, and report.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::report::Reporter;
-use super::{Exit, Orders, RunArgs};
+use super::coverage::Gate;
+use super::report::{CoverageEnd, Reporter, Style};
+use super::style::{Paint, Terminal};
+use super::{Exit, Format, Orders, RunArgs};
+use crate::coverage::{self, Reached, Tally};
 use crate::golden::{self, Compared, Store};
 use crate::jobs;
-use crate::runner::{self, Failure};
-use crate::scenario::ScenarioError;
+use crate::runner::{self, Failure, Verdict};
+use crate::scenario::{self, Scenario, ScenarioError};
 use crate::trace::printable;
 
 /// What the paths of a command line hold: the scenario files to run, each with the path
@@ -23,11 +26,35 @@ pub struct Found {
     pub problems: Vec<ScenarioError>,
     /// Links that lead back to a folder being walked: not followed (each file runs once).
     pub loops: Vec<PathBuf>,
+    /// `*.json` files found in folders that are not scenarios ([`is_scenario_text`]): not run.
+    pub skipped: Vec<PathBuf>,
 }
 
-/// Every scenario file under the given paths. Folders are walked in file-name order, hidden
-/// entries (`.name`) skipped, links followed with loop detection; a file reached twice (by a
-/// link) runs once. Nothing here stops at a bad path: every other path is still walked.
+/// Whether the text of a `*.json` file found by walking a folder is a scenario: a JSON object
+/// with a top-level `lanes` or `turns` key (a scenario needs both; either marks an attempt at
+/// one, whose mistakes are then reported). A text that is not valid JSON is a scenario when it
+/// names `"lanes"` or `"turns"`, so a broken scenario file is reported as bad input rather
+/// than skipped. Anything else (`package.json`, a data fixture, a top-level array) is not.
+pub fn is_scenario_text(text: &str) -> bool {
+    use std::collections::BTreeMap;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    match serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(text) {
+        Ok(keys) => keys.contains_key("lanes") || keys.contains_key("turns"),
+        Err(e) if e.is_data() => false,
+        Err(_) => text.contains("\"lanes\"") || text.contains("\"turns\""),
+    }
+}
+
+/// Whether a file found by walking a folder is to run: a scenario, or a file that cannot be
+/// read (the loader then reports why).
+fn walked_scenario(path: &Path) -> bool {
+    scenario::read_bounded(path, scenario::MAX_FILE_BYTES).ok().is_none_or(|text| is_scenario_text(&text))
+}
+
+/// Every scenario file under the given paths. A path named is taken as it is; folders are
+/// walked in file-name order for `*.json` files that are scenarios ([`is_scenario_text`]),
+/// hidden entries (`.name`) skipped, links followed with loop detection; a file reached twice
+/// (by a link) runs once. Nothing here stops at a bad path: every other path is still walked.
 pub fn collect(paths: &[PathBuf]) -> Found {
     let mut found = Found::default();
     let mut seen = std::collections::BTreeSet::new();
@@ -80,8 +107,13 @@ pub fn collect(paths: &[PathBuf]) -> Found {
                 continue;
             }
             let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-            if seen.insert(canonical) {
+            if !seen.insert(canonical) {
+                continue;
+            }
+            if walked_scenario(path) {
                 found.files.push((path.to_path_buf(), root.clone()));
+            } else {
+                found.skipped.push(path.to_path_buf());
             }
         }
     }
@@ -90,27 +122,77 @@ pub fn collect(paths: &[PathBuf]) -> Found {
 
 const NOT_REGULAR: &str = "not a regular file (a FIFO, a socket or a device): not read";
 
-pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+/// Below this many files a suite runs too fast for a progress bar to help.
+const PROGRESS_MIN_FILES: usize = 20;
+
+/// What became of one file.
+enum Checked {
+    /// It could not be used.
+    Bad(ScenarioError),
+    /// `--filter` left it out.
+    Filtered,
+    /// It ran: the verdict, and the clauses its run exercised (with `--coverage`).
+    Ran(Box<(Scenario, Verdict, Option<Reached>)>),
+}
+
+pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
     let orders = Orders { explore: args.explore, seed: args.explore_seed };
     let jobs = args.jobs.map_or_else(jobs::default_jobs, usize::from);
+    let style = Style {
+        format: args.format,
+        trace: args.trace,
+        quiet: args.quiet,
+        out: if args.format == Format::Text { Paint::new(args.color, terminal.stdout) } else { Paint::default() },
+        err: Paint::new(args.color, terminal.stderr),
+    };
+    let mut reporter = Reporter::new(style);
+    let with_coverage = args.coverage || args.coverage_min.is_some() || args.require_coverage.is_some();
+    let gate = match Gate::new(args.coverage_min, args.require_coverage.as_deref()) {
+        Ok(gate) => gate,
+        Err(e) => {
+            reporter.error(err, &format!("--require-coverage: {e}"));
+            return Exit::BadInput;
+        }
+    };
     let found = collect(&args.paths);
     for link in &found.loops {
         let link = printable(&link.to_string_lossy()).into_owned();
-        let _ = writeln!(err, "note: {link} leads back to a folder being walked; not followed");
+        reporter.note(err, &format!("{link} leads back to a folder being walked; not followed"));
     }
+    if !found.skipped.is_empty() {
+        let shown: Vec<String> =
+            found.skipped.iter().take(3).map(|p| printable(&p.to_string_lossy()).into_owned()).collect();
+        let more =
+            if found.skipped.len() > 3 { format!(", … ({} in all)", found.skipped.len()) } else { String::new() };
+        reporter.note(
+            err,
+            &format!(
+                "skipped {}{more}: not scenarios (no top-level \"lanes\" or \"turns\"); name a file to run it anyway",
+                shown.join(", ")
+            ),
+        );
+    }
+    reporter.skipped = found.skipped.len();
     if found.files.is_empty() && found.problems.is_empty() {
         let paths: Vec<String> = args.paths.iter().map(|p| printable(&p.to_string_lossy()).into_owned()).collect();
-        let _ = writeln!(err, "error: no scenario file (*.json) under {}", paths.join(", "));
+        let skipped = match found.skipped.len() {
+            0 => String::new(),
+            n => format!(
+                " ({n} *.json file{} there {} not)",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "is" } else { "are" }
+            ),
+        };
+        reporter.error(err, &format!("no scenario file (*.json) under {}{skipped}", paths.join(", ")));
         return Exit::BadInput;
     }
     let files = found.files;
     if args.timeline.is_some() && files.len() != 1 {
-        let _ =
-            writeln!(err, "error: --timeline draws one run: give exactly one scenario file ({} given)", files.len());
+        reporter
+            .error(err, &format!("--timeline draws one run: give exactly one scenario file ({} given)", files.len()));
         return Exit::BadInput;
     }
     let store = args.snapshots.as_ref().map(Store::new);
-    let mut reporter = Reporter::new(args.format, args.trace);
     // Paths that cannot be run are reported first; every other file still runs.
     for problem in &found.problems {
         let at = match problem {
@@ -126,16 +208,40 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> E
     if let Some(seed) = orders.seed {
         runner = runner.only_order(seed);
     }
+    let bar = progress_bar(files.len(), args, terminal);
+    let mut tally = Tally::default();
+    let mut matched = 0;
     jobs::ordered(
         &files,
         jobs,
-        |(file, _)| runner.check_file(file),
-        |i, checked| {
-            let (file, root) = &files[i];
-            let (scenario, mut verdict) = match checked {
-                Ok(checked) => checked,
-                Err(e) => return reporter.bad_input(out, err, file, &e),
+        |(file, _)| {
+            let scenario = match scenario::load(file) {
+                Ok(scenario) => scenario,
+                Err(e) => return Checked::Bad(e),
             };
+            if !args.filter.is_empty() && !args.filter.iter().any(|pattern| name_matches(pattern, &scenario.name)) {
+                return Checked::Filtered;
+            }
+            let profiles = match runner::resolve_profiles(&scenario, file.parent().unwrap_or(Path::new("."))) {
+                Ok(profiles) => profiles,
+                Err(e) => return Checked::Bad(e),
+            };
+            let verdict = runner.prepare(&scenario, &profiles).check(Some(file));
+            let reached = with_coverage.then(|| coverage::reached(&verdict.run.evidence()));
+            Checked::Ran(Box::new((scenario, verdict, reached)))
+        },
+        |i, checked| {
+            bar.inc(1);
+            let (file, root) = &files[i];
+            let (scenario, mut verdict, reached) = match checked {
+                Checked::Ran(ran) => *ran,
+                Checked::Filtered => {
+                    reporter.filtered_out += 1;
+                    return;
+                }
+                Checked::Bad(e) => return bar.suspend(|| reporter.bad_input(out, err, file, &e)),
+            };
+            matched += 1;
             if let Some(store) = &store {
                 let name = golden::name(file, root);
                 let body = golden::render(&scenario, &verdict);
@@ -144,21 +250,86 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> E
                     Err(e) => {
                         let problem =
                             ScenarioError::Io { path: file.clone(), message: format!("golden file {name}: {e}") };
-                        return reporter.bad_input(out, err, file, &problem);
+                        return bar.suspend(|| reporter.bad_input(out, err, file, &problem));
                     }
                 }
             }
-            reporter.scenario(out, file, &verdict);
+            if let Some(reached) = reached.filter(|_| verdict.passed()) {
+                tally.add(&reached, &file.to_string_lossy());
+            }
+            bar.suspend(|| reporter.scenario(out, file, &verdict));
             if let Some(path) = &args.timeline
                 && let Err(e) = crate::timeline::write(path, &scenario.name, &verdict.run.trace)
             {
-                let problem =
-                    ScenarioError::Io { path: path.clone(), message: format!("cannot write the timeline: {e}") };
-                reporter.bad_input(out, err, path, &problem);
+                // The scenario was fine (its verdict is above); the output path was not.
+                let shown = printable(&path.to_string_lossy()).into_owned();
+                bar.suspend(|| reporter.error(err, &format!("{shown}: cannot write the timeline: {e}")));
+                reporter.usage_errors += 1;
             }
         },
     );
-    reporter.finish(out)
+    bar.finish_and_clear();
+    if !args.filter.is_empty() && matched == 0 {
+        let patterns: Vec<String> = args.filter.iter().map(|p| format!("{:?}", printable(p))).collect();
+        reporter.error(
+            err,
+            &format!(
+                "--filter {} matched none of the {} scenarios (it matches scenario names, not file names)",
+                patterns.join(", "),
+                reporter.filtered_out
+            ),
+        );
+        reporter.usage_errors += 1;
+    }
+    let end = with_coverage.then(|| CoverageEnd { tally: &tally, gate: &gate, unmet: gate.unmet(&tally) });
+    reporter.finish(out, err, end)
+}
+
+/// A progress bar on stderr for a large suite, only when both streams are terminals and the
+/// report is text (never in output a program reads); hidden otherwise.
+fn progress_bar(files: usize, args: &RunArgs, terminal: Terminal) -> indicatif::ProgressBar {
+    if !(terminal.stdout
+        && terminal.stderr
+        && args.format == Format::Text
+        && !args.quiet
+        && files >= PROGRESS_MIN_FILES)
+    {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(Some(files as u64), indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} scenario files, {elapsed}")
+            .expect("a valid template"),
+    );
+    bar
+}
+
+/// Whether a scenario name matches a `--filter` pattern: as a glob over the whole name when
+/// the pattern holds `*` or `?`, else as a substring.
+fn name_matches(pattern: &str, name: &str) -> bool {
+    if !pattern.contains(['*', '?']) {
+        return name.contains(pattern);
+    }
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    // The classic matcher: on a mismatch, let the last `*` swallow one more character.
+    let (mut i, mut j, mut star, mut from) = (0, 0, None, 0);
+    while j < t.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == t[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            from = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            from += 1;
+            j = from;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
 }
 
 /// The failure a golden-file comparison adds to a verdict, if any.
@@ -179,5 +350,33 @@ fn snapshot_failure(compared: &Compared, name: &str) -> Option<Failure> {
             ),
             lines: vec![format!("golden: {golden}"), format!("now:    {now}")],
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_is_a_substring_or_a_glob_over_the_whole_name() {
+        assert!(name_matches("budget", "agent-budget-from-30"));
+        assert!(!name_matches("Budget", "agent-budget-from-30"));
+        assert!(name_matches("agent-*-30", "agent-budget-from-30"));
+        assert!(!name_matches("budget*", "agent-budget-from-30"), "a glob matches the whole name");
+        assert!(name_matches("*budget*", "agent-budget-from-30"));
+        assert!(name_matches("cap-?-*", "cap-4-six-children-queue-fifo"));
+        assert!(!name_matches("cap-?-*", "cap-44-x"));
+    }
+
+    #[test]
+    fn a_walked_file_is_a_scenario_when_it_has_lanes_or_turns_or_is_a_broken_attempt() {
+        assert!(is_scenario_text(r#"{"name": "x", "lanes": [], "turns": []}"#));
+        assert!(is_scenario_text("\u{feff}{\"turns\": []}"), "a byte order mark is skipped");
+        assert!(is_scenario_text(r#"{"lanez": [], "turns": [{"user": "hi"}]}"#), "a typo is reported, not skipped");
+        assert!(is_scenario_text("{\n  \"lanes\": [\n  ]\n  \"turns\": []\n}"), "broken JSON naming a key");
+        assert!(!is_scenario_text(r#"{"name": "my-app", "version": "1.0.0", "dependencies": {}}"#));
+        assert!(!is_scenario_text(r#"[{"lanes": []}]"#), "a top-level array is no scenario");
+        assert!(!is_scenario_text("{ // a comment, as in tsconfig.json\n \"compilerOptions\": {} }"));
+        assert!(!is_scenario_text(r#"{"nested": {"lanes": [], "turns": []}}"#), "only top-level keys count");
     }
 }

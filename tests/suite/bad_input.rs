@@ -215,13 +215,24 @@ fn folder_with_a_bad_file_in_json_format_reports_both() {
     assert_eq!(out.code, Some(2), "{}", out.both());
     let reports: Vec<serde_json::Value> =
         out.stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect();
-    assert_eq!(reports.len(), 2, "{}", out.both());
+    assert_eq!(reports.len(), 3, "a record per file, then the summary\n{}", out.both());
     assert_eq!(reports[0]["file"], "tests/fixtures/mixed/a-bad.json");
     assert_eq!(reports[0]["verdict"], "bad_input");
-    let error = reports[0]["error"].as_str().expect("a bad_input report has an error");
-    assert!(error.contains(":4:60: at `lanes[0].replies[0].latecy_ms`"), "{error}");
+    // The error comes in parts a program can use, and as the line stderr shows.
+    let error = &reports[0]["error"];
+    assert_eq!(error["kind"], "parse", "{error}");
+    assert_eq!(error["file"], "tests/fixtures/mixed/a-bad.json");
+    assert_eq!((&error["line"], &error["column"]), (&serde_json::json!(4), &serde_json::json!(60)), "{error}");
+    assert_eq!(error["field"], "lanes[0].replies[0].latecy_ms");
+    assert_eq!(error["message"], "unknown field `latecy_ms`");
+    assert!(error["expected"].as_str().is_some_and(|h| h.starts_with("expected one of `text`")), "{error}");
+    assert_eq!(error["hint"], "did you mean `latency_ms`?", "{error}");
+    assert!(error["text"].as_str().is_some_and(|t| t.contains(":4:60: at `lanes[0].replies[0].latecy_ms`")), "{error}");
     assert_eq!(reports[1]["file"], "tests/fixtures/mixed/b-good.json");
     assert_eq!(reports[1]["verdict"], "pass");
+    assert_eq!(reports[2]["type"], "summary");
+    assert_eq!((&reports[2]["passed"], &reports[2]["bad_input"]), (&serde_json::json!(1), &serde_json::json!(1)));
+    assert_eq!(reports[2]["exit_code"], 2);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -132,3 +132,19 @@ fn the_junit_report_is_valid_junit_xml() {
     );
     assert!(!valid, "the schema check is live");
 }
+
+#[test]
+fn a_coverage_requirement_is_a_test_case_of_the_junit_report() {
+    let out = rehearsal(&["run", "tests/fixtures/passing", "--coverage-min", "100", "--format", "junit"]);
+    assert_eq!(out.code, Some(1), "one passing scenario cannot cover every clause: {}", out.both());
+    let (valid, said) = junit_valid(&out.stdout, "coverage.xml");
+    assert!(valid, "xmllint rejects the report:\n{said}\n{}", out.stdout);
+    let doc = roxmltree::Document::parse(&out.stdout).unwrap();
+    let case = doc.descendants().find(|n| n.attribute("name") == Some("rule coverage")).expect("a coverage case");
+    assert_eq!(case.attribute("classname"), Some("rehearsal.coverage"));
+    let failure = case.children().find(|n| n.has_tag_name("failure")).expect("it fails");
+    assert_eq!(failure.attribute("type"), Some("rehearsal.coverage"));
+    assert!(failure.attribute("message").is_some_and(|m| m.contains("--coverage-min 100 needs 100%")), "{failure:?}");
+    let suite = doc.descendants().find(|n| n.has_tag_name("testsuite")).unwrap();
+    assert_eq!((suite.attribute("tests"), suite.attribute("failures")), (Some("2"), Some("1")));
+}

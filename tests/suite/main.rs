@@ -3,6 +3,7 @@
 mod authoring;
 mod bad_input;
 mod cli;
+mod coverage;
 mod determinism;
 mod fuzz_campaigns;
 mod golden;

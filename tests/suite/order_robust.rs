@@ -28,7 +28,7 @@ fn run(scenario: &Value, args: &[&str]) -> crate::support::Output {
 fn the_documented_example_passes_16_explored_orders() {
     let out = rehearsal(&["run", EXAMPLE, "--explore", "16"]);
     assert_eq!(out.code, Some(0), "{}", out.both());
-    assert!(out.stdout.contains("17 tie orders)"), "{}", out.both());
+    assert!(out.stdout.contains("17 tie orders: the default and 16 explored)"), "{}", out.both());
 }
 
 #[test]
@@ -141,7 +141,11 @@ fn an_expectation_that_holds_in_the_default_order_only_fails_explored_orders_onc
 fn marked_order_dependent_it_passes_and_the_report_says_what_was_skipped() {
     let out = run(&tie_fragment(Some("which child's lines come first in one instant is open")), &["--explore", "16"]);
     assert_eq!(out.code, Some(0), "{}", out.both());
-    assert!(out.stdout.contains("17 tie orders; 1 expectation in the default order only)"), "{}", out.both());
+    assert!(
+        out.stdout.contains("17 tie orders: the default and 16 explored; 1 expectation in the default order only)"),
+        "{}",
+        out.both()
+    );
     assert!(
         out.stdout.contains(
             "· not checked in explored orders: expect (which child's lines come first in one instant is open)"
