@@ -1411,19 +1411,15 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         // A spawning call the gate let through was refused, created no child, and still paid.
         f.ended_calls().any(|c| {
             let spawning = matches!(c.tool, "Agent" | "subagent") && c.start.is_some() && c.is_error;
-            let spawned = f.spawns.iter().any(|s| s.call.is_some_and(|k| std::ptr::eq(&f.calls[k], c)));
             spawning
-                && !spawned
+                && c.spawn.is_none()
                 && f.rules.spawn_cost > 0
                 && c.budget_before.is_some_and(|b| c.budget + f.rules.spawn_cost == b)
         })
     }),
     ("core.cost.family-calls-one", |f| {
         ["subagent.wait", "subagent.send", "subagent.cancel"].iter().any(|t| {
-            f.calls_to(t).any(|c| {
-                c.budget_before.is_some_and(|b| b > 0 && c.budget == b - 1)
-                    && !f.spawns.iter().any(|s| s.call.is_some_and(|k| std::ptr::eq(&f.calls[k], c)))
-            })
+            f.calls_to(t).any(|c| c.budget_before.is_some_and(|b| b > 0 && c.budget == b - 1) && c.spawn.is_none())
         })
     }),
     ("core.spawn.no-recovery", |f| {

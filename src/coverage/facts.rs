@@ -45,6 +45,8 @@ pub(super) struct Call<'a> {
     pub(super) budget_before: Option<u32>,
     pub(super) recovery_before: Option<u32>,
     pub(super) response: Option<usize>,
+    /// The spawn the call made (a child created, or a named task continued), if it made one.
+    pub(super) spawn: Option<usize>,
 }
 
 /// One model reply and what followed it in the same agent, until its next request.
@@ -226,6 +228,7 @@ impl<'a> Facts<'a> {
                         budget_before: before,
                         recovery_before: recovery.get(agent).copied(),
                         response: current.get(agent).copied(),
+                        spawn: None,
                     });
                 }
                 Event::ToolEnded { call_id, tool, is_error, result, budget: left, recovery: rec_left } => {
@@ -245,6 +248,7 @@ impl<'a> Facts<'a> {
                                 budget_before: before,
                                 recovery_before: recovery.get(agent).copied(),
                                 response: current.get(agent).copied(),
+                                spawn: None,
                             });
                             self.calls.len() - 1
                         }
@@ -267,6 +271,9 @@ impl<'a> Facts<'a> {
                     let call = last_call.get(agent).copied().filter(|c| self.calls[*c].end.is_none());
                     if let Some(r) = current.get(agent) {
                         self.responses[*r].spawns.push(self.spawns.len());
+                    }
+                    if let Some(c) = call {
+                        self.calls[c].spawn = Some(self.spawns.len());
                     }
                     self.spawns.push(Spawn {
                         at: pos,
@@ -467,7 +474,7 @@ impl<'a> Facts<'a> {
 
     /// The run a `subagent` call started, if it started one.
     pub(super) fn run_of_call(&self, call: &Call) -> Option<&TaskRun<'a>> {
-        let spawn = self.spawns.iter().position(|s| s.call.is_some_and(|c| std::ptr::eq(&self.calls[c], call)))?;
+        let spawn = call.spawn?;
         self.runs.iter().find(|r| r.spawn == Some(spawn))
     }
 
