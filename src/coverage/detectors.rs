@@ -337,6 +337,14 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
                 && p.memory == c.memory
         })
     }),
+    ("roku.child.system-prompt", |f| {
+        f.fg_spawns().any(|s| {
+            let (Some(p), Some(c)) = (f.request_before(s.parent, s.at), f.requests(s.child).first()) else {
+                return false;
+            };
+            !p.request.system.is_empty() && p.request.system == c.request.system
+        })
+    }),
     ("roku.child.own-counters", |f| {
         f.fg_spawns().any(|s| {
             // The parent had spent recovery or advanced its step index; the child starts afresh.
@@ -1075,6 +1083,32 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
                 && r.spawn.is_some_and(|s| f.spawn_call(&f.spawns[s]).is_some_and(|c| c.tool == "subagent.send"))
         })
     }),
+    ("bub.send.continue-keeps-launch", |f| {
+        // A task launched with something of its own (a profile, a model or effort other than
+        // the root's, a time limit) was continued, and its new run asked the model with all
+        // of it, though the `send` carried none.
+        f.runs.iter().enumerate().any(|(i, r)| {
+            let Some(first) = f.runs[..i].iter().position(|p| p.id == r.id) else { return false };
+            let continued = r.spawn.and_then(|s| f.spawn_call(&f.spawns[s])).is_some_and(|c| c.tool == "subagent.send");
+            let (Some((_, a)), Some((_, b))) = (first_request_of_run(f, first), first_request_of_run(f, i)) else {
+                return false;
+            };
+            let (a, b) = (&a.request, &b.request);
+            let root = f.root_requests().first().map(|x| &x.request);
+            let own = a.profile.is_some()
+                || f.runs[first].timeout.is_some()
+                || root.is_some_and(|p| p.model != a.model || p.reasoning_effort != a.reasoning_effort);
+            continued
+                && own
+                && a.request_id == b.request_id
+                && a.model == b.model
+                && a.reasoning_effort == b.reasoning_effort
+                && a.profile == b.profile
+                && a.system == b.system
+                && Facts::tool_names(a) == Facts::tool_names(b)
+                && f.runs[first].timeout == r.timeout
+        })
+    }),
     ("bub.send.continue-same-alias", |f| {
         f.runs.iter().enumerate().any(|(i, r)| {
             f.runs[..i].iter().any(|p| p.id == r.id && p.child == r.child)
@@ -1285,6 +1319,21 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         f.rules.agent_tool && f.rules.subagent_tools && f.fg_spawns().next().is_some() && f.bg_spawns().next().is_some()
     }),
     ("core.family.off-is-unknown", |f| f.ended_calls().any(|c| Facts::family_tool(c.tool) && f.unknown(c))),
+    ("core.context.system-prompt", |f| {
+        // A prompt made of more than the base: the profile listing, a profile's body or the
+        // skills line is in it.
+        f.e.exchanges.iter().any(|x| {
+            let system = &*x.request.system;
+            let listing = system.contains(PROFILES_HEADING);
+            let skills = sections(system).1.is_some();
+            let body = x.request.profile.as_deref().is_some_and(|name| {
+                f.e.setup
+                    .and_then(|s| s.profiles.iter().find(|p| p.name == name))
+                    .is_some_and(|p| !p.body.trim().is_empty() && system.contains(p.body.trim()))
+            });
+            listing || skills || body
+        })
+    }),
     ("core.alias.numbering", |f| {
         f.spawns.iter().any(|s| {
             f.spawns.iter().filter(|p| p.parent == s.parent).count() >= 2 && s.child.parent().as_ref() == Some(s.parent)
@@ -1504,6 +1553,58 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         });
         fg || bg
     }),
+    // --- §5.3: one instant ---
+    ("core.instant.settle-before-acting", |f| {
+        // The root acted in an instant in which two things were due: a result or a steering
+        // message besides what first made it act there (the model answering, its own step, a
+        // wait's deadline), or two of them. One result that wakes the root, and whatever the
+        // root does next in that instant, is one thing.
+        root_acts_by_instant(f).iter().any(|acts| {
+            let since = acts.iter().map(|a| a.since).max().unwrap_or(0);
+            let due = f.arrivals_in_instant_of(acts[0].at).iter().filter(|a| f.under_way_before(a, since)).count();
+            due >= 1 && due + usize::from(acts[0].own) >= 2
+        })
+    }),
+    ("core.instant.ties-together", |f| {
+        // Two results that ended in one instant taken in together in that very instant (one
+        // request's notifications, or one wait's answer) ...
+        let in_its_instant = |run: usize| {
+            let run = &f.runs[run];
+            run.ended.is_some_and(|e| run.delivered.first().is_some_and(|(d, _)| f.ev[*d].at == f.ev[e].at))
+        };
+        let results = batches(f).iter().any(|batch| {
+            batch.iter().enumerate().any(|(i, a)| {
+                batch[i + 1..].iter().any(|b| {
+                    in_its_instant(*a)
+                        && in_its_instant(*b)
+                        && matches!((f.runs[*a].ended, f.runs[*b].ended), (Some(x), Some(y)) if f.ev[x].at == f.ev[y].at)
+                })
+            })
+        });
+        // ... or a result and a steering message of one instant, in one request of it.
+        let root = AgentId::root();
+        let steered = f.arrivals.iter().filter(|a| a.run.is_none()).any(|s| {
+            let request = f.request_pos_after(&root, s.at).filter(|r| f.ev[*r].at == f.ev[s.at].at);
+            f.arrivals_in_instant_of(s.at).iter().filter_map(|a| a.run).any(|r| {
+                f.runs[r].delivered.iter().any(|(d, via)| {
+                    *via == Via::Notification && request.is_some() && f.request_pos_after(&root, *d) == request
+                })
+            })
+        });
+        results || steered
+    }),
+    ("core.instant.how", |f| {
+        // A child started in an instant in which the root then sent a request, and the child
+        // asked the model in that instant too.
+        let root = AgentId::root();
+        f.runs.iter().any(|r| {
+            let Some(started) = r.started else { return false };
+            let at = f.ev[started].at;
+            let child = f.request_pos_after(r.child, started).is_some_and(|c| f.ev[c].at == at);
+            let root_asked = f.request_pos_after(&root, started).is_some_and(|q| f.ev[q].at == at);
+            child && root_asked
+        })
+    }),
     // --- §6: the oracles (each check had something to check) ---
     ("oracle.depth.no-agent-beyond-limit", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
     ("oracle.depth.refused-at-limit", |f| f.calls_to("Agent").any(|c| c.agent.depth() == f.rules.depth_limit)),
@@ -1566,6 +1667,12 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         })
     }),
     ("oracle.delivery.completion-order", |f| batches(f).iter().any(|b| b.len() >= 2)),
+    ("oracle.delivery.instant-settled", |f| {
+        root_acts(f).any(|act| {
+            act.kind != ActKind::Answered
+                && f.arrivals_in_instant_of(act.at).iter().any(|a| f.under_way_before(a, act.since))
+        })
+    }),
     ("oracle.delivery.text-in-next-request", |f| {
         f.runs.iter().any(|r| {
             r.delivered.iter().any(|(d, via)| {
@@ -1775,4 +1882,62 @@ fn wait_entries(call: &Call) -> Option<Vec<(String, String, bool)>> {
             Some((id, status, item.get("result").is_some()))
         })
         .collect()
+}
+
+/// The heading of the profile listing in the root's system prompt (`bub.profile.listed`).
+const PROFILES_HEADING: &str = "Agent profiles (pass the name as `agent` to `subagent`):";
+
+/// What the root does that must wait for its instant to settle (`core.instant.settle-before-acting`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ActKind {
+    /// It sends a model request.
+    Requests,
+    /// The model answered it: it runs the reply's calls, or holds or ends its turn.
+    Answered,
+    /// A `subagent.wait` of its answers.
+    WaitAnswers,
+}
+
+/// One act of the root.
+#[derive(Clone, Copy)]
+struct Act {
+    kind: ActKind,
+    /// Its trace position.
+    at: usize,
+    /// Results count as due at it when their runs started before this position (for a wait,
+    /// its start).
+    since: usize,
+    /// Whether the act has a reason of its own in the instant (the model answered, the loop
+    /// went on from its own step, a wait's deadline came), besides the arrivals: a held
+    /// root's wake and a wait's return on its last result have none.
+    own: bool,
+}
+
+/// The root's acts, grouped by instant, each group in trace order.
+fn root_acts_by_instant(f: &Facts) -> Vec<Vec<Act>> {
+    let mut acts: Vec<Act> = root_acts(f).collect();
+    acts.sort_by_key(|a| a.at);
+    acts.chunk_by(|a, b| f.ev[a.at].at == f.ev[b.at].at).map(<[Act]>::to_vec).collect()
+}
+
+/// The root's acts: its requests and the replies it got, in trace order, then its waits'
+/// answers.
+fn root_acts<'f>(f: &'f Facts) -> impl Iterator<Item = Act> + 'f {
+    let root = AgentId::root();
+    let loop_acts = f.events().filter(|(_, e)| e.agent.depth() == 0).filter_map(|(i, e)| match e.event {
+        Event::LlmRequest { .. } => Some(Act { kind: ActKind::Requests, at: i, since: i, own: !f.woke_held_root(i) }),
+        Event::LlmReply { .. } => Some(Act { kind: ActKind::Answered, at: i, since: i, own: true }),
+        _ => None,
+    });
+    let waits = f.calls_to("subagent.wait").filter(move |c| *c.agent == root && !c.is_error).filter_map(|c| {
+        let (start, end) = (c.start?, c.end?);
+        let limit = arg(c.args, "timeout_seconds")
+            .and_then(Value::as_f64)
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(crate::rules::WAIT_DEFAULT_SECONDS as f64);
+        let waited = (f.ev[end].at - f.ev[start].at).as_secs_f64();
+        let at_deadline = (waited - limit).abs() < 1e-9;
+        Some(Act { kind: ActKind::WaitAnswers, at: end, since: start, own: at_deadline })
+    });
+    loop_acts.chain(waits)
 }
