@@ -1686,6 +1686,111 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.termination.every-task-ended", |f| f.e.session_ended && !f.runs.is_empty()),
     // Every run rehearsal judges is run twice and the traces compared.
     ("oracle.determinism.byte-identical", |f| !f.ev.is_empty()),
+    ("oracle.costs.ordinary-call", |f| {
+        f.ended_calls().any(|c| !spawning_call(c)) || f.any(|e| matches!(e, Event::Denied { .. }))
+    }),
+    ("oracle.costs.spawning-call", |f| f.ended_calls().any(spawning_call)),
+    ("oracle.costs.replies", |f| {
+        let answers = f.responses.iter().any(|r| {
+            let ends = r.calls.is_empty() || r.calls.iter().any(|c| TERMINAL.contains(&c.as_str()));
+            ends && (r.ended.is_some() || r.held.is_some())
+        });
+        answers || f.any(|e| matches!(e, Event::LlmFailed { .. }))
+    }),
+    ("oracle.costs.step-index", |f| f.responses.iter().any(|r| r.step.is_some())),
+    ("oracle.costs.nudge", |f| {
+        // A call left a budget at 0: a nudge is owed after it, or (not regular) none is.
+        f.ended_calls().any(|c| c.budget == 0 || c.recovery == 0)
+            || f.any(|e| matches!(e, Event::Nudge { .. } | Event::Denied { budget: 0, .. }))
+    }),
+    ("oracle.texts.loop-end", |f| f.any(|e| matches!(e, Event::AgentEnded { .. }))),
+    ("oracle.texts.bodies", |f| {
+        f.runs.iter().any(|r| matches!(r.status, Some(TaskStatus::TimedOut | TaskStatus::Cancelled)))
+            || f.fg_spawns().any(|s| f.fg_timed_out(s).is_some())
+    }),
+    ("oracle.texts.refusals", |f| {
+        // A call reached its family and was refused: it made no child, and its answer is an error.
+        f.ended_calls().any(|c| Facts::reached_family(c) && c.is_error && c.spawn.is_none())
+    }),
+    ("oracle.texts.immediate-results", |f| {
+        ["subagent", "subagent.send", "subagent.cancel"].iter().any(|t| f.calls_to(t).any(|c| !c.is_error))
+    }),
+    ("oracle.texts.unknown-and-denied", |f| {
+        f.ended_calls().any(|c| c.start.is_none()) || f.any(|e| matches!(e, Event::Denied { .. }))
+    }),
+    ("oracle.texts.nudge", |f| {
+        f.events().any(|(i, e)| matches!(e.event, Event::Nudge { .. }) && f.request_pos_after(e.agent, i).is_some())
+    }),
+    // Oracle 12 reads the catalog and what each call launches from the setup.
+    ("oracle.precedence.time-limit", |f| f.e.setup.is_some() && f.runs.iter().any(|r| r.started.is_some())),
+    ("oracle.precedence.offered-tools", |f| f.e.setup.is_some() && !f.e.exchanges.is_empty()),
+    ("oracle.precedence.known-names", |f| f.e.setup.is_some() && f.ended_calls().next().is_some()),
+    ("oracle.precedence.held-turn", |f| {
+        // The root answered while some of its tasks were outstanding: held, or its turn ended.
+        f.responses.iter().any(|r| {
+            r.agent.is_some_and(|a| a.depth() == 0) && (r.held.is_some() || r.ended.is_some_and(|i| f.unfinished_at(i)))
+        })
+    }),
+    ("oracle.precedence.wake", |f| {
+        f.events().any(|(i, e)| {
+            e.agent.depth() == 0
+                && matches!(e.event, Event::AwaitingChildren { .. })
+                && f.request_pos_after(e.agent, i).is_some()
+        })
+    }),
+    ("oracle.wait.returns", |f| f.calls_to("subagent.wait").any(|c| !c.is_error)),
+    ("oracle.wait.reads-every-ready", |f| f.runs.iter().any(|r| r.delivered.iter().any(|(_, via)| *via == Via::Wait))),
+    ("oracle.wait.result-order", |f| {
+        f.calls_to("subagent.wait").any(|c| wait_entries(c).is_some_and(|e| e.len() >= 2))
+    }),
+    // Oracle 14 reads what each request must carry from the setup.
+    ("oracle.context.root", |f| f.e.setup.is_some() && !f.root_requests().is_empty()),
+    ("oracle.context.foreground", |f| f.e.setup.is_some() && f.fg_spawns().any(|s| !f.requests(s.child).is_empty())),
+    ("oracle.context.background", |f| f.e.setup.is_some() && f.bg_children().next().is_some()),
+    ("oracle.routing.steering-reported", |f| {
+        f.e.setup.is_some_and(|s| !s.steering.is_empty()) || f.arrivals.iter().any(|a| a.run.is_none())
+    }),
+    ("oracle.routing.send-reported", |f| {
+        // A `send` handed a message over to a task that had not finished (it continued none).
+        f.calls_to("subagent.send").any(|c| !c.is_error && c.spawn.is_none())
+    }),
+    ("oracle.routing.reaches-next-request", |f| {
+        f.events().any(|(i, e)| matches!(e.event, Event::Steered { .. }) && f.request_pos_after(e.agent, i).is_some())
+    }),
+    ("oracle.routing.child-start", |f| {
+        f.fg_spawns().any(|s| !f.requests(s.child).is_empty())
+            || f.bg_children().any(|(run, ..)| run.session.starts_with("temp/"))
+    }),
+    ("oracle.routing.provenance", |f| {
+        // A foreground, temp or named child's run asked the model again: its later requests
+        // hold messages past the conversation it started from.
+        let fg = f.fg_spawns().any(|s| f.requests(s.child).len() >= 2);
+        let bg = f.runs.iter().filter(|r| !r.session.starts_with("fork/")).any(|r| {
+            let Some(started) = r.started else { return false };
+            let ended = r.ended.unwrap_or(f.ev.len());
+            f.requests_before(r.child, ended) >= f.requests_before(r.child, started) + 2
+        });
+        fg || bg
+    }),
+    ("oracle.sessions.one-run-at-a-time", |f| {
+        // A name served more than one run, or a call asked for a name in use.
+        named_runs(f).values().any(|runs| runs.len() >= 2) || in_use_refused(f)
+    }),
+    ("oracle.sessions.in-use-refused", |f| {
+        // A `subagent` call named a session a run was on at that moment, or a call met the refusal.
+        let on = |name: &str, at: usize| {
+            f.runs.iter().any(|r| r.session == name && r.queued < at && r.ended.is_none_or(|e| e > at))
+        };
+        let named = f.calls_to("subagent").any(|c| {
+            let name = arg_str(c.args, "session").map(str::trim).unwrap_or("temp");
+            !matches!(name, "temp" | "fork" | "inherit") && c.start.is_some_and(|s| on(name, s))
+        });
+        named || in_use_refused(f)
+    }),
+    ("oracle.sessions.continuity", |f| {
+        // A later run on a name asked the model: it starts from what the name recorded.
+        named_runs(f).values().any(|runs| runs[1..].iter().any(|r| first_request_of_run(f, *r).is_some()))
+    }),
 ];
 
 /// The clauses no single run can show, and why. Kept small: each is checked elsewhere.
@@ -1886,6 +1991,20 @@ fn wait_entries(call: &Call) -> Option<Vec<(String, String, bool)>> {
 
 /// The heading of the profile listing in the root's system prompt (`bub.profile.listed`).
 const PROFILES_HEADING: &str = "Agent profiles (pass the name as `agent` to `subagent`):";
+
+/// A started `Agent` or `subagent` call, or a `subagent.send` that continued a task: a
+/// spawning call (oracle 10), whether or not it was refused.
+fn spawning_call(call: &Call) -> bool {
+    (call.start.is_some() && matches!(call.tool, "Agent" | "subagent")) || call.spawn.is_some()
+}
+
+/// A `subagent` or `subagent.send` call met the session-in-use refusal.
+fn in_use_refused(f: &Facts) -> bool {
+    ["subagent", "subagent.send"].iter().any(|t| {
+        f.calls_to(t)
+            .any(|c| c.is_error && c.result.starts_with("session '") && c.result.contains("' is in use by task sub-"))
+    })
+}
 
 /// What the root does that must wait for its instant to settle (`core.instant.settle-before-acting`).
 #[derive(Clone, Copy, PartialEq, Eq)]

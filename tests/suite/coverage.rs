@@ -208,6 +208,21 @@ const SHOWN: &[(&str, &str, bool)] = &[
     ("bub/steering-parent-during-child-run-reaches-parent-only.json", "core.instant.how", false),
     ("bub/result-and-steering-at-one-instant-read-together.json", "oracle.delivery.instant-settled", true),
     ("bub/results-ready-at-once-delivered-in-completion-order.json", "oracle.delivery.instant-settled", false),
+    // One per oracle family of oracles 10 to 16.
+    ("bub/budget-checked-before-intake-result-waits-for-next-turn.json", "oracle.costs.nudge", true),
+    ("roku/agent-budget-from-30.json", "oracle.costs.nudge", false),
+    ("bub/cancel-running-task-frees-slot-no-notification.json", "oracle.texts.bodies", true),
+    ("bub/three-children-notified-in-completion-order.json", "oracle.texts.bodies", false),
+    ("bub/final-answer-call-held-while-child-runs.json", "oracle.precedence.held-turn", true),
+    ("roku/agent-budget-from-30.json", "oracle.precedence.held-turn", false),
+    ("bub/three-children-tie-read-by-wait-in-spawn-order.json", "oracle.wait.result-order", true),
+    ("bub/wait-deadline-and-result-at-one-instant-returns-the-result.json", "oracle.wait.result-order", false),
+    ("roku/agent-budget-from-30.json", "oracle.context.foreground", true),
+    ("bub/three-children-notified-in-completion-order.json", "oracle.context.foreground", false),
+    ("bub/send-message-costs-one-continuation-pays-spawn-cost.json", "oracle.routing.send-reported", true),
+    ("bub/send-continues-named-task-same-alias-and-launch.json", "oracle.routing.send-reported", false),
+    ("bub/named-session-kept-continued-and-shared.json", "oracle.sessions.in-use-refused", true),
+    ("bub/named-session-records-failed-run-not-timed-out-one.json", "oracle.sessions.in-use-refused", false),
 ];
 
 #[test]
