@@ -337,6 +337,14 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
                 && p.memory == c.memory
         })
     }),
+    ("roku.child.system-prompt", |f| {
+        f.fg_spawns().any(|s| {
+            let (Some(p), Some(c)) = (f.request_before(s.parent, s.at), f.requests(s.child).first()) else {
+                return false;
+            };
+            !p.request.system.is_empty() && p.request.system == c.request.system
+        })
+    }),
     ("roku.child.own-counters", |f| {
         f.fg_spawns().any(|s| {
             // The parent had spent recovery or advanced its step index; the child starts afresh.
@@ -1075,6 +1083,32 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
                 && r.spawn.is_some_and(|s| f.spawn_call(&f.spawns[s]).is_some_and(|c| c.tool == "subagent.send"))
         })
     }),
+    ("bub.send.continue-keeps-launch", |f| {
+        // A task launched with something of its own (a profile, a model or effort other than
+        // the root's, a time limit) was continued, and its new run asked the model with all
+        // of it, though the `send` carried none.
+        f.runs.iter().enumerate().any(|(i, r)| {
+            let Some(first) = f.runs[..i].iter().position(|p| p.id == r.id) else { return false };
+            let continued = r.spawn.and_then(|s| f.spawn_call(&f.spawns[s])).is_some_and(|c| c.tool == "subagent.send");
+            let (Some((_, a)), Some((_, b))) = (first_request_of_run(f, first), first_request_of_run(f, i)) else {
+                return false;
+            };
+            let (a, b) = (&a.request, &b.request);
+            let root = f.root_requests().first().map(|x| &x.request);
+            let own = a.profile.is_some()
+                || f.runs[first].timeout.is_some()
+                || root.is_some_and(|p| p.model != a.model || p.reasoning_effort != a.reasoning_effort);
+            continued
+                && own
+                && a.request_id == b.request_id
+                && a.model == b.model
+                && a.reasoning_effort == b.reasoning_effort
+                && a.profile == b.profile
+                && a.system == b.system
+                && Facts::tool_names(a) == Facts::tool_names(b)
+                && f.runs[first].timeout == r.timeout
+        })
+    }),
     ("bub.send.continue-same-alias", |f| {
         f.runs.iter().enumerate().any(|(i, r)| {
             f.runs[..i].iter().any(|p| p.id == r.id && p.child == r.child)
@@ -1285,6 +1319,21 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         f.rules.agent_tool && f.rules.subagent_tools && f.fg_spawns().next().is_some() && f.bg_spawns().next().is_some()
     }),
     ("core.family.off-is-unknown", |f| f.ended_calls().any(|c| Facts::family_tool(c.tool) && f.unknown(c))),
+    ("core.context.system-prompt", |f| {
+        // A prompt made of more than the base: the profile listing, a profile's body or the
+        // skills line is in it.
+        f.e.exchanges.iter().any(|x| {
+            let system = &*x.request.system;
+            let listing = system.contains(PROFILES_HEADING);
+            let skills = sections(system).1.is_some();
+            let body = x.request.profile.as_deref().is_some_and(|name| {
+                f.e.setup
+                    .and_then(|s| s.profiles.iter().find(|p| p.name == name))
+                    .is_some_and(|p| !p.body.trim().is_empty() && system.contains(p.body.trim()))
+            });
+            listing || skills || body
+        })
+    }),
     ("core.alias.numbering", |f| {
         f.spawns.iter().any(|s| {
             f.spawns.iter().filter(|p| p.parent == s.parent).count() >= 2 && s.child.parent().as_ref() == Some(s.parent)
@@ -1411,19 +1460,15 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         // A spawning call the gate let through was refused, created no child, and still paid.
         f.ended_calls().any(|c| {
             let spawning = matches!(c.tool, "Agent" | "subagent") && c.start.is_some() && c.is_error;
-            let spawned = f.spawns.iter().any(|s| s.call.is_some_and(|k| std::ptr::eq(&f.calls[k], c)));
             spawning
-                && !spawned
+                && c.spawn.is_none()
                 && f.rules.spawn_cost > 0
                 && c.budget_before.is_some_and(|b| c.budget + f.rules.spawn_cost == b)
         })
     }),
     ("core.cost.family-calls-one", |f| {
         ["subagent.wait", "subagent.send", "subagent.cancel"].iter().any(|t| {
-            f.calls_to(t).any(|c| {
-                c.budget_before.is_some_and(|b| b > 0 && c.budget == b - 1)
-                    && !f.spawns.iter().any(|s| s.call.is_some_and(|k| std::ptr::eq(&f.calls[k], c)))
-            })
+            f.calls_to(t).any(|c| c.budget_before.is_some_and(|b| b > 0 && c.budget == b - 1) && c.spawn.is_none())
         })
     }),
     ("core.spawn.no-recovery", |f| {
@@ -1508,6 +1553,58 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         });
         fg || bg
     }),
+    // --- §5.3: one instant ---
+    ("core.instant.settle-before-acting", |f| {
+        // The root acted in an instant in which two things were due: a result or a steering
+        // message besides what first made it act there (the model answering, its own step, a
+        // wait's deadline), or two of them. One result that wakes the root, and whatever the
+        // root does next in that instant, is one thing.
+        root_acts_by_instant(f).iter().any(|acts| {
+            let since = acts.iter().map(|a| a.since).max().unwrap_or(0);
+            let due = f.arrivals_in_instant_of(acts[0].at).iter().filter(|a| f.under_way_before(a, since)).count();
+            due >= 1 && due + usize::from(acts[0].own) >= 2
+        })
+    }),
+    ("core.instant.ties-together", |f| {
+        // Two results that ended in one instant taken in together in that very instant (one
+        // request's notifications, or one wait's answer) ...
+        let in_its_instant = |run: usize| {
+            let run = &f.runs[run];
+            run.ended.is_some_and(|e| run.delivered.first().is_some_and(|(d, _)| f.ev[*d].at == f.ev[e].at))
+        };
+        let results = batches(f).iter().any(|batch| {
+            batch.iter().enumerate().any(|(i, a)| {
+                batch[i + 1..].iter().any(|b| {
+                    in_its_instant(*a)
+                        && in_its_instant(*b)
+                        && matches!((f.runs[*a].ended, f.runs[*b].ended), (Some(x), Some(y)) if f.ev[x].at == f.ev[y].at)
+                })
+            })
+        });
+        // ... or a result and a steering message of one instant, in one request of it.
+        let root = AgentId::root();
+        let steered = f.arrivals.iter().filter(|a| a.run.is_none()).any(|s| {
+            let request = f.request_pos_after(&root, s.at).filter(|r| f.ev[*r].at == f.ev[s.at].at);
+            f.arrivals_in_instant_of(s.at).iter().filter_map(|a| a.run).any(|r| {
+                f.runs[r].delivered.iter().any(|(d, via)| {
+                    *via == Via::Notification && request.is_some() && f.request_pos_after(&root, *d) == request
+                })
+            })
+        });
+        results || steered
+    }),
+    ("core.instant.how", |f| {
+        // A child started in an instant in which the root then sent a request, and the child
+        // asked the model in that instant too.
+        let root = AgentId::root();
+        f.runs.iter().any(|r| {
+            let Some(started) = r.started else { return false };
+            let at = f.ev[started].at;
+            let child = f.request_pos_after(r.child, started).is_some_and(|c| f.ev[c].at == at);
+            let root_asked = f.request_pos_after(&root, started).is_some_and(|q| f.ev[q].at == at);
+            child && root_asked
+        })
+    }),
     // --- §6: the oracles (each check had something to check) ---
     ("oracle.depth.no-agent-beyond-limit", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
     ("oracle.depth.refused-at-limit", |f| f.calls_to("Agent").any(|c| c.agent.depth() == f.rules.depth_limit)),
@@ -1570,6 +1667,12 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         })
     }),
     ("oracle.delivery.completion-order", |f| batches(f).iter().any(|b| b.len() >= 2)),
+    ("oracle.delivery.instant-settled", |f| {
+        root_acts(f).any(|act| {
+            act.kind != ActKind::Answered
+                && f.arrivals_in_instant_of(act.at).iter().any(|a| f.under_way_before(a, act.since))
+        })
+    }),
     ("oracle.delivery.text-in-next-request", |f| {
         f.runs.iter().any(|r| {
             r.delivered.iter().any(|(d, via)| {
@@ -1583,6 +1686,111 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.termination.every-task-ended", |f| f.e.session_ended && !f.runs.is_empty()),
     // Every run rehearsal judges is run twice and the traces compared.
     ("oracle.determinism.byte-identical", |f| !f.ev.is_empty()),
+    ("oracle.costs.ordinary-call", |f| {
+        f.ended_calls().any(|c| !spawning_call(c)) || f.any(|e| matches!(e, Event::Denied { .. }))
+    }),
+    ("oracle.costs.spawning-call", |f| f.ended_calls().any(spawning_call)),
+    ("oracle.costs.replies", |f| {
+        let answers = f.responses.iter().any(|r| {
+            let ends = r.calls.is_empty() || r.calls.iter().any(|c| TERMINAL.contains(&c.as_str()));
+            ends && (r.ended.is_some() || r.held.is_some())
+        });
+        answers || f.any(|e| matches!(e, Event::LlmFailed { .. }))
+    }),
+    ("oracle.costs.step-index", |f| f.responses.iter().any(|r| r.step.is_some())),
+    ("oracle.costs.nudge", |f| {
+        // A call left a budget at 0: a nudge is owed after it, or (not regular) none is.
+        f.ended_calls().any(|c| c.budget == 0 || c.recovery == 0)
+            || f.any(|e| matches!(e, Event::Nudge { .. } | Event::Denied { budget: 0, .. }))
+    }),
+    ("oracle.texts.loop-end", |f| f.any(|e| matches!(e, Event::AgentEnded { .. }))),
+    ("oracle.texts.bodies", |f| {
+        f.runs.iter().any(|r| matches!(r.status, Some(TaskStatus::TimedOut | TaskStatus::Cancelled)))
+            || f.fg_spawns().any(|s| f.fg_timed_out(s).is_some())
+    }),
+    ("oracle.texts.refusals", |f| {
+        // A call reached its family and was refused: it made no child, and its answer is an error.
+        f.ended_calls().any(|c| Facts::reached_family(c) && c.is_error && c.spawn.is_none())
+    }),
+    ("oracle.texts.immediate-results", |f| {
+        ["subagent", "subagent.send", "subagent.cancel"].iter().any(|t| f.calls_to(t).any(|c| !c.is_error))
+    }),
+    ("oracle.texts.unknown-and-denied", |f| {
+        f.ended_calls().any(|c| c.start.is_none()) || f.any(|e| matches!(e, Event::Denied { .. }))
+    }),
+    ("oracle.texts.nudge", |f| {
+        f.events().any(|(i, e)| matches!(e.event, Event::Nudge { .. }) && f.request_pos_after(e.agent, i).is_some())
+    }),
+    // Oracle 12 reads the catalog and what each call launches from the setup.
+    ("oracle.precedence.time-limit", |f| f.e.setup.is_some() && f.runs.iter().any(|r| r.started.is_some())),
+    ("oracle.precedence.offered-tools", |f| f.e.setup.is_some() && !f.e.exchanges.is_empty()),
+    ("oracle.precedence.known-names", |f| f.e.setup.is_some() && f.ended_calls().next().is_some()),
+    ("oracle.precedence.held-turn", |f| {
+        // The root answered while some of its tasks were outstanding: held, or its turn ended.
+        f.responses.iter().any(|r| {
+            r.agent.is_some_and(|a| a.depth() == 0) && (r.held.is_some() || r.ended.is_some_and(|i| f.unfinished_at(i)))
+        })
+    }),
+    ("oracle.precedence.wake", |f| {
+        f.events().any(|(i, e)| {
+            e.agent.depth() == 0
+                && matches!(e.event, Event::AwaitingChildren { .. })
+                && f.request_pos_after(e.agent, i).is_some()
+        })
+    }),
+    ("oracle.wait.returns", |f| f.calls_to("subagent.wait").any(|c| !c.is_error)),
+    ("oracle.wait.reads-every-ready", |f| f.runs.iter().any(|r| r.delivered.iter().any(|(_, via)| *via == Via::Wait))),
+    ("oracle.wait.result-order", |f| {
+        f.calls_to("subagent.wait").any(|c| wait_entries(c).is_some_and(|e| e.len() >= 2))
+    }),
+    // Oracle 14 reads what each request must carry from the setup.
+    ("oracle.context.root", |f| f.e.setup.is_some() && !f.root_requests().is_empty()),
+    ("oracle.context.foreground", |f| f.e.setup.is_some() && f.fg_spawns().any(|s| !f.requests(s.child).is_empty())),
+    ("oracle.context.background", |f| f.e.setup.is_some() && f.bg_children().next().is_some()),
+    ("oracle.routing.steering-reported", |f| {
+        f.e.setup.is_some_and(|s| !s.steering.is_empty()) || f.arrivals.iter().any(|a| a.run.is_none())
+    }),
+    ("oracle.routing.send-reported", |f| {
+        // A `send` handed a message over to a task that had not finished (it continued none).
+        f.calls_to("subagent.send").any(|c| !c.is_error && c.spawn.is_none())
+    }),
+    ("oracle.routing.reaches-next-request", |f| {
+        f.events().any(|(i, e)| matches!(e.event, Event::Steered { .. }) && f.request_pos_after(e.agent, i).is_some())
+    }),
+    ("oracle.routing.child-start", |f| {
+        f.fg_spawns().any(|s| !f.requests(s.child).is_empty())
+            || f.bg_children().any(|(run, ..)| run.session.starts_with("temp/"))
+    }),
+    ("oracle.routing.provenance", |f| {
+        // A foreground, temp or named child's run asked the model again: its later requests
+        // hold messages past the conversation it started from.
+        let fg = f.fg_spawns().any(|s| f.requests(s.child).len() >= 2);
+        let bg = f.runs.iter().filter(|r| !r.session.starts_with("fork/")).any(|r| {
+            let Some(started) = r.started else { return false };
+            let ended = r.ended.unwrap_or(f.ev.len());
+            f.requests_before(r.child, ended) >= f.requests_before(r.child, started) + 2
+        });
+        fg || bg
+    }),
+    ("oracle.sessions.one-run-at-a-time", |f| {
+        // A name served more than one run, or a call asked for a name in use.
+        named_runs(f).values().any(|runs| runs.len() >= 2) || in_use_refused(f)
+    }),
+    ("oracle.sessions.in-use-refused", |f| {
+        // A `subagent` call named a session a run was on at that moment, or a call met the refusal.
+        let on = |name: &str, at: usize| {
+            f.runs.iter().any(|r| r.session == name && r.queued < at && r.ended.is_none_or(|e| e > at))
+        };
+        let named = f.calls_to("subagent").any(|c| {
+            let name = arg_str(c.args, "session").map(str::trim).unwrap_or("temp");
+            !matches!(name, "temp" | "fork" | "inherit") && c.start.is_some_and(|s| on(name, s))
+        });
+        named || in_use_refused(f)
+    }),
+    ("oracle.sessions.continuity", |f| {
+        // A later run on a name asked the model: it starts from what the name recorded.
+        named_runs(f).values().any(|runs| runs[1..].iter().any(|r| first_request_of_run(f, *r).is_some()))
+    }),
 ];
 
 /// The clauses no single run can show, and why. Kept small: each is checked elsewhere.
@@ -1779,4 +1987,76 @@ fn wait_entries(call: &Call) -> Option<Vec<(String, String, bool)>> {
             Some((id, status, item.get("result").is_some()))
         })
         .collect()
+}
+
+/// The heading of the profile listing in the root's system prompt (`bub.profile.listed`).
+const PROFILES_HEADING: &str = "Agent profiles (pass the name as `agent` to `subagent`):";
+
+/// A started `Agent` or `subagent` call, or a `subagent.send` that continued a task: a
+/// spawning call (oracle 10), whether or not it was refused.
+fn spawning_call(call: &Call) -> bool {
+    (call.start.is_some() && matches!(call.tool, "Agent" | "subagent")) || call.spawn.is_some()
+}
+
+/// A `subagent` or `subagent.send` call met the session-in-use refusal.
+fn in_use_refused(f: &Facts) -> bool {
+    ["subagent", "subagent.send"].iter().any(|t| {
+        f.calls_to(t)
+            .any(|c| c.is_error && c.result.starts_with("session '") && c.result.contains("' is in use by task sub-"))
+    })
+}
+
+/// What the root does that must wait for its instant to settle (`core.instant.settle-before-acting`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ActKind {
+    /// It sends a model request.
+    Requests,
+    /// The model answered it: it runs the reply's calls, or holds or ends its turn.
+    Answered,
+    /// A `subagent.wait` of its answers.
+    WaitAnswers,
+}
+
+/// One act of the root.
+#[derive(Clone, Copy)]
+struct Act {
+    kind: ActKind,
+    /// Its trace position.
+    at: usize,
+    /// Results count as due at it when their runs started before this position (for a wait,
+    /// its start).
+    since: usize,
+    /// Whether the act has a reason of its own in the instant (the model answered, the loop
+    /// went on from its own step, a wait's deadline came), besides the arrivals: a held
+    /// root's wake and a wait's return on its last result have none.
+    own: bool,
+}
+
+/// The root's acts, grouped by instant, each group in trace order.
+fn root_acts_by_instant(f: &Facts) -> Vec<Vec<Act>> {
+    let mut acts: Vec<Act> = root_acts(f).collect();
+    acts.sort_by_key(|a| a.at);
+    acts.chunk_by(|a, b| f.ev[a.at].at == f.ev[b.at].at).map(<[Act]>::to_vec).collect()
+}
+
+/// The root's acts: its requests and the replies it got, in trace order, then its waits'
+/// answers.
+fn root_acts<'f>(f: &'f Facts) -> impl Iterator<Item = Act> + 'f {
+    let root = AgentId::root();
+    let loop_acts = f.events().filter(|(_, e)| e.agent.depth() == 0).filter_map(|(i, e)| match e.event {
+        Event::LlmRequest { .. } => Some(Act { kind: ActKind::Requests, at: i, since: i, own: !f.woke_held_root(i) }),
+        Event::LlmReply { .. } => Some(Act { kind: ActKind::Answered, at: i, since: i, own: true }),
+        _ => None,
+    });
+    let waits = f.calls_to("subagent.wait").filter(move |c| *c.agent == root && !c.is_error).filter_map(|c| {
+        let (start, end) = (c.start?, c.end?);
+        let limit = arg(c.args, "timeout_seconds")
+            .and_then(Value::as_f64)
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(crate::rules::WAIT_DEFAULT_SECONDS as f64);
+        let waited = (f.ev[end].at - f.ev[start].at).as_secs_f64();
+        let at_deadline = (waited - limit).abs() < 1e-9;
+        Some(Act { kind: ActKind::WaitAnswers, at: end, since: start, own: at_deadline })
+    });
+    loop_acts.chain(waits)
 }

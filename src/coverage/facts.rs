@@ -1,7 +1,8 @@
 //! What a run shows, indexed once for all the detectors: the core events with each agent's
 //! budget before them, every tool call with its start and end, every model reply with what
-//! followed it, every spawn, and every run of a background task from its queueing to its
-//! delivery. Built from the evidence alone; it never reads the core.
+//! followed it, every spawn, every run of a background task from its queueing to its
+//! delivery, and what reached the root from outside its loop, instant by instant. Built from
+//! the evidence alone; it never reads the core.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -45,6 +46,8 @@ pub(super) struct Call<'a> {
     pub(super) budget_before: Option<u32>,
     pub(super) recovery_before: Option<u32>,
     pub(super) response: Option<usize>,
+    /// The spawn the call made (a child created, or a named task continued), if it made one.
+    pub(super) spawn: Option<usize>,
 }
 
 /// One model reply and what followed it in the same agent, until its next request.
@@ -78,6 +81,17 @@ pub(super) struct Spawn<'a> {
     pub(super) call: Option<usize>,
 }
 
+/// Something that reached the root from outside its own loop, in the instant it happened: a
+/// background run's result (the run ended by anything but a cancel, which the root asked for
+/// and reads from its call), or a steering message.
+#[derive(Clone, Copy)]
+pub(super) struct Arrival {
+    /// Its trace position (the `task.ended`, or the root's `steered`).
+    pub(super) at: usize,
+    /// The run whose result it is; `None` for a steering message.
+    pub(super) run: Option<usize>,
+}
+
 /// One run of a background task: queued, perhaps started, perhaps ended, perhaps delivered.
 pub(super) struct TaskRun<'a> {
     pub(super) id: &'a str,
@@ -104,6 +118,8 @@ pub(super) struct Facts<'a> {
     pub(super) responses: Vec<Response<'a>>,
     pub(super) spawns: Vec<Spawn<'a>>,
     pub(super) runs: Vec<TaskRun<'a>>,
+    /// What reached the root from outside its loop, in trace order.
+    pub(super) arrivals: Vec<Arrival>,
     pub(super) exchanges: BTreeMap<&'a AgentId, Vec<&'a Exchange>>,
     /// Each agent's event positions, and its `llm.request` positions, in order.
     by_agent: BTreeMap<&'a AgentId, Vec<usize>>,
@@ -141,6 +157,7 @@ impl<'a> Facts<'a> {
             responses: Vec::new(),
             spawns: Vec::new(),
             runs: Vec::new(),
+            arrivals: Vec::new(),
             exchanges: BTreeMap::new(),
             by_agent: BTreeMap::new(),
             requests_at: BTreeMap::new(),
@@ -226,6 +243,7 @@ impl<'a> Facts<'a> {
                         budget_before: before,
                         recovery_before: recovery.get(agent).copied(),
                         response: current.get(agent).copied(),
+                        spawn: None,
                     });
                 }
                 Event::ToolEnded { call_id, tool, is_error, result, budget: left, recovery: rec_left } => {
@@ -245,6 +263,7 @@ impl<'a> Facts<'a> {
                                 budget_before: before,
                                 recovery_before: recovery.get(agent).copied(),
                                 response: current.get(agent).copied(),
+                                spawn: None,
                             });
                             self.calls.len() - 1
                         }
@@ -267,6 +286,9 @@ impl<'a> Facts<'a> {
                     let call = last_call.get(agent).copied().filter(|c| self.calls[*c].end.is_none());
                     if let Some(r) = current.get(agent) {
                         self.responses[*r].spawns.push(self.spawns.len());
+                    }
+                    if let Some(c) = call {
+                        self.calls[c].spawn = Some(self.spawns.len());
                     }
                     self.spawns.push(Spawn {
                         at: pos,
@@ -308,6 +330,9 @@ impl<'a> Facts<'a> {
                         self.runs[*r].ended = Some(pos);
                         self.runs[*r].status = Some(*status);
                         self.runs[*r].body = body;
+                        if *status != TaskStatus::Cancelled {
+                            self.arrivals.push(Arrival { at: pos, run: Some(*r) });
+                        }
                     }
                 }
                 Event::Delivered { task_id, via, .. } => {
@@ -317,6 +342,9 @@ impl<'a> Facts<'a> {
                     if let Some(r) = run.or(runs.last()) {
                         self.runs[*r].delivered.push((pos, *via));
                     }
+                }
+                Event::Steered { .. } if agent.depth() == 0 => {
+                    self.arrivals.push(Arrival { at: pos, run: None });
                 }
                 _ => {}
             }
@@ -467,7 +495,7 @@ impl<'a> Facts<'a> {
 
     /// The run a `subagent` call started, if it started one.
     pub(super) fn run_of_call(&self, call: &Call) -> Option<&TaskRun<'a>> {
-        let spawn = self.spawns.iter().position(|s| s.call.is_some_and(|c| std::ptr::eq(&self.calls[c], call)))?;
+        let spawn = call.spawn?;
         self.runs.iter().find(|r| r.spawn == Some(spawn))
     }
 
@@ -587,5 +615,34 @@ impl Facts<'_> {
     /// The position of `agent`'s first `llm.request` after `from`.
     pub(super) fn request_pos_after(&self, agent: &AgentId, from: usize) -> Option<usize> {
         self.after(agent, from).find(|(_, e)| matches!(e, Event::LlmRequest { .. })).map(|(i, _)| i)
+    }
+
+    /// The arrivals of the instant of trace position `pos` (the same virtual time), in order.
+    pub(super) fn arrivals_in_instant_of(&self, pos: usize) -> &[Arrival] {
+        let at = self.ev[pos].at;
+        let from = self.arrivals.partition_point(|a| self.ev[a.at].at < at);
+        let to = self.arrivals.partition_point(|a| self.ev[a.at].at <= at);
+        &self.arrivals[from..to]
+    }
+
+    /// Whether `arrival` was under way before trace position `pos`: a steering message always
+    /// is; a result is when its run had started before `pos` (a child the root starts at
+    /// `pos` or later is a consequence of what it does there, not something due).
+    pub(super) fn under_way_before(&self, arrival: &Arrival, pos: usize) -> bool {
+        arrival.run.is_none_or(|r| self.runs[r].started.is_some_and(|s| s < pos))
+    }
+
+    /// Whether the root's request at `pos` woke it from a held turn: its last act before it
+    /// (arrivals and deliveries are not its acts) was `awaiting`.
+    pub(super) fn woke_held_root(&self, pos: usize) -> bool {
+        let root = AgentId::root();
+        let mine = self.by_agent.get(&root).map_or(&[][..], Vec::as_slice);
+        let at = mine.partition_point(|i| *i < pos);
+        mine[..at]
+            .iter()
+            .rev()
+            .map(|i| self.ev[*i].event)
+            .find(|e| !matches!(e, Event::Steered { .. } | Event::Delivered { .. } | Event::TimedOut { .. }))
+            .is_some_and(|e| matches!(e, Event::AwaitingChildren { .. }))
     }
 }

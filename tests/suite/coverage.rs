@@ -187,6 +187,42 @@ const SHOWN: &[(&str, &str, bool)] = &[
     ("bub/timeout-zero-in-call-lifts-profile-limit.json", "bub.timeout.zero-is-none", true),
     ("bub/timeout-none-long-child-completes.json", "bub.timeout.zero-is-none", false),
     ("bub/timeout-none-long-child-completes.json", "bub.timeout.none-by-default", true),
+    ("roku/spawn-cost-paid-before-grant-child-keeps-system-prompt.json", "roku.child.system-prompt", true),
+    ("roku/agent-budget-from-30.json", "roku.child.system-prompt", false),
+    ("bub/send-continues-named-task-same-alias-and-launch.json", "bub.send.continue-keeps-launch", true),
+    // Continued, but launched with nothing of its own to keep.
+    ("bub/send-message-costs-one-continuation-pays-spawn-cost.json", "bub.send.continue-keeps-launch", false),
+    ("bub/allowed-tools-replace-profile-tools-in-catalog-order.json", "core.context.system-prompt", true),
+    ("bub/three-children-notified-in-completion-order.json", "core.context.system-prompt", false),
+    // One instant: a reply and a result due together, against one result waking a held root
+    // (or ending a wait) and what the root does next in that instant.
+    ("bub/cancel-and-result-at-one-instant-cancel-finds-it-finished.json", "core.instant.settle-before-acting", true),
+    ("bub/profile-inline-over-files.json", "core.instant.settle-before-acting", true),
+    ("bub/three-children-notified-in-completion-order.json", "core.instant.settle-before-acting", false),
+    ("bub/wait-with-and-without-ids.json", "core.instant.settle-before-acting", false),
+    ("bub/result-and-steering-at-one-instant-read-together.json", "core.instant.ties-together", true),
+    ("bub/three-children-tie-read-by-wait-in-spawn-order.json", "core.instant.ties-together", true),
+    // Ended in one instant, but read together only at a later request.
+    ("bub/results-ready-at-once-delivered-in-completion-order.json", "core.instant.ties-together", false),
+    ("bub/slot-refilled-child-yielding-many-times-settles-first.json", "core.instant.how", true),
+    ("bub/steering-parent-during-child-run-reaches-parent-only.json", "core.instant.how", false),
+    ("bub/result-and-steering-at-one-instant-read-together.json", "oracle.delivery.instant-settled", true),
+    ("bub/results-ready-at-once-delivered-in-completion-order.json", "oracle.delivery.instant-settled", false),
+    // One per oracle family of oracles 10 to 16.
+    ("bub/budget-checked-before-intake-result-waits-for-next-turn.json", "oracle.costs.nudge", true),
+    ("roku/agent-budget-from-30.json", "oracle.costs.nudge", false),
+    ("bub/cancel-running-task-frees-slot-no-notification.json", "oracle.texts.bodies", true),
+    ("bub/three-children-notified-in-completion-order.json", "oracle.texts.bodies", false),
+    ("bub/final-answer-call-held-while-child-runs.json", "oracle.precedence.held-turn", true),
+    ("roku/agent-budget-from-30.json", "oracle.precedence.held-turn", false),
+    ("bub/three-children-tie-read-by-wait-in-spawn-order.json", "oracle.wait.result-order", true),
+    ("bub/wait-deadline-and-result-at-one-instant-returns-the-result.json", "oracle.wait.result-order", false),
+    ("roku/agent-budget-from-30.json", "oracle.context.foreground", true),
+    ("bub/three-children-notified-in-completion-order.json", "oracle.context.foreground", false),
+    ("bub/send-message-costs-one-continuation-pays-spawn-cost.json", "oracle.routing.send-reported", true),
+    ("bub/send-continues-named-task-same-alias-and-launch.json", "oracle.routing.send-reported", false),
+    ("bub/named-session-kept-continued-and-shared.json", "oracle.sessions.in-use-refused", true),
+    ("bub/named-session-records-failed-run-not-timed-out-one.json", "oracle.sessions.in-use-refused", false),
 ];
 
 #[test]
