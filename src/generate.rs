@@ -525,7 +525,13 @@ impl Plan {
             description: String::new(),
             rules: spec,
             seed: k.seed,
-            session: SessionSpec { model: Some("model-a".into()), ..SessionSpec::default() },
+            // Half the sessions carry a reasoning effort, so the context oracle sees it handed
+            // down (or lost) on every path; which half follows the scenario's seed.
+            session: SessionSpec {
+                model: Some("model-a".into()),
+                reasoning_effort: (k.seed % 2 == 0).then(|| "high".into()),
+                ..SessionSpec::default()
+            },
             approval: Default::default(),
             tools: vec![
                 ToolSpec {
