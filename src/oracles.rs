@@ -646,11 +646,53 @@ struct Provenance<'a> {
     request_lines: BTreeMap<AgentId, Vec<usize>>,
 }
 
-type ReplyKey<'a> = (&'a str, Option<&'a str>);
+type ReplyKey<'a> = (&'a str, Option<&'a str>, u64);
 
-/// What replies are indexed by: the text and the first call's name (never its id).
+/// What replies are indexed by: the text, the first call's name, and a fingerprint of every
+/// call's name and arguments (never its id). Without the fingerprint, an agent calling one
+/// tool many times with other arguments puts every such reply under one key, and finding one
+/// compares arguments reply by reply (quadratic in its steps). A collision only costs a
+/// comparison: `same_reply` decides.
 fn reply_key(message: &Message) -> ReplyKey<'_> {
-    (message.content.as_str(), message.tool_calls.first().map(|c| c.name.as_str()))
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for call in &message.tool_calls {
+        call.name.hash(&mut hasher);
+        hash_json(&call.args, &mut hasher);
+    }
+    (message.content.as_str(), message.tool_calls.first().map(|c| c.name.as_str()), hasher.finish())
+}
+
+/// Hashes a JSON value by its structure, allocating nothing: equal values hash equally (an
+/// object's entries are combined in any order, as object equality ignores order).
+fn hash_json(value: &serde_json::Value, hasher: &mut impl std::hash::Hasher) {
+    use serde_json::Value;
+    use std::hash::Hash;
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => (2u8, u).hash(hasher),
+            (None, Some(i)) => (3u8, i).hash(hasher),
+            _ => (4u8, n.as_f64().map(f64::to_bits)).hash(hasher),
+        },
+        Value::String(text) => (5u8, text).hash(hasher),
+        Value::Array(items) => {
+            (6u8, items.len()).hash(hasher);
+            items.iter().for_each(|item| hash_json(item, hasher));
+        }
+        Value::Object(map) => {
+            use std::hash::Hasher as _;
+            let mut entries = 0u64;
+            for (key, item) in map {
+                let mut entry = std::collections::hash_map::DefaultHasher::new();
+                key.hash(&mut entry);
+                hash_json(item, &mut entry);
+                entries = entries.wrapping_add(entry.finish());
+            }
+            (7u8, map.len(), entries).hash(hasher);
+        }
+    }
 }
 
 /// How far provenance has checked an agent's conversation: its last request from `from` on,
