@@ -129,7 +129,7 @@ impl ScriptedLlm {
     }
 
     /// Binds the request's agent to its lane and takes the lane's next reply.
-    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, usize, Cow<'_, Reply>), String> {
+    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, Option<usize>, Cow<'_, Reply>), String> {
         let mut st = self.state.lock().expect("mock lock poisoned");
         let lane = match st.bindings.get(&request.agent) {
             Some(lane) => *lane,
@@ -210,7 +210,6 @@ impl ScriptedLlm {
         } else {
             st.cursor[lane] = scripted.replies.len();
         }
-        let index = chosen.unwrap_or(scripted.replies.len() + call - 1);
         drop(st);
         let mut failures = Vec::new();
         if let Some(check) = &self.script.lanes[lane].check_every {
@@ -218,13 +217,13 @@ impl ScriptedLlm {
         }
         if let Some(check) = &reply.check {
             failures.extend(
-                self.check(check, request).into_iter().map(|f| (format!("lanes[{lane}].replies[{index}].check"), f)),
+                self.check(check, request).into_iter().map(|f| (format!("{}.check", reply_place(lane, chosen)), f)),
             );
         }
         for (place, failure) in failures {
             self.stop.check_failed(format!("{place}: {} request #{call}: {failure}", request.agent));
         }
-        Ok((lane, call, index, reply))
+        Ok((lane, call, chosen, reply))
     }
 
     /// Why no lane selects the request's agent, with the lanes there are and the nearest
@@ -254,47 +253,44 @@ impl ScriptedLlm {
     fn misfit(&self, when: &When, request: &LlmRequest) -> Option<String> {
         let messages = &request.messages;
         let n = messages.len();
-        if when.messages.is_some_and(|want| want != n) {
-            return Some(format!("it needs {} messages, the request holds {n}", when.messages.unwrap_or_default()));
+        if let Some(want) = when.messages
+            && want != n
+        {
+            return Some(format!("it needs {want} messages, the request holds {n}"));
         }
-        if when.min_messages.is_some_and(|want| n < want) {
-            return Some(format!(
-                "it needs at least {} messages, the request holds {n}",
-                when.min_messages.unwrap_or_default()
-            ));
+        if let Some(want) = when.min_messages
+            && n < want
+        {
+            return Some(format!("it needs at least {want} messages, the request holds {n}"));
         }
-        let holds = |text: &str| messages.iter().any(|m| m.content.contains(text));
-        for want in &when.contains {
-            if !holds(&want.render()) {
-                return Some(format!("no message contains {}", quoted(&want.render())));
-            }
-        }
-        for unwanted in &when.absent {
-            if holds(&unwanted.render()) {
-                return Some(format!("a message contains {}", quoted(&unwanted.render())));
-            }
-        }
-        if when.result_of.is_empty() && when.no_result_of.is_empty() {
-            return None;
-        }
+        // `$taskN` is the N-th task the run queued, in texts and task references alike.
         let ids = self.recorder.task_ids();
-        let result = |reference: &str| -> Result<bool, String> {
-            let id =
-                with_task_ids(reference, &ids).map_err(|r| format!("{r} refers to a task the run has not queued"))?;
-            Ok(holds_result(messages, &id))
+        let resolve = |text: &str| {
+            with_task_ids(text, &ids)
+                .map(|t| t.into_owned())
+                .map_err(|r| format!("{r} refers to a task the run has not queued"))
         };
-        for reference in &when.result_of {
-            match result(reference) {
-                Ok(true) => {}
-                Ok(false) => return Some(format!("it holds no result of {reference}")),
+        let holds = |text: &str| messages.iter().any(|m| m.content.contains(text));
+        let texts = when.contains.iter().map(|t| (t, true)).chain(when.absent.iter().map(|t| (t, false)));
+        for (text, wanted) in texts {
+            let text = match resolve(&text.render()) {
+                Ok(text) => text,
                 Err(why) => return Some(why),
+            };
+            if holds(&text) != wanted {
+                let which = if wanted { "no message contains" } else { "a message contains" };
+                return Some(format!("{which} {}", quoted(&text)));
             }
         }
-        for reference in &when.no_result_of {
-            match result(reference) {
-                Ok(false) => {}
-                Ok(true) => return Some(format!("it holds the result of {reference}")),
+        let tasks = when.result_of.iter().map(|r| (r, true)).chain(when.no_result_of.iter().map(|r| (r, false)));
+        for (reference, wanted) in tasks {
+            let id = match resolve(reference) {
+                Ok(id) => id,
                 Err(why) => return Some(why),
+            };
+            if holds_result(messages, &id) != wanted {
+                let which = if wanted { "it holds no result of" } else { "it holds the result of" };
+                return Some(format!("{which} {reference}"));
             }
         }
         None
@@ -424,6 +420,15 @@ impl ScriptedLlm {
 }
 
 /// Tool names for a message: `a, b, c`, or `none`.
+/// Where a reply comes from: `lanes[L].replies[R]`, or the lane's `respond` function past its
+/// scripted replies.
+fn reply_place(lane: usize, index: Option<usize>) -> String {
+    match index {
+        Some(index) => format!("lanes[{lane}].replies[{index}]"),
+        None => format!("lanes[{lane}].respond"),
+    }
+}
+
 /// Whether `messages` hold the result of task `id`: its notification, or an entry of a
 /// `subagent.wait` answer that carries a result.
 fn holds_result(messages: &Transcript, id: &str) -> bool {
@@ -640,7 +645,7 @@ impl Llm for ScriptedLlm {
             // A scripted reply's arguments were prepared with the script; a reply a lane's
             // function made is prepared here.
             let made: Vec<PreparedArgs>;
-            let prepared = match self.script.args[lane].get(index) {
+            let prepared = match index.and_then(|index| self.script.args[lane].get(index)) {
                 Some(prepared) => prepared,
                 None => {
                     made = reply.calls.iter().map(|c| (Arc::new(c.args.clone()), refers_to_tasks(&c.args))).collect();
@@ -663,7 +668,8 @@ impl Llm for ScriptedLlm {
                     Ok(args) => args,
                     Err(reference) => {
                         self.stop.halt(format!(
-                            "lanes[{lane}].replies[{index}].calls[{i}]: {reference} refers to a task id the request does not show ({})",
+                            "{}.calls[{i}]: {reference} refers to a task id the request does not show ({})",
+                            reply_place(lane, index),
                             match task_ids.len() {
                                 0 => "it shows none".to_string(),
                                 n => format!("it shows {}: {}", plural(n, "task id", "task ids"), task_ids.join(", ")),

@@ -44,6 +44,21 @@ fn one_script_survives_other_latencies_and_no_steering() {
 }
 
 #[test]
+fn when_texts_may_name_tasks() {
+    // The closing reply waits for the slow child's notification, named by `$task3`.
+    let mut s = example();
+    s["lanes"][0]["replies"][3]["when"] =
+        json!({"contains": ["<subagent-notification task_id=\"$task3\" status=\"completed\">"]});
+    let out = run(&s, &["--explore", "4"]);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    // Naming a task the run never queued fails the reply's `when`, saying so.
+    s["lanes"][0]["replies"][3]["when"] = json!({"contains": ["$task9"]});
+    let out = run(&s, &[]);
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert!(out.stdout.contains("$task9 refers to a task the run has not queued"), "{}", out.both());
+}
+
+#[test]
 fn a_required_reply_whose_when_does_not_hold_stops_the_run_saying_why() {
     let mut s = example();
     // The closing reply now wants a fourth task's result, and nothing else answers the last
