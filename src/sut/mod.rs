@@ -39,53 +39,103 @@ use tool::ToolCatalog;
 /// 1, across the session's turns) is `<parent>/<n>`. The harness selects a model script by
 /// this alias, and the oracles read depth and parentage from it.
 ///
-/// Cloning an alias copies a pointer; its depth is counted once.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct AgentId(Arc<str>, u32);
+/// Cloning an alias copies a pointer; its depth is counted once. Aliases compare as their
+/// text (the depth follows from it), but through a key read once: the first eight bytes as a
+/// big-endian number, zero-padded, which orders as the text does; only aliases longer than
+/// eight bytes with equal keys read the rest. Two clones of one alias compare without reading.
+#[derive(Clone, Debug)]
+pub struct AgentId {
+    text: Arc<str>,
+    depth: u32,
+    key: u64,
+}
+
+impl PartialEq for AgentId {
+    fn eq(&self, other: &AgentId) -> bool {
+        Arc::ptr_eq(&self.text, &other.text) || (self.key == other.key && self.text == other.text)
+    }
+}
+
+impl Eq for AgentId {}
+
+impl std::hash::Hash for AgentId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text.hash(state);
+    }
+}
+
+impl Ord for AgentId {
+    fn cmp(&self, other: &AgentId) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.text, &other.text) {
+            return std::cmp::Ordering::Equal;
+        }
+        // Equal keys: equal first eight bytes, and an alias holds no NUL, so both are shorter
+        // than eight bytes (and equal) or both are at least eight long.
+        self.key.cmp(&other.key).then_with(|| self.tail().cmp(other.tail()))
+    }
+}
+
+impl PartialOrd for AgentId {
+    fn partial_cmp(&self, other: &AgentId) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl serde::Serialize for AgentId {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0)
+        serializer.serialize_str(&self.text)
     }
 }
 
 impl AgentId {
+    fn new(text: Arc<str>, depth: u32) -> AgentId {
+        let mut head = [0u8; 8];
+        let n = text.len().min(8);
+        head[..n].copy_from_slice(&text.as_bytes()[..n]);
+        AgentId { text, depth, key: u64::from_be_bytes(head) }
+    }
+
+    /// The bytes past the key.
+    fn tail(&self) -> &[u8] {
+        &self.text.as_bytes()[self.text.len().min(8)..]
+    }
+
     /// The root agent, `main`.
     pub fn root() -> AgentId {
-        AgentId(Arc::from("main"), 0)
+        AgentId::new(Arc::from("main"), 0)
     }
 
     /// The `n`-th child (from 1) of this agent.
     pub fn child(&self, n: u32) -> AgentId {
-        AgentId(Arc::from(format!("{}/{n}", self.0)), self.1 + 1)
+        AgentId::new(Arc::from(format!("{}/{n}", self.text)), self.depth + 1)
     }
 
     /// 0 for the root, 1 for its children, ...
     pub fn depth(&self) -> u32 {
-        self.1
+        self.depth
     }
 
     /// The parent's alias, if any.
     pub fn parent(&self) -> Option<AgentId> {
-        self.0.rsplit_once('/').map(|(parent, _)| AgentId(Arc::from(parent), self.1 - 1))
+        self.text.rsplit_once('/').map(|(parent, _)| AgentId::new(Arc::from(parent), self.depth - 1))
     }
 
     /// Whether `self` is a descendant of `ancestor` (a child, grandchild, ...).
     pub fn descends_from(&self, ancestor: &AgentId) -> bool {
-        self.0.len() > ancestor.0.len()
-            && self.0.starts_with(&*ancestor.0)
-            && self.0[ancestor.0.len()..].starts_with('/')
+        self.text.len() > ancestor.text.len()
+            && self.text.starts_with(&*ancestor.text)
+            && self.text[ancestor.text.len()..].starts_with('/')
     }
 
     /// The alias as text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 }
 
 impl fmt::Display for AgentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)
     }
 }
 
@@ -245,4 +295,38 @@ pub trait SystemUnderTest: Send + Sync {
     /// Starts a session with the harness's parts. Called inside the run's paused-clock
     /// runtime. The error explains a configuration the core refuses.
     fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, String>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AgentId;
+
+    /// Aliases order, compare and hash as their text, whatever their length (the key covers
+    /// eight bytes; `main/1/10` and `main/1/9` differ past it).
+    #[test]
+    fn aliases_compare_as_their_text() {
+        let root = AgentId::root();
+        let mut aliases = vec![root.clone()];
+        for n in [1, 2, 9, 10, 11, 100] {
+            let child = root.child(n);
+            for m in [1, 9, 10, 123] {
+                aliases.push(child.child(m).child(m));
+                aliases.push(child.child(m));
+            }
+            aliases.push(child);
+        }
+        for a in &aliases {
+            for b in &aliases {
+                assert_eq!(a.cmp(b), a.as_str().cmp(b.as_str()), "{a} vs {b}");
+                assert_eq!(a == b, a.as_str() == b.as_str(), "{a} vs {b}");
+            }
+            // A rebuilt alias (another allocation) is equal to the one it names.
+            let rebuilt = a.parent().map(|p| p.child(a.as_str().rsplit('/').next().unwrap().parse().unwrap()));
+            if let Some(rebuilt) = rebuilt {
+                assert_eq!(&rebuilt, a);
+                assert_eq!(rebuilt.cmp(a), std::cmp::Ordering::Equal);
+                assert_eq!(rebuilt.depth(), a.depth());
+            }
+        }
+    }
 }
