@@ -952,13 +952,21 @@ fn unknown_task(place: &str, reference: &str, ids: &[String]) -> String {
 /// The script left unused: a lane that selected no agent (with the agents that did ask), and
 /// replies no request took.
 fn unused_lanes(scenario: &Scenario, run: &Run) -> Vec<Failure> {
-    // The agents that asked the model, each once, in order.
-    let mut agents: Vec<&crate::sut::llm::LlmRequest> = Vec::new();
-    for exchange in &run.exchanges {
-        if !agents.iter().any(|a| a.agent == exchange.request.agent) {
-            agents.push(&exchange.request);
-        }
-    }
+    // The agents that asked the model, each once, in order: read only to explain a lane that
+    // selected nobody.
+    let agents_cell = std::cell::OnceCell::new();
+    let agents = || {
+        agents_cell.get_or_init(|| {
+            let mut seen = std::collections::BTreeSet::new();
+            let agents: Vec<&crate::sut::llm::LlmRequest> = run
+                .exchanges
+                .iter()
+                .map(|exchange| &exchange.request)
+                .filter(|request| seen.insert(&request.agent))
+                .collect();
+            agents
+        })
+    };
     let mut out = Vec::new();
     for (i, (lane, used)) in scenario.lanes.iter().zip(&run.lane_use).enumerate() {
         // Replies marked `optional` or `repeatable` may go unused.
@@ -985,6 +993,7 @@ fn unused_lanes(scenario: &Scenario, run: &Run) -> Vec<Failure> {
             });
             continue;
         }
+        let agents = agents();
         let children = agents.iter().filter(|a| a.agent.depth() > 0);
         let (seen, hint) = match (&lane.agent, &lane.task_contains, &lane.profile) {
             (Some(alias), _, _) => {

@@ -13,6 +13,7 @@
 //! What the texts of refusals say is oracle `texts`'s; what calls cost is oracle `costs`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
     let root = AgentId::root();
     let mut tasks = Tasks::default();
     // Per agent: its catalog tools, in catalog order (unknown without the setup).
-    let mut catalogs: BTreeMap<&AgentId, Vec<&str>> = BTreeMap::new();
+    let mut catalogs: BTreeMap<&AgentId, Rc<Catalog>> = BTreeMap::new();
     let mut offer_reported: BTreeSet<&AgentId> = BTreeSet::new();
     let mut judged: BTreeMap<&AgentId, Arc<[crate::sut::llm::ToolSpec]>> = BTreeMap::new();
     // Per background child: the time limit its task's runs must have.
@@ -88,7 +89,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
         match event {
             Event::TurnStarted { budget, .. } => {
                 if let Some(setup) = setup {
-                    catalogs.insert(agent, setup.tools.iter().map(String::as_str).collect());
+                    catalogs.insert(agent, Catalog::new(setup.tools.iter().map(String::as_str).collect()));
                 }
                 root_budget = *budget;
             }
@@ -212,7 +213,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
             Event::Spawned { child, family: Family::Background, .. } => {
                 let (Some(setup), Some(args)) = (setup, spawning) else { continue };
                 let Ok(launch) = launch(args, setup, rules) else { continue };
-                catalogs.insert(child, launch.tools);
+                catalogs.insert(child, Catalog::new(launch.tools));
                 limits.insert(child, launch.timeout);
             }
             Event::TaskStarted { task_id, child, timeout } => {
@@ -236,12 +237,25 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
     }
 }
 
+/// An agent's catalog tools: in catalog order, and as a set to look a name up in.
+struct Catalog<'a> {
+    order: Vec<&'a str>,
+    names: BTreeSet<&'a str>,
+}
+
+impl<'a> Catalog<'a> {
+    fn new(order: Vec<&'a str>) -> Rc<Catalog<'a>> {
+        let names = order.iter().copied().collect();
+        Rc::new(Catalog { order, names })
+    }
+}
+
 /// The tools a loop at `agent`'s depth with `catalog` is offered, in order
 /// (`roku.tools.visible-set`, `roku.tools.pseudo-order`, `bub.tools.family`, `roku.child.tools`,
 /// `core.depth.agent-offered-below-limit`, `core.depth.subagent-root-only`).
-fn offered<'a>(catalog: &[&'a str], agent: &AgentId, rules: &crate::rules::Rules) -> Vec<&'a str> {
+fn offered<'a>(catalog: &Catalog<'a>, agent: &AgentId, rules: &crate::rules::Rules) -> Vec<&'a str> {
     let depth = agent.depth();
-    let mut tools = catalog.to_vec();
+    let mut tools = catalog.order.clone();
     tools.push("final_answer");
     if depth == 0 {
         tools.push("ask_user");
@@ -260,8 +274,8 @@ fn offered<'a>(catalog: &[&'a str], agent: &AgentId, rules: &crate::rules::Rules
 /// whenever the family is on (its depth guard answers at the limit), the `subagent` family at
 /// the root (`core.family.off-is-unknown`, `core.depth.subagent-child-unknown`,
 /// `bub.child.tools-enforced`).
-fn reaches(catalog: &[&str], agent: &AgentId, tool: &str, rules: &crate::rules::Rules) -> bool {
-    catalog.contains(&tool)
+fn reaches(catalog: &Catalog, agent: &AgentId, tool: &str, rules: &crate::rules::Rules) -> bool {
+    catalog.names.contains(tool)
         || (tool == "Agent" && rules.agent_tool)
         || (FAMILY.contains(&tool) && rules.subagent_tools && agent.depth() == 0)
 }
