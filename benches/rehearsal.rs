@@ -16,7 +16,9 @@
 //! time and peak memory when N or M doubles); the two memory cases of issue 11; the fuzzer's
 //! rate on one core. Allocations and peak bytes come from a counting global allocator.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
+use mimalloc::MiMalloc;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,7 +34,8 @@ use rehearsal::scenario::{self, Scenario};
 use rehearsal::seed::splitmix64;
 
 // ---------------------------------------------------------------------------------------------
-// A counting allocator: allocations, live bytes, peak live bytes.
+// A counting allocator: allocations, live bytes, peak live bytes; over the allocator the
+// `rehearsal` binary uses (mimalloc), so the figures are the command's.
 // ---------------------------------------------------------------------------------------------
 
 struct Counting;
@@ -48,11 +51,11 @@ unsafe impl GlobalAlloc for Counting {
         TOTAL_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
         let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
         PEAK.fetch_max(live, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
+        unsafe { MiMalloc.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { MiMalloc.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
@@ -62,7 +65,7 @@ unsafe impl GlobalAlloc for Counting {
         } else {
             LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
         }
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { MiMalloc.realloc(ptr, layout, new_size) }
     }
 }
 
@@ -429,11 +432,47 @@ fn fuzz_rate(cases: u64) {
     }
 }
 
+/// `cargo bench -- profile`: one run + judge of the 64×20 notify shape, over and over, and
+/// nothing else; for `perf record` on the bench binary.
+fn profile() {
+    let scenario = equivalent(Shape { n: 64, m: 20, cap: 8 }, RootStyle::Notify);
+    let prepared = runner::Runner::new().prepare(&scenario, &[]);
+    let start = Instant::now();
+    for _ in 0..300 {
+        runner::judge(&scenario, prepared.run(Schedule::default_order()));
+    }
+    let floor_start = Instant::now();
+    for _ in 0..300 {
+        floor(Shape { n: 64, m: 20, cap: 8 });
+    }
+    println!(
+        "profile: 300 runs + judge in {:.2} s; 300 floor runs in {:.2} s",
+        (floor_start - start).as_secs_f64(),
+        floor_start.elapsed().as_secs_f64()
+    );
+}
+
 fn main() {
-    let quick = std::env::args().any(|a| a == "quick");
+    if std::env::args().any(|a| a == "profile") {
+        return profile();
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "quick");
     let samples = if quick { 5 } else { 21 };
-    shapes(samples);
-    scaling(samples);
-    memory_cases();
-    fuzz_rate(if quick { 2_000 } else { 10_000 });
+    // Sections named on the command line (`cargo bench -- quick shapes`), or all of them.
+    let sections = ["shapes", "scaling", "memory", "fuzz"];
+    let named: Vec<&str> = sections.iter().copied().filter(|s| args.iter().any(|a| a == s)).collect();
+    let run = |section: &str| named.is_empty() || named.contains(&section);
+    if run("shapes") {
+        shapes(samples);
+    }
+    if run("scaling") {
+        scaling(samples);
+    }
+    if run("memory") {
+        memory_cases();
+    }
+    if run("fuzz") {
+        fuzz_rate(if quick { 2_000 } else { 10_000 });
+    }
 }
