@@ -400,17 +400,21 @@ impl Prepared<'_, '_> {
         }
     }
 
-    /// Two runs in one tie order, on two threads when the runner allows.
-    fn twice(&self, schedule: Schedule) -> (Run, Run) {
+    /// Two runs in one tie order; `then` takes the first as soon as it ends. On two threads
+    /// when the runner allows: the second run goes on beside the first and beside `then`
+    /// (judging the first), so a verify costs about one run and its judging, not two runs
+    /// and then the judging.
+    fn twice_then<T>(&self, schedule: Schedule, then: impl FnOnce(Run) -> T) -> (T, Run) {
         if !self.runner.parallel {
-            return (self.run(schedule), self.run(schedule));
+            let first = then(self.run(schedule));
+            return (first, self.run(schedule));
         }
         std::thread::scope(|scope| {
             let second = std::thread::Builder::new()
                 .stack_size(RUN_STACK_BYTES)
                 .spawn_scoped(scope, || self.run(schedule))
                 .expect("a thread for the second run starts");
-            let first = self.run(schedule);
+            let first = then(self.run(schedule));
             (first, second.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
         })
     }
@@ -467,10 +471,8 @@ impl Prepared<'_, '_> {
 
     /// [`Runner::verify`].
     pub fn verify(&self) -> Verdict {
-        let (first, second) = self.twice(Schedule::default_order());
-        let differs = oracles::determinism(&first.trace, &second.trace);
-        let mut verdict = judge(self.scenario, first);
-        if let Some(violation) = differs {
+        let (mut verdict, second) = self.twice_then(Schedule::default_order(), |first| judge(self.scenario, first));
+        if let Some(violation) = oracles::determinism(&verdict.run.trace, &second.trace) {
             let lines = verdict.run.trace.lines_at(&violation.lines);
             verdict.failures.push(Failure { what: violation.to_string(), lines });
         }
@@ -479,8 +481,10 @@ impl Prepared<'_, '_> {
 
     /// [`Runner::check_order`].
     pub fn check_order(&self, schedule: Schedule) -> (Run, Vec<Violation>) {
-        let (first, second) = self.twice(schedule);
-        let mut violations = oracles::check(&first.evidence());
+        let ((first, mut violations), second) = self.twice_then(schedule, |first| {
+            let violations = oracles::check(&first.evidence());
+            (first, violations)
+        });
         violations.extend(oracles::determinism(&first.trace, &second.trace));
         (first, violations)
     }
@@ -489,10 +493,9 @@ impl Prepared<'_, '_> {
     /// default order is judged on (expectations, request checks, the script's use, every
     /// oracle, determinism), except what the file marks as holding in the default order only.
     pub fn in_order(&self, seed: u64) -> Verdict {
-        let (first, second) = self.twice(Schedule::seeded(seed));
-        let differs = oracles::determinism(&first.trace, &second.trace);
-        let mut verdict = judge_in(self.scenario, first, Order::Explored);
-        if let Some(violation) = differs {
+        let (mut verdict, second) =
+            self.twice_then(Schedule::seeded(seed), |first| judge_in(self.scenario, first, Order::Explored));
+        if let Some(violation) = oracles::determinism(&verdict.run.trace, &second.trace) {
             let lines = verdict.run.trace.lines_at(&violation.lines);
             verdict.failures.push(Failure { what: violation.to_string(), lines });
         }
