@@ -128,6 +128,24 @@ enum LeafStep {
     Answer { unit: usize, around: i8, latency: u64 },
 }
 
+/// The `allowed_tools` of a `subagent` call.
+#[derive(Clone, Debug)]
+enum Grant {
+    /// `[]`, which counts as not given (`bub.child.allowed-tools-empty`).
+    Empty,
+    /// A list naming some of `Read`, `Flaky`, `final_answer` and `fail` (by the bits of `which`),
+    /// each spelled as [`SPELLINGS`]`[spelling]` says, in the other order when `reversed`; as
+    /// one comma-separated string when `string`. A child granted less than the catalog still calls the rest of it.
+    Names { which: u8, spelling: usize, string: bool, reversed: bool },
+    /// A list that also names a tool nobody has, which refuses the call.
+    Unknown,
+}
+
+/// How a granted name is spelled: as is, or in the other ways that name the same tool
+/// (`bub.spawn.name-matching`: trimmed, any case, `.` for `_`).
+const SPELLINGS: [fn(&str) -> String; 4] =
+    [|n| n.to_string(), |n| format!(" {} ", n.to_uppercase()), |n| n.replace('_', "."), |n| n.to_lowercase()];
+
 /// Where a background child's conversation comes from.
 #[derive(Clone, Copy, Debug)]
 enum SessionPick {
@@ -153,7 +171,7 @@ enum RootCall {
     /// `Agent` with a child; `empty` sends a blank task instead.
     Agent { child: Vec<ChildStep>, empty: bool },
     /// `subagent` with a child.
-    Spawn { child: Vec<ChildStep>, session: SessionPick, timeout_ms: Option<u64>, profile: bool },
+    Spawn { child: Vec<ChildStep>, session: SessionPick, timeout_ms: Option<u64>, profile: bool, grant: Option<Grant> },
     /// `subagent.wait`, on some earlier tasks (or all).
     Wait { tasks: Vec<u8>, timeout_ms: u64 },
     /// `subagent.send` to an earlier task.
@@ -291,14 +309,26 @@ fn session() -> impl Strategy<Value = SessionPick> {
     ]
 }
 
+/// The `allowed_tools` of a spawn: none three times in four (the default grant), else an
+/// empty list, a narrowing list spelled in any of the ways that name a tool, or a bad name.
+fn grant() -> impl Strategy<Value = Option<Grant>> {
+    prop_oneof![
+        9 => Just(None),
+        1 => Just(Some(Grant::Empty)),
+        2 => (1u8..16, 0..SPELLINGS.len(), prop::bool::weighted(0.25), any::<bool>())
+            .prop_map(|(which, spelling, string, reversed)| Some(Grant::Names { which, spelling, string, reversed })),
+        1 => Just(Some(Grant::Unknown)),
+    ]
+}
+
 fn root_call() -> impl Strategy<Value = RootCall> {
     prop_oneof![
         2 => select(LATENCIES.to_vec()).prop_map(RootCall::Read),
         1 => Just(RootCall::Flaky),
         1 => Just(RootCall::Unknown),
         3 => (vec(child_step(), 1..=3), prop::bool::weighted(0.1)).prop_map(|(child, empty)| RootCall::Agent { child, empty }),
-        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0u64, 100, 250, 500])), prop::bool::weighted(0.2))
-            .prop_map(|(child, session, timeout_ms, profile)| RootCall::Spawn { child, session, timeout_ms, profile }),
+        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0u64, 100, 250, 500])), prop::bool::weighted(0.2), grant())
+            .prop_map(|(child, session, timeout_ms, profile, grant)| RootCall::Spawn { child, session, timeout_ms, profile, grant }),
         2 => (vec(0u8..4, 0..=2), select(vec![0u64, 50, 250, 1000, 60_000])).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
         1 => (0u8..4).prop_map(RootCall::Send),
         1 => (0u8..4).prop_map(RootCall::Cancel),
@@ -427,12 +457,15 @@ impl Compiler {
                 let task = self.child(child, rules.agent_timeout.is_some_and(|t| !t.is_zero()));
                 call("Agent", json!({"task": if *empty { "   ".to_string() } else { task }}))
             }
-            RootCall::Spawn { child, session, timeout_ms, profile } => {
+            RootCall::Spawn { child, session, timeout_ms, profile, grant } => {
                 // The first source that gives a limit decides, and 0 is none (`bub.timeout.*`).
                 let default = rules.subagent_default_timeout.map(|t| t.as_millis() as u64);
                 let limit = timeout_ms.or(if *profile { Some(250) } else { None }).or(default);
                 let prompt = self.child(child, limit.is_some_and(|ms| ms > 0));
-                self.spawned += 1;
+                // A refused call starts no task for later calls to name.
+                if !matches!(grant, Some(Grant::Unknown)) {
+                    self.spawned += 1;
+                }
                 let mut args = json!({"prompt": prompt});
                 args["session"] = json!(match session {
                     SessionPick::Temp => "temp".to_string(),
@@ -445,6 +478,9 @@ impl Compiler {
                 }
                 if *profile {
                     args["agent"] = json!("helper");
+                }
+                if let Some(grant) = grant {
+                    args["allowed_tools"] = grant.arg();
                 }
                 call("subagent", args)
             }
@@ -461,6 +497,28 @@ impl Compiler {
                 json!({"task_id": self.task_ref(*t, spawned_before), "message": "also check the tests"}),
             ),
             RootCall::Cancel(t) => call("subagent.cancel", json!({"task_id": self.task_ref(*t, spawned_before)})),
+        }
+    }
+}
+
+impl Grant {
+    /// The `allowed_tools` argument.
+    fn arg(&self) -> serde_json::Value {
+        match self {
+            Grant::Empty => json!([]),
+            Grant::Names { which, spelling, string, reversed } => {
+                let mut names: Vec<String> = ["Read", "Flaky", "final_answer", "fail"]
+                    .iter()
+                    .enumerate()
+                    .filter(|(bit, _)| which & (1 << bit) != 0)
+                    .map(|(_, name)| SPELLINGS[*spelling](name))
+                    .collect();
+                if *reversed {
+                    names.reverse();
+                }
+                if *string { json!(names.join(",")) } else { json!(names) }
+            }
+            Grant::Unknown => json!(["Read", "Write"]),
         }
     }
 }
