@@ -26,8 +26,8 @@ use proptest::sample::select;
 use serde_json::json;
 
 use crate::scenario::{
-    Call, Expect, Lane, Limits, PresetName, ProfileSpec, Reply, RulesSpec, Scenario, SessionSpec, Steer, Text,
-    ToolResult, ToolSpec, Turn, TurnExpect,
+    Answer, ApprovalSpec, Call, Expect, GateMode, Lane, Limits, PresetName, ProfileSpec, Reply, RiskTag, RulesSpec,
+    Scenario, SessionSpec, Steer, Text, ToolResult, ToolSpec, Turn, TurnExpect,
 };
 
 /// Latencies (ms) on and around the timeouts the knobs draw from.
@@ -199,6 +199,28 @@ enum RootReply {
     ReadThenFinal,
 }
 
+/// Roku's risk gate, for the plans that run their calls through it: the catalog tools' tags,
+/// which names the policy refuses, and the user's answers.
+///
+/// The policy always refuses `Agent` and the `subagent` family, so no child ever runs and
+/// every question the gate asks is the root's: they come in the order of the root's script,
+/// which the scripted answers follow (the harness stops a run whose gate asks about another
+/// tool than the next answer names).
+#[derive(Clone, Debug)]
+struct GatePlan {
+    /// `Read`'s tag, and whether the policy lists it (a listed `risk:safe` tool still runs).
+    read: (Option<RiskTag>, bool),
+    /// `Flaky`'s.
+    flaky: (Option<RiskTag>, bool),
+    /// Whether the policy lists the undeclared name the root calls.
+    unknown_listed: bool,
+    /// The user's answers, in turn (from the start again when the gate asks more).
+    answers: Vec<bool>,
+}
+
+/// The names the policy of every [`GatePlan`] refuses.
+const ALWAYS_REFUSED: [&str; 5] = ["Agent", "subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
+
 /// Everything a generated scenario is made of.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -207,6 +229,8 @@ pub struct Plan {
     /// Virtual gaps before turns 2, 3, … (`None`: right after the previous one).
     turns: Vec<Option<u64>>,
     steer: Vec<u64>,
+    /// Roku's risk gate instead of the auto gate.
+    gate: Option<GatePlan>,
 }
 
 /// A knob's value, or (one time in four) the knob left unset so the preset decides.
@@ -347,6 +371,15 @@ fn root_reply() -> impl Strategy<Value = RootReply> {
     ]
 }
 
+fn risk_tag() -> impl Strategy<Value = Option<RiskTag>> {
+    prop_oneof![2 => Just(Some(RiskTag::Safe)), 1 => Just(None), 1 => Just(Some(RiskTag::Write))]
+}
+
+fn gate_plan() -> impl Strategy<Value = GatePlan> {
+    ((risk_tag(), any::<bool>()), (risk_tag(), any::<bool>()), any::<bool>(), vec(any::<bool>(), 1..=4))
+        .prop_map(|(read, flaky, unknown_listed, answers)| GatePlan { read, flaky, unknown_listed, answers })
+}
+
 /// Plans of a family.
 pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
     (
@@ -354,8 +387,10 @@ pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
         vec(root_reply(), 1..=8),
         vec(prop::option::of(select(vec![0u64, 100, 1000, 5000])), 0..=2),
         vec(select(vec![0u64, 50, 100, 250, 1000]), 0..=2),
+        // One plan in eight runs its calls through the risk gate.
+        prop::option::weighted(0.125, gate_plan()),
     )
-        .prop_map(|(knobs, root, turns, steer)| Plan { knobs, root, turns, steer })
+        .prop_map(|(knobs, root, turns, steer, gate)| Plan { knobs, root, turns, steer, gate })
 }
 
 /// Scenarios of a family, as a user would write them.
@@ -381,6 +416,8 @@ struct Compiler {
     lanes: Vec<Lane>,
     tasks: usize,
     spawned: usize,
+    /// Whether the risk gate refuses every spawn ([`GatePlan`]), so no task ever exists.
+    gated: bool,
 }
 
 impl Compiler {
@@ -441,7 +478,7 @@ impl Compiler {
     /// `$taskN` for an earlier background task, or a made-up id when none was started.
     fn task_ref(&self, pick: u8, spawned_before: usize) -> String {
         // Without the family (or with depth limit 0, which hides it) no task id ever appears.
-        if spawned_before == 0 || !self.rules.subagent_tools || self.rules.depth_limit == 0 {
+        if spawned_before == 0 || !self.rules.subagent_tools || self.rules.depth_limit == 0 || self.gated {
             return "sub-00000000".to_string();
         }
         format!("$task{}", usize::from(pick) % spawned_before + 1)
@@ -501,6 +538,46 @@ impl Compiler {
     }
 }
 
+impl GatePlan {
+    /// Whether the gate lets a call of `tool` run without asking (`roku.approval.risk-classes`).
+    fn safe(&self, tool: &str) -> bool {
+        self.tag(tool) == Some(RiskTag::Safe)
+    }
+
+    /// The tools the policy refuses outright.
+    fn policy(&self) -> Vec<String> {
+        let listed = [("Read", self.read.1), ("Flaky", self.flaky.1), ("Frobnicate", self.unknown_listed)];
+        let named = listed.iter().filter(|(_, on)| *on).map(|(name, _)| *name);
+        named.chain(ALWAYS_REFUSED).map(str::to_string).collect()
+    }
+
+    /// The approval section: the policy, and an answer for each call the gate will ask about,
+    /// in the order the root's script makes them.
+    fn spec(&self, root: &[Reply]) -> ApprovalSpec {
+        let policy = self.policy();
+        let asked = root
+            .iter()
+            // A reply with a terminal call runs none of its calls (`roku.terminal.scan-first`).
+            .filter(|r| !r.calls.iter().any(|c| matches!(c.tool.as_str(), "final_answer" | "fail" | "ask_user")))
+            .flat_map(|r| &r.calls)
+            .filter(|c| !self.safe(&c.tool) && !policy.contains(&c.tool));
+        let answers = asked
+            .zip(self.answers.iter().cycle())
+            .map(|(c, approve)| Answer { tool: c.tool.clone(), approve: *approve })
+            .collect();
+        ApprovalSpec { mode: GateMode::Risk, policy_deny: policy, answers }
+    }
+
+    /// The tag of the catalog tool `name`.
+    fn tag(&self, name: &str) -> Option<RiskTag> {
+        match name {
+            "Read" => self.read.0,
+            "Flaky" => self.flaky.0,
+            _ => None,
+        }
+    }
+}
+
 impl Grant {
     /// The `allowed_tools` argument.
     fn arg(&self) -> serde_json::Value {
@@ -532,7 +609,8 @@ impl Plan {
     pub fn compile(&self) -> Scenario {
         let k = &self.knobs;
         let spec = k.spec();
-        let mut c = Compiler { rules: spec.resolve(), lanes: Vec::new(), tasks: 0, spawned: 0 };
+        let mut c =
+            Compiler { rules: spec.resolve(), lanes: Vec::new(), tasks: 0, spawned: 0, gated: self.gate.is_some() };
         let mut root = Vec::new();
         for r in &self.root {
             root.push(match r {
@@ -556,6 +634,8 @@ impl Plan {
         // more background result.
         let spare = c.spawned + self.turns.len() + 3;
         root.extend((0..spare).map(|_| text("Summary.")));
+        let approval = self.gate.as_ref().map_or_else(ApprovalSpec::default, |gate| gate.spec(&root));
+        let tag = |name: &str| self.gate.as_ref().and_then(|gate| gate.tag(name));
         let mut lanes = vec![Lane { agent: Some("main".into()), replies: root, ..lane() }];
         lanes.extend(c.lanes);
 
@@ -590,7 +670,7 @@ impl Plan {
                 reasoning_effort: (k.seed % 2 == 0).then(|| "high".into()),
                 ..SessionSpec::default()
             },
-            approval: Default::default(),
+            approval,
             tools: vec![
                 ToolSpec {
                     name: "Read".into(),
@@ -601,7 +681,7 @@ impl Plan {
                         error: None,
                         latency_ms: None,
                     }],
-                    risk: None,
+                    risk: tag("Read"),
                     handler: None,
                 },
                 ToolSpec {
@@ -613,7 +693,7 @@ impl Plan {
                         error: Some(Text::Plain("I/O error".into())),
                         latency_ms: None,
                     }],
-                    risk: None,
+                    risk: tag("Flaky"),
                     handler: None,
                 },
             ],
