@@ -519,7 +519,10 @@ impl Compiler {
                 if let Some(grant) = grant {
                     args["allowed_tools"] = grant.arg();
                 }
-                call("subagent", args)
+                // A comma-separated string is a form the rules accept
+                // (`bub.child.allowed-tools-string`) but the scenario format asks to mark.
+                let bad_args = matches!(grant, Some(Grant::Names { string: true, .. }));
+                Call { bad_args, ..call("subagent", args) }
             }
             RootCall::Wait { tasks, timeout_ms } => {
                 let mut args = json!({"timeout_seconds": *timeout_ms as f64 / 1000.0});

@@ -2415,7 +2415,10 @@ const BUB_QUIT: &str = r#"{
 /// The lines of the tasks quitting cancelled: (queued one's, running one's).
 fn quit_cancellations(run: &runner::Run) -> (usize, usize) {
     let ended = |task: &str| {
-        line_of(run, |e| matches!(e, Event::TaskEnded { task_id, status: TaskStatus::Cancelled, .. } if task_id == task))
+        line_of(
+            run,
+            |e| matches!(e, Event::TaskEnded { task_id, status: TaskStatus::Cancelled, .. } if task_id == task),
+        )
     };
     (ended("sub-6e789e6a"), ended("sub-e220a839"))
 }
