@@ -10,7 +10,9 @@
 //! child cap, depth limits 0 to 2, spawns past the limit, caps 1 to 8, latencies on and next
 //! to each timeout, results one character either side of the truncation limit in ASCII,
 //! accented, CJK and emoji text, temp / fork / named sessions, wait / send / cancel, steering,
-//! several turns and LLM errors. Special values are drawn on purpose: 0 where 0 means "none"
+//! several turns and LLM errors, child grants (`allowed_tools` empty, narrowed, spelled in every
+//! way the name matching accepts, or naming a tool nobody has) and, one plan in eight, Roku's
+//! risk gate with tags, a policy list and the user's answers. Special values are drawn on purpose: 0 where 0 means "none"
 //! (a time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null`
 //! for an optional limit, a custom unknown-tool message, and each knob left unset one time in
 //! four, so the presets' own values run too. Same-instant ties are drawn on purpose too:
