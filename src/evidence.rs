@@ -13,6 +13,7 @@
 //! read it); it depends on neither. It also holds the derived facts both need, such as what a
 //! fork child's first request must hold.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::rules::Rules;
@@ -51,6 +52,13 @@ pub struct Setup {
     pub profiles: Vec<Profile>,
     /// The catalog tools' names, in catalog order.
     pub tools: Vec<String>,
+    /// The tags of each catalog tool that has any (`risk:safe`, `risk:write`), by name.
+    pub tool_tags: BTreeMap<String, Vec<String>>,
+    /// Whether the calls went through Roku's risk gate; `false`: the auto gate, which approves
+    /// everything and asks nobody.
+    pub risk_gate: bool,
+    /// The tools the risk gate's policy refuses outright.
+    pub policy_deny: Vec<String>,
     /// The request id of each user turn, in turn order.
     pub request_ids: Vec<String>,
     /// The steering the harness sent the root: at what virtual time, which message.

@@ -10,7 +10,9 @@
 //! child cap, depth limits 0 to 2, spawns past the limit, caps 1 to 8, latencies on and next
 //! to each timeout, results one character either side of the truncation limit in ASCII,
 //! accented, CJK and emoji text, temp / fork / named sessions, wait / send / cancel, steering,
-//! several turns and LLM errors. Special values are drawn on purpose: 0 where 0 means "none"
+//! several turns and LLM errors, child grants (`allowed_tools` empty, narrowed, spelled in every
+//! way the name matching accepts, or naming a tool nobody has) and, one plan in eight, Roku's
+//! risk gate with tags, a policy list and the user's answers. Special values are drawn on purpose: 0 where 0 means "none"
 //! (a time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null`
 //! for an optional limit, a custom unknown-tool message, and each knob left unset one time in
 //! four, so the presets' own values run too. Same-instant ties are drawn on purpose too:
@@ -26,8 +28,8 @@ use proptest::sample::select;
 use serde_json::json;
 
 use crate::scenario::{
-    Call, Expect, Lane, Limits, PresetName, ProfileSpec, Reply, RulesSpec, Scenario, SessionSpec, Steer, Text,
-    ToolResult, ToolSpec, Turn, TurnExpect,
+    Answer, ApprovalSpec, Call, Expect, GateMode, Lane, Limits, PresetName, ProfileSpec, Reply, RiskTag, RulesSpec,
+    Scenario, SessionSpec, Steer, Text, ToolResult, ToolSpec, Turn, TurnExpect,
 };
 
 /// Latencies (ms) on and around the timeouts the knobs draw from.
@@ -128,6 +130,24 @@ enum LeafStep {
     Answer { unit: usize, around: i8, latency: u64 },
 }
 
+/// The `allowed_tools` of a `subagent` call.
+#[derive(Clone, Debug)]
+enum Grant {
+    /// `[]`, which counts as not given (`bub.child.allowed-tools-empty`).
+    Empty,
+    /// A list naming some of `Read`, `Flaky`, `final_answer` and `fail` (by the bits of `which`),
+    /// each spelled as [`SPELLINGS`]`[spelling]` says, in the other order when `reversed`; as
+    /// one comma-separated string when `string`. A child granted less than the catalog still calls the rest of it.
+    Names { which: u8, spelling: usize, string: bool, reversed: bool },
+    /// A list that also names a tool nobody has, which refuses the call.
+    Unknown,
+}
+
+/// How a granted name is spelled: as is, or in the other ways that name the same tool
+/// (`bub.spawn.name-matching`: trimmed, any case, `.` for `_`).
+const SPELLINGS: [fn(&str) -> String; 4] =
+    [|n| n.to_string(), |n| format!(" {} ", n.to_uppercase()), |n| n.replace('_', "."), |n| n.to_lowercase()];
+
 /// Where a background child's conversation comes from.
 #[derive(Clone, Copy, Debug)]
 enum SessionPick {
@@ -153,7 +173,7 @@ enum RootCall {
     /// `Agent` with a child; `empty` sends a blank task instead.
     Agent { child: Vec<ChildStep>, empty: bool },
     /// `subagent` with a child.
-    Spawn { child: Vec<ChildStep>, session: SessionPick, timeout_ms: Option<u64>, profile: bool },
+    Spawn { child: Vec<ChildStep>, session: SessionPick, timeout_ms: Option<u64>, profile: bool, grant: Option<Grant> },
     /// `subagent.wait`, on some earlier tasks (or all).
     Wait { tasks: Vec<u8>, timeout_ms: u64 },
     /// `subagent.send` to an earlier task.
@@ -181,6 +201,28 @@ enum RootReply {
     ReadThenFinal,
 }
 
+/// Roku's risk gate, for the plans that run their calls through it: the catalog tools' tags,
+/// which names the policy refuses, and the user's answers.
+///
+/// The policy always refuses `Agent` and the `subagent` family, so no child ever runs and
+/// every question the gate asks is the root's: they come in the order of the root's script,
+/// which the scripted answers follow (the harness stops a run whose gate asks about another
+/// tool than the next answer names).
+#[derive(Clone, Debug)]
+struct GatePlan {
+    /// `Read`'s tag, and whether the policy lists it (a listed `risk:safe` tool still runs).
+    read: (Option<RiskTag>, bool),
+    /// `Flaky`'s.
+    flaky: (Option<RiskTag>, bool),
+    /// Whether the policy lists the undeclared name the root calls.
+    unknown_listed: bool,
+    /// The user's answers, in turn (from the start again when the gate asks more).
+    answers: Vec<bool>,
+}
+
+/// The names the policy of every [`GatePlan`] refuses.
+const ALWAYS_REFUSED: [&str; 5] = ["Agent", "subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
+
 /// Everything a generated scenario is made of.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -189,6 +231,8 @@ pub struct Plan {
     /// Virtual gaps before turns 2, 3, … (`None`: right after the previous one).
     turns: Vec<Option<u64>>,
     steer: Vec<u64>,
+    /// Roku's risk gate instead of the auto gate.
+    gate: Option<GatePlan>,
 }
 
 /// A knob's value, or (one time in four) the knob left unset so the preset decides.
@@ -291,14 +335,26 @@ fn session() -> impl Strategy<Value = SessionPick> {
     ]
 }
 
+/// The `allowed_tools` of a spawn: none three times in four (the default grant), else an
+/// empty list, a narrowing list spelled in any of the ways that name a tool, or a bad name.
+fn grant() -> impl Strategy<Value = Option<Grant>> {
+    prop_oneof![
+        9 => Just(None),
+        1 => Just(Some(Grant::Empty)),
+        2 => (1u8..16, 0..SPELLINGS.len(), prop::bool::weighted(0.25), any::<bool>())
+            .prop_map(|(which, spelling, string, reversed)| Some(Grant::Names { which, spelling, string, reversed })),
+        1 => Just(Some(Grant::Unknown)),
+    ]
+}
+
 fn root_call() -> impl Strategy<Value = RootCall> {
     prop_oneof![
         2 => select(LATENCIES.to_vec()).prop_map(RootCall::Read),
         1 => Just(RootCall::Flaky),
         1 => Just(RootCall::Unknown),
         3 => (vec(child_step(), 1..=3), prop::bool::weighted(0.1)).prop_map(|(child, empty)| RootCall::Agent { child, empty }),
-        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0u64, 100, 250, 500])), prop::bool::weighted(0.2))
-            .prop_map(|(child, session, timeout_ms, profile)| RootCall::Spawn { child, session, timeout_ms, profile }),
+        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0u64, 100, 250, 500])), prop::bool::weighted(0.2), grant())
+            .prop_map(|(child, session, timeout_ms, profile, grant)| RootCall::Spawn { child, session, timeout_ms, profile, grant }),
         2 => (vec(0u8..4, 0..=2), select(vec![0u64, 50, 250, 1000, 60_000])).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
         1 => (0u8..4).prop_map(RootCall::Send),
         1 => (0u8..4).prop_map(RootCall::Cancel),
@@ -317,6 +373,15 @@ fn root_reply() -> impl Strategy<Value = RootReply> {
     ]
 }
 
+fn risk_tag() -> impl Strategy<Value = Option<RiskTag>> {
+    prop_oneof![2 => Just(Some(RiskTag::Safe)), 1 => Just(None), 1 => Just(Some(RiskTag::Write))]
+}
+
+fn gate_plan() -> impl Strategy<Value = GatePlan> {
+    ((risk_tag(), any::<bool>()), (risk_tag(), any::<bool>()), any::<bool>(), vec(any::<bool>(), 1..=4))
+        .prop_map(|(read, flaky, unknown_listed, answers)| GatePlan { read, flaky, unknown_listed, answers })
+}
+
 /// Plans of a family.
 pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
     (
@@ -324,8 +389,10 @@ pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
         vec(root_reply(), 1..=8),
         vec(prop::option::of(select(vec![0u64, 100, 1000, 5000])), 0..=2),
         vec(select(vec![0u64, 50, 100, 250, 1000]), 0..=2),
+        // One plan in eight runs its calls through the risk gate.
+        prop::option::weighted(0.125, gate_plan()),
     )
-        .prop_map(|(knobs, root, turns, steer)| Plan { knobs, root, turns, steer })
+        .prop_map(|(knobs, root, turns, steer, gate)| Plan { knobs, root, turns, steer, gate })
 }
 
 /// Scenarios of a family, as a user would write them.
@@ -351,6 +418,8 @@ struct Compiler {
     lanes: Vec<Lane>,
     tasks: usize,
     spawned: usize,
+    /// Whether the risk gate refuses every spawn ([`GatePlan`]), so no task ever exists.
+    gated: bool,
 }
 
 impl Compiler {
@@ -411,7 +480,7 @@ impl Compiler {
     /// `$taskN` for an earlier background task, or a made-up id when none was started.
     fn task_ref(&self, pick: u8, spawned_before: usize) -> String {
         // Without the family (or with depth limit 0, which hides it) no task id ever appears.
-        if spawned_before == 0 || !self.rules.subagent_tools || self.rules.depth_limit == 0 {
+        if spawned_before == 0 || !self.rules.subagent_tools || self.rules.depth_limit == 0 || self.gated {
             return "sub-00000000".to_string();
         }
         format!("$task{}", usize::from(pick) % spawned_before + 1)
@@ -427,12 +496,15 @@ impl Compiler {
                 let task = self.child(child, rules.agent_timeout.is_some_and(|t| !t.is_zero()));
                 call("Agent", json!({"task": if *empty { "   ".to_string() } else { task }}))
             }
-            RootCall::Spawn { child, session, timeout_ms, profile } => {
+            RootCall::Spawn { child, session, timeout_ms, profile, grant } => {
                 // The first source that gives a limit decides, and 0 is none (`bub.timeout.*`).
                 let default = rules.subagent_default_timeout.map(|t| t.as_millis() as u64);
                 let limit = timeout_ms.or(if *profile { Some(250) } else { None }).or(default);
                 let prompt = self.child(child, limit.is_some_and(|ms| ms > 0));
-                self.spawned += 1;
+                // A refused call starts no task for later calls to name.
+                if !matches!(grant, Some(Grant::Unknown)) {
+                    self.spawned += 1;
+                }
                 let mut args = json!({"prompt": prompt});
                 args["session"] = json!(match session {
                     SessionPick::Temp => "temp".to_string(),
@@ -446,7 +518,13 @@ impl Compiler {
                 if *profile {
                     args["agent"] = json!("helper");
                 }
-                call("subagent", args)
+                if let Some(grant) = grant {
+                    args["allowed_tools"] = grant.arg();
+                }
+                // A comma-separated string is a form the rules accept
+                // (`bub.child.allowed-tools-string`) but the scenario format asks to mark.
+                let bad_args = matches!(grant, Some(Grant::Names { string: true, .. }));
+                Call { bad_args, ..call("subagent", args) }
             }
             RootCall::Wait { tasks, timeout_ms } => {
                 let mut args = json!({"timeout_seconds": *timeout_ms as f64 / 1000.0});
@@ -465,6 +543,68 @@ impl Compiler {
     }
 }
 
+impl GatePlan {
+    /// Whether the gate lets a call of `tool` run without asking (`roku.approval.risk-classes`).
+    fn safe(&self, tool: &str) -> bool {
+        self.tag(tool) == Some(RiskTag::Safe)
+    }
+
+    /// The tools the policy refuses outright.
+    fn policy(&self) -> Vec<String> {
+        let listed = [("Read", self.read.1), ("Flaky", self.flaky.1), ("Frobnicate", self.unknown_listed)];
+        let named = listed.iter().filter(|(_, on)| *on).map(|(name, _)| *name);
+        named.chain(ALWAYS_REFUSED).map(str::to_string).collect()
+    }
+
+    /// The approval section: the policy, and an answer for each call the gate will ask about,
+    /// in the order the root's script makes them.
+    fn spec(&self, root: &[Reply]) -> ApprovalSpec {
+        let policy = self.policy();
+        let asked = root
+            .iter()
+            // A reply with a terminal call runs none of its calls (`roku.terminal.scan-first`).
+            .filter(|r| !r.calls.iter().any(|c| matches!(c.tool.as_str(), "final_answer" | "fail" | "ask_user")))
+            .flat_map(|r| &r.calls)
+            .filter(|c| !self.safe(&c.tool) && !policy.contains(&c.tool));
+        let answers = asked
+            .zip(self.answers.iter().cycle())
+            .map(|(c, approve)| Answer { tool: c.tool.clone(), approve: *approve })
+            .collect();
+        ApprovalSpec { mode: GateMode::Risk, policy_deny: policy, answers }
+    }
+
+    /// The tag of the catalog tool `name`.
+    fn tag(&self, name: &str) -> Option<RiskTag> {
+        match name {
+            "Read" => self.read.0,
+            "Flaky" => self.flaky.0,
+            _ => None,
+        }
+    }
+}
+
+impl Grant {
+    /// The `allowed_tools` argument.
+    fn arg(&self) -> serde_json::Value {
+        match self {
+            Grant::Empty => json!([]),
+            Grant::Names { which, spelling, string, reversed } => {
+                let mut names: Vec<String> = ["Read", "Flaky", "final_answer", "fail"]
+                    .iter()
+                    .enumerate()
+                    .filter(|(bit, _)| which & (1 << bit) != 0)
+                    .map(|(_, name)| SPELLINGS[*spelling](name))
+                    .collect();
+                if *reversed {
+                    names.reverse();
+                }
+                if *string { json!(names.join(",")) } else { json!(names) }
+            }
+            Grant::Unknown => json!(["Read", "Write"]),
+        }
+    }
+}
+
 fn lane() -> Lane {
     Lane::default()
 }
@@ -474,7 +614,8 @@ impl Plan {
     pub fn compile(&self) -> Scenario {
         let k = &self.knobs;
         let spec = k.spec();
-        let mut c = Compiler { rules: spec.resolve(), lanes: Vec::new(), tasks: 0, spawned: 0 };
+        let mut c =
+            Compiler { rules: spec.resolve(), lanes: Vec::new(), tasks: 0, spawned: 0, gated: self.gate.is_some() };
         let mut root = Vec::new();
         for r in &self.root {
             root.push(match r {
@@ -498,6 +639,8 @@ impl Plan {
         // more background result.
         let spare = c.spawned + self.turns.len() + 3;
         root.extend((0..spare).map(|_| text("Summary.")));
+        let approval = self.gate.as_ref().map_or_else(ApprovalSpec::default, |gate| gate.spec(&root));
+        let tag = |name: &str| self.gate.as_ref().and_then(|gate| gate.tag(name));
         let mut lanes = vec![Lane { agent: Some("main".into()), replies: root, ..lane() }];
         lanes.extend(c.lanes);
 
@@ -532,7 +675,7 @@ impl Plan {
                 reasoning_effort: (k.seed % 2 == 0).then(|| "high".into()),
                 ..SessionSpec::default()
             },
-            approval: Default::default(),
+            approval,
             tools: vec![
                 ToolSpec {
                     name: "Read".into(),
@@ -543,7 +686,7 @@ impl Plan {
                         error: None,
                         latency_ms: None,
                     }],
-                    risk: None,
+                    risk: tag("Read"),
                     handler: None,
                 },
                 ToolSpec {
@@ -555,7 +698,7 @@ impl Plan {
                         error: Some(Text::Plain("I/O error".into())),
                         latency_ms: None,
                     }],
-                    risk: None,
+                    risk: tag("Flaky"),
                     handler: None,
                 },
             ],

@@ -238,6 +238,36 @@ pub fn determinism(first: &Trace, second: &Trace) -> Option<Violation> {
     })
 }
 
+/// `oracle.delivery.intake-before-request`: the root takes results in only on its way to the
+/// model, so each notification is followed by a request of the root before its loop ends; a
+/// loop that found its budget at 0 has taken in nothing, and what arrived waits for the next
+/// turn.
+fn intake_before_request(e: &Evidence, r: &mut Report) {
+    let root = AgentId::root();
+    let mut taken: Vec<usize> = Vec::new();
+    for (i, entry, event) in core_events(e.trace) {
+        if entry.agent != root {
+            continue;
+        }
+        match event {
+            Event::Delivered { via: Via::Notification, .. } => taken.push(i),
+            Event::LlmRequest { .. } => taken.clear(),
+            Event::AgentEnded { message, .. } if !taken.is_empty() => {
+                r.add(
+                    Oracle::Delivery,
+                    i,
+                    format!(
+                        "main took in {} notification(s) and then ended its loop ({message:?}) without asking the model: results are taken in only before a request, and a loop with no step left leaves them for the next turn",
+                        taken.len()
+                    ),
+                    std::mem::take(&mut taken),
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Oracle 1.
 fn depth(e: &Evidence, r: &mut Report) {
     let limit = e.rules.depth_limit;
@@ -944,6 +974,7 @@ fn notification(task_id: &str, status: TaskStatus, body: &str) -> String {
 /// one delivery come in completion order, ties in spawn order; and each notified text is in
 /// the parent's next request.
 fn delivery(e: &Evidence, r: &mut Report) {
+    intake_before_request(e, r);
     struct Ended<'a> {
         task_id: &'a str,
         status: TaskStatus,
@@ -1162,5 +1193,54 @@ fn termination(e: &Evidence, r: &mut Report) {
     }
     for (task_id, line) in open {
         r.add(Oracle::Termination, line, format!("task {task_id} never ended, although the session did"), vec![]);
+    }
+    quit_order(e, r);
+}
+
+/// `oracle.termination.quit-queued-first`: what is cancelled once the last turn has ended is
+/// cancelled by quitting, queued tasks before running ones, so none starts only to be
+/// cancelled.
+fn quit_order(e: &Evidence, r: &mut Report) {
+    let Some(last_turn) = core_events(e.trace).filter(|(_, _, ev)| matches!(ev, Event::TurnEnded { .. })).last() else {
+        return;
+    };
+    let last_turn = last_turn.0;
+    // Per task: whether it is queued (`true`) or running (`false`), and where it started.
+    let mut active: BTreeMap<&str, (bool, usize)> = BTreeMap::new();
+    for (i, _, event) in core_events(e.trace) {
+        match event {
+            Event::TaskQueued { task_id, .. } => {
+                active.insert(task_id, (true, i));
+            }
+            Event::TaskStarted { task_id, .. } => {
+                active.insert(task_id, (false, i));
+            }
+            Event::TaskEnded { task_id, status, .. } => {
+                let Some((queued, started)) = active.remove(task_id.as_str()) else { continue };
+                if i < last_turn || *status != TaskStatus::Cancelled || queued {
+                    continue;
+                }
+                if started > last_turn {
+                    r.add(
+                        Oracle::Termination,
+                        i,
+                        format!(
+                            "task {task_id} started after the session's last turn ended, only to be cancelled by quitting; quitting cancels the queued tasks first"
+                        ),
+                        vec![started],
+                    );
+                } else if let Some((waiting, _)) = active.iter().find(|(_, (queued, _))| *queued) {
+                    r.add(
+                        Oracle::Termination,
+                        i,
+                        format!(
+                            "quitting cancelled the running task {task_id} while task {waiting} was still queued; it cancels the queued tasks first"
+                        ),
+                        vec![],
+                    );
+                }
+            }
+            _ => {}
+        }
     }
 }

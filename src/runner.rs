@@ -26,7 +26,7 @@ use crate::harness::sim_tools::SimTool;
 use crate::oracles::{self, Violation};
 use crate::profiles;
 use crate::scenario::with_task_ids;
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{GateMode, Scenario, ScenarioError};
 use crate::sut::event::Event;
 use crate::sut::tool::ToolCatalog;
 use crate::sut::{AgentId, Approval, Harness, Outcome, Profile, SessionConfig, SystemUnderTest};
@@ -540,6 +540,13 @@ fn setup(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Setup
         skills: session.skills.clone(),
         profiles: profiles.to_vec(),
         tools: scenario.tools.iter().map(|t| t.name.clone()).collect(),
+        tool_tags: scenario
+            .tools
+            .iter()
+            .filter_map(|t| t.risk.map(|risk| (t.name.clone(), vec![risk.tag().to_string()])))
+            .collect(),
+        risk_gate: scenario.approval.mode == GateMode::Risk,
+        policy_deny: scenario.approval.policy_deny.clone(),
         request_ids: scenario.turns.iter().enumerate().map(|(i, turn)| request_id(turn, i)).collect(),
         steering: scenario.steer.iter().map(|s| (Duration::from_millis(s.at_ms), s.message.clone())).collect(),
         default_order: schedule.seed().is_none(),

@@ -372,6 +372,16 @@ pub enum RiskTag {
     Write,
 }
 
+impl RiskTag {
+    /// The tag the tool carries (`risk:safe`, `risk:write`).
+    pub fn tag(self) -> &'static str {
+        match self {
+            RiskTag::Safe => "risk:safe",
+            RiskTag::Write => "risk:write",
+        }
+    }
+}
+
 /// A simulated tool.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -1681,9 +1681,24 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
             })
         })
     }),
+    ("oracle.delivery.intake-before-request", |f| {
+        // A root loop found its budget at 0 while a result waited to be taken in.
+        f.events().any(|(i, e)| {
+            e.agent.depth() == 0
+                && matches!(e.event, Event::AgentEnded { message, .. } if is_exhausted(message))
+                && f.runs
+                    .iter()
+                    .any(|r| r.ended.is_some_and(|x| x < i) && r.delivered.first().is_none_or(|(d, _)| *d > i))
+        })
+    }),
     ("oracle.termination.within-limits", |f| f.e.session_ended && f.e.limit_hit.is_none()),
     ("oracle.termination.no-task-alive", |f| f.e.session_ended),
     ("oracle.termination.every-task-ended", |f| f.e.session_ended && !f.runs.is_empty()),
+    ("oracle.termination.quit-queued-first", |f| {
+        // Quitting found a task queued and another running.
+        let cancelled: Vec<&TaskRun> = quit_cancelled(f).collect();
+        cancelled.iter().any(|r| r.started.is_none()) && cancelled.iter().any(|r| r.started.is_some())
+    }),
     // Every run rehearsal judges is run twice and the traces compared.
     ("oracle.determinism.byte-identical", |f| !f.ev.is_empty()),
     ("oracle.costs.ordinary-call", |f| {
@@ -1725,6 +1740,13 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.precedence.time-limit", |f| f.e.setup.is_some() && f.runs.iter().any(|r| r.started.is_some())),
     ("oracle.precedence.offered-tools", |f| f.e.setup.is_some() && !f.e.exchanges.is_empty()),
     ("oracle.precedence.known-names", |f| f.e.setup.is_some() && f.ended_calls().next().is_some()),
+    ("oracle.precedence.approval", |f| {
+        // The risk gate settled a call of a tool the policy lists, or asked about one.
+        f.e.setup.is_some_and(|s| s.risk_gate)
+            && (!f.asked.is_empty()
+                || f.ended_calls().any(|c| f.e.setup.is_some_and(|s| s.policy_deny.iter().any(|t| t == c.tool)))
+                || f.any(|e| matches!(e, Event::Denied { .. })))
+    }),
     ("oracle.precedence.held-turn", |f| {
         // The root answered while some of its tasks were outstanding: held, or its turn ended.
         f.responses.iter().any(|r| {

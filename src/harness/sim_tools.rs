@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::scenario::{self, RiskTag};
+use crate::scenario;
 use crate::sut::llm::{BoxFuture, ToolSpec};
 use crate::sut::tool::{Tool, ToolContext, ToolOutput};
 
@@ -23,11 +23,7 @@ pub struct SimTool {
 impl SimTool {
     /// The tool a scenario declares.
     pub fn new(decl: &scenario::ToolSpec, clock: Arc<Clock>) -> SimTool {
-        let tags = match decl.risk {
-            Some(RiskTag::Safe) => vec!["risk:safe".to_string()],
-            Some(RiskTag::Write) => vec!["risk:write".to_string()],
-            None => Vec::new(),
-        };
+        let tags = decl.risk.iter().map(|risk| risk.tag().to_string()).collect();
         SimTool {
             spec: ToolSpec {
                 name: decl.name.clone(),

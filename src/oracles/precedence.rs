@@ -20,9 +20,10 @@ use std::time::Duration;
 use super::index::{FAMILY, Index, Tasks, first_terminal};
 use super::launch::launch;
 use super::{Oracle, Report, core_events};
-use crate::evidence::Evidence;
+use crate::evidence::{Evidence, Setup};
 use crate::sut::AgentId;
 use crate::sut::event::{Event, Family};
+use crate::trace::What;
 
 /// What the root's last answer must lead to.
 enum Next {
@@ -39,6 +40,7 @@ struct Waiting {
 }
 
 pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
+    approval(e, r);
     let rules = e.rules;
     let setup = e.setup;
     let root = AgentId::root();
@@ -248,6 +250,98 @@ impl<'a> Catalog<'a> {
         let names = order.iter().copied().collect();
         Rc::new(Catalog { order, names })
     }
+}
+
+/// `oracle.precedence.approval`: under Roku's risk gate a call's class decides before the
+/// policy, and the policy before the user (`roku.approval.risk-classes`,
+/// `roku.approval.policy-deny`, `roku.approval.user-deny`); the auto gate asks nobody and
+/// denies nothing (`roku.approval.auto`). A call is judged where it is settled: its `denied`,
+/// its `tool.start`, or the `tool.end` of a name nothing answered to; a question the harness
+/// recorded for the agent since its last call belongs to it.
+fn approval(e: &Evidence, r: &mut Report) {
+    let Some(setup) = e.setup else { return };
+    // Per agent: the question asked about its pending call (tool, answer, line).
+    let mut asked: BTreeMap<&AgentId, (&str, bool, usize)> = BTreeMap::new();
+    let mut started: BTreeSet<&AgentId> = BTreeSet::new();
+    for (i, entry) in e.trace.entries.iter().enumerate() {
+        let agent = &entry.agent;
+        let (tool, denied) = match &entry.what {
+            What::Asked { tool, approve } => {
+                asked.insert(agent, (tool, *approve, i));
+                continue;
+            }
+            What::Core(Event::Denied { tool, .. }) => (tool, true),
+            What::Core(Event::ToolStarted { tool, .. }) => {
+                started.insert(agent);
+                (tool, false)
+            }
+            What::Core(Event::ToolEnded { tool, .. }) if !started.remove(agent) => (tool, false),
+            _ => continue,
+        };
+        let question = asked.remove(agent);
+        let want = if !setup.risk_gate || gate_class(setup, tool) == Risk::Safe {
+            Gate::Approved
+        } else if setup.policy_deny.iter().any(|t| t == tool) {
+            Gate::Denied
+        } else {
+            Gate::Asked
+        };
+        let problem = match (want, question, denied) {
+            (Gate::Approved, None, false) | (Gate::Denied, None, true) => continue,
+            (Gate::Asked, Some((asked_tool, approve, _)), _) if asked_tool == tool && denied != approve => continue,
+            (Gate::Approved, ..) if !setup.risk_gate => "the auto gate approves every call and asks nobody",
+            (Gate::Approved, ..) => {
+                "it is safe to the risk gate (a terminal tool, or tagged `risk:safe` and not `risk:write`): it runs without asking"
+            }
+            (Gate::Denied, ..) => "it needs approval and the policy refuses it: it is denied without asking",
+            (Gate::Asked, None, _) => "it needs approval and the policy does not refuse it: the user must be asked",
+            (Gate::Asked, Some(_), _) => "the user's answer decides it: denied exactly when refused",
+        };
+        let what = match (question, denied) {
+            (Some((_, approve, _)), true) => format!("was denied after the user answered {approve}"),
+            (Some((_, approve, _)), false) => format!("went on after the user answered {approve}"),
+            (None, true) => "was denied without asking".to_string(),
+            (None, false) => "went on without asking".to_string(),
+        };
+        r.add(
+            Oracle::Precedence,
+            i,
+            format!("`{tool}` of {agent} {what}; {problem}"),
+            question.map(|(_, _, line)| vec![line]).unwrap_or_default(),
+        );
+    }
+}
+
+/// What the approval gate must do with a call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    Approved,
+    Denied,
+    Asked,
+}
+
+/// How the risk gate classes a call of `tool` (`roku.approval.risk-classes`): the terminal
+/// tools are safe; a catalog tool tagged `risk:write` (checked first) needs approval, one
+/// tagged `risk:safe` is safe; every other name needs approval.
+fn gate_class(setup: &Setup, tool: &str) -> Risk {
+    if matches!(tool, "final_answer" | "ask_user" | "fail") {
+        return Risk::Safe;
+    }
+    let tags = setup.tool_tags.get(tool).map_or(&[][..], Vec::as_slice);
+    if tags.iter().any(|t| t == "risk:write") {
+        Risk::NeedsApproval
+    } else if tags.iter().any(|t| t == "risk:safe") {
+        Risk::Safe
+    } else {
+        Risk::NeedsApproval
+    }
+}
+
+/// A call's risk class.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Risk {
+    Safe,
+    NeedsApproval,
 }
 
 /// The tools a loop at `agent`'s depth with `catalog` is offered, in order

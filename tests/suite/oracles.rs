@@ -21,6 +21,8 @@ use rehearsal::sut::event::{Event, Family, OutcomeKind, Status, TaskStatus, Via}
 use rehearsal::sut::llm::{LlmRequest, Message, ToolCall, Transcript};
 use rehearsal::trace::{Entry, Trace, What};
 
+use super::oracles_runs::{self, assert_has};
+
 const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
 
 // ---------------------------------------------------------------------------------------------
@@ -2392,6 +2394,98 @@ fn e2e_leaked_task_in_a_real_bub_run_fails_the_termination_oracle() {
     assert_eq!(
         failures,
         ["oracle termination: main at 1.200s: 1 tasks of the run are still alive after the session ended"]
+    );
+}
+
+/// Cap 1: `alpha` runs (and hangs), `beta` waits in the queue, and the root gives up, so
+/// quitting finds one task of each kind (semantic mutant 16's probe).
+const BUB_QUIT: &str = r#"{
+  "name": "quit-order",
+  "rules": {"preset": "bub", "max_concurrency": 1},
+  "lanes": [
+    {"agent": "main", "replies": [
+      {"calls": [{"tool": "subagent", "args": {"prompt": "alpha"}}, {"tool": "subagent", "args": {"prompt": "beta"}}], "latency_ms": 10},
+      {"calls": [{"tool": "fail", "args": {"reason": "giving up"}}], "latency_ms": 10}
+    ]},
+    {"task_contains": "alpha", "replies": [{"hang": true}]}
+  ],
+  "turns": [{"user": "go"}]
+}"#;
+
+/// The lines of the tasks quitting cancelled: (queued one's, running one's).
+fn quit_cancellations(run: &runner::Run) -> (usize, usize) {
+    let ended = |task: &str| {
+        line_of(
+            run,
+            |e| matches!(e, Event::TaskEnded { task_id, status: TaskStatus::Cancelled, .. } if task_id == task),
+        )
+    };
+    (ended("sub-6e789e6a"), ended("sub-e220a839"))
+}
+
+#[test]
+fn termination_quit_cancelling_the_running_task_first() {
+    let failures = tampered(BUB_QUIT, |run| {
+        let (queued, running) = quit_cancellations(run);
+        assert!(queued < running, "{}", run.trace.text());
+        run.trace.entries.swap(queued, running);
+    });
+    assert_eq!(
+        oracles_runs::of(&failures, "termination"),
+        [
+            "oracle termination: main/1 at 0.020s: quitting cancelled the running task sub-e220a839 while task sub-6e789e6a was still queued; it cancels the queued tasks first"
+        ]
+    );
+}
+
+#[test]
+fn termination_quit_starting_a_queued_task_only_to_cancel_it() {
+    let failures = tampered(BUB_QUIT, |run| {
+        let (queued, _) = quit_cancellations(run);
+        let mut started = run.trace.entries[queued].clone();
+        started.what = What::Core(Event::TaskStarted {
+            task_id: "sub-6e789e6a".into(),
+            child: AgentId::root().child(2),
+            timeout: None,
+        });
+        run.trace.entries.insert(queued, started);
+    });
+    assert_has(
+        &failures,
+        "oracle termination: main/2 at 0.020s: task sub-6e789e6a started after the session's last turn ended, only to be cancelled by quitting; quitting cancels the queued tasks first",
+    );
+}
+
+/// Budget 3: the spawn and `Read` leave no step while `alpha`'s result arrives, so the
+/// result waits for turn 2 (semantic mutant 32's probe).
+const BUB_INTAKE: &str = r#"{
+  "name": "budget-before-intake",
+  "rules": {"preset": "bub", "root_step_budget": 3},
+  "tools": [{"name": "Read", "latency_ms": 50}],
+  "lanes": [
+    {"agent": "main", "replies": [
+      {"calls": [{"tool": "subagent", "args": {"prompt": "alpha"}}, {"tool": "Read", "args": {}}], "latency_ms": 10},
+      {"text": "done", "latency_ms": 10}
+    ]},
+    {"task_contains": "alpha", "replies": [{"text": "alpha done", "latency_ms": 10}]}
+  ],
+  "turns": [{"user": "go"}, {"user": "again"}]
+}"#;
+
+#[test]
+fn delivery_notification_taken_in_by_a_loop_out_of_steps() {
+    let failures = tampered(BUB_INTAKE, |run| {
+        // The delivery moves from turn 2's first request to just before turn 1's end.
+        let delivered = line_of(run, |e| matches!(e, Event::Delivered { .. }));
+        let ended = line_of(run, |e| matches!(e, Event::AgentEnded { .. }));
+        assert!(ended < delivered, "{}", run.trace.text());
+        let mut entry = run.trace.entries.remove(delivered);
+        entry.at = run.trace.entries[ended].at;
+        run.trace.entries.insert(ended, entry);
+    });
+    assert_has(
+        &failures,
+        "oracle delivery: main at 0.060s: main took in 1 notification(s) and then ended its loop (\"Step budget exhausted after 1 steps; goal: go\") without asking the model: results are taken in only before a request, and a loop with no step left leaves them for the next turn",
     );
 }
 
