@@ -14,7 +14,9 @@
 //! way the name matching accepts, or naming a tool nobody has) and, one plan in eight, Roku's
 //! risk gate with tags, a policy list and the user's answers. Special values are drawn on purpose: 0 where 0 means "none"
 //! (a time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null`
-//! for an optional limit, a custom unknown-tool message, and each knob left unset one time in
+//! for an optional limit, a negative (invalid) time limit on a spawn or a wait, a wait without
+//! one (the default), a `final_answer` or `fail` without its text, an `Agent` task padded
+//! with whitespace, a custom unknown-tool message, and each knob left unset one time in
 //! four, so the presets' own values run too. Same-instant ties are drawn on purpose too:
 //! latencies lean to the values of the time limits, so children end together, on a limit, on
 //! a wait's deadline or on a steering time, in every explored order the fuzzer then tries.
@@ -170,16 +172,30 @@ enum RootCall {
     Flaky,
     /// A name nobody declared.
     Unknown,
-    /// `Agent` with a child; `empty` sends a blank task instead.
-    Agent { child: Vec<ChildStep>, empty: bool },
+    /// `Agent` with a child, its task written as `form` says.
+    Agent { child: Vec<ChildStep>, form: TaskForm },
     /// `subagent` with a child.
-    Spawn { child: Vec<ChildStep>, session: SessionPick, timeout_ms: Option<u64>, profile: bool, grant: Option<Grant> },
+    /// `timeout_ms` below 0 is an invalid limit, which counts as not given.
+    Spawn { child: Vec<ChildStep>, session: SessionPick, timeout_ms: Option<i64>, profile: bool, grant: Option<Grant> },
     /// `subagent.wait`, on some earlier tasks (or all).
-    Wait { tasks: Vec<u8>, timeout_ms: u64 },
+    /// `timeout_ms` `None` leaves the argument out (the default wait); below 0 is invalid,
+    /// which counts as not given.
+    Wait { tasks: Vec<u8>, timeout_ms: Option<i64> },
     /// `subagent.send` to an earlier task.
     Send(u8),
     /// `subagent.cancel` of an earlier task.
     Cancel(u8),
+}
+
+/// How an `Agent` task is written.
+#[derive(Clone, Copy, Debug)]
+enum TaskForm {
+    /// As the child's lane expects it.
+    Plain,
+    /// Blank (refused: no task).
+    Blank,
+    /// With whitespace around it, which the child must not see (`roku.child.fresh-history`).
+    Padded,
 }
 
 /// One reply of the root.
@@ -189,10 +205,10 @@ enum RootReply {
     Calls(Vec<RootCall>, u64),
     /// Text without calls (ends the turn, or waits for children).
     Text,
-    /// `final_answer`.
-    FinalAnswer,
-    /// `fail`.
-    Fail,
+    /// `final_answer`; `bare` leaves out its `message` (the empty message).
+    FinalAnswer { bare: bool },
+    /// `fail`; `bare` leaves out its `reason` (the default reason).
+    Fail { bare: bool },
     /// `ask_user`.
     AskUser,
     /// The LLM call fails.
@@ -352,21 +368,26 @@ fn root_call() -> impl Strategy<Value = RootCall> {
         2 => select(LATENCIES.to_vec()).prop_map(RootCall::Read),
         1 => Just(RootCall::Flaky),
         1 => Just(RootCall::Unknown),
-        3 => (vec(child_step(), 1..=3), prop::bool::weighted(0.1)).prop_map(|(child, empty)| RootCall::Agent { child, empty }),
-        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0u64, 100, 250, 500])), prop::bool::weighted(0.2), grant())
+        3 => (vec(child_step(), 1..=3), task_form()).prop_map(|(child, form)| RootCall::Agent { child, form }),
+        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, -1000])), prop::bool::weighted(0.2), grant())
             .prop_map(|(child, session, timeout_ms, profile, grant)| RootCall::Spawn { child, session, timeout_ms, profile, grant }),
-        2 => (vec(0u8..4, 0..=2), select(vec![0u64, 50, 250, 1000, 60_000])).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
+        2 => (vec(0u8..4, 0..=2), prop::option::weighted(0.85, select(vec![0i64, 50, 250, 1000, 60_000, -50]))).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
         1 => (0u8..4).prop_map(RootCall::Send),
         1 => (0u8..4).prop_map(RootCall::Cancel),
     ]
+}
+
+/// An `Agent` task: as the lane expects it mostly, blank or padded with whitespace sometimes.
+fn task_form() -> impl Strategy<Value = TaskForm> {
+    prop_oneof![16 => Just(TaskForm::Plain), 2 => Just(TaskForm::Blank), 2 => Just(TaskForm::Padded)]
 }
 
 fn root_reply() -> impl Strategy<Value = RootReply> {
     prop_oneof![
         8 => (vec(root_call(), 1..=4), select(LATENCIES.to_vec())).prop_map(|(calls, latency)| RootReply::Calls(calls, latency)),
         2 => Just(RootReply::Text),
-        1 => Just(RootReply::FinalAnswer),
-        1 => Just(RootReply::Fail),
+        1 => prop::bool::weighted(0.3).prop_map(|bare| RootReply::FinalAnswer { bare }),
+        1 => prop::bool::weighted(0.3).prop_map(|bare| RootReply::Fail { bare }),
         1 => Just(RootReply::AskUser),
         1 => Just(RootReply::LlmError),
         1 => Just(RootReply::ReadThenFinal),
@@ -492,14 +513,21 @@ impl Compiler {
             RootCall::Read(latency) => call("Read", json!({"path": format!("file-{latency}.md")})),
             RootCall::Flaky => call("Flaky", json!({})),
             RootCall::Unknown => Call { tool: "Frobnicate".into(), args: json!({}), undeclared: true, bad_args: false },
-            RootCall::Agent { child, empty } => {
+            RootCall::Agent { child, form } => {
                 let task = self.child(child, rules.agent_timeout.is_some_and(|t| !t.is_zero()));
-                call("Agent", json!({"task": if *empty { "   ".to_string() } else { task }}))
+                let task = match form {
+                    TaskForm::Plain => task,
+                    TaskForm::Blank => "   ".to_string(),
+                    TaskForm::Padded => format!("  {task}\n"),
+                };
+                call("Agent", json!({ "task": task }))
             }
             RootCall::Spawn { child, session, timeout_ms, profile, grant } => {
                 // The first source that gives a limit decides, and 0 is none (`bub.timeout.*`).
                 let default = rules.subagent_default_timeout.map(|t| t.as_millis() as u64);
-                let limit = timeout_ms.or(if *profile { Some(250) } else { None }).or(default);
+                // A negative limit counts as not given (`bub.timeout.invalid-ignored`).
+                let given = timeout_ms.and_then(|ms| u64::try_from(ms).ok());
+                let limit = given.or(if *profile { Some(250) } else { None }).or(default);
                 let prompt = self.child(child, limit.is_some_and(|ms| ms > 0));
                 // A refused call starts no task for later calls to name.
                 if !matches!(grant, Some(Grant::Unknown)) {
@@ -527,7 +555,10 @@ impl Compiler {
                 Call { bad_args, ..call("subagent", args) }
             }
             RootCall::Wait { tasks, timeout_ms } => {
-                let mut args = json!({"timeout_seconds": *timeout_ms as f64 / 1000.0});
+                let mut args = json!({});
+                if let Some(ms) = timeout_ms {
+                    args["timeout_seconds"] = json!(*ms as f64 / 1000.0);
+                }
                 if !tasks.is_empty() {
                     let ids: Vec<String> = tasks.iter().map(|t| self.task_ref(*t, spawned_before)).collect();
                     args["task_ids"] = json!(ids);
@@ -626,8 +657,18 @@ impl Plan {
                     reply(calls, *latency)
                 }
                 RootReply::Text => text("Here is what I found."),
-                RootReply::FinalAnswer => reply(vec![call("final_answer", json!({"message": "All done."}))], 1),
-                RootReply::Fail => reply(vec![call("fail", json!({"reason": "Giving up."}))], 1),
+                RootReply::FinalAnswer { bare: false } => {
+                    reply(vec![call("final_answer", json!({"message": "All done."}))], 1)
+                }
+                // Likewise `message` for `final_answer`: the empty message answers
+                // (`roku.terminal.final-answer-default`).
+                RootReply::FinalAnswer { bare: true } => {
+                    reply(vec![Call { bad_args: true, ..call("final_answer", json!({})) }], 1)
+                }
+                RootReply::Fail { bare: false } => reply(vec![call("fail", json!({"reason": "Giving up."}))], 1),
+                // `reason` is required by `fail`'s schema: a model that leaves it out sends bad
+                // arguments on purpose, and the default reason answers (`roku.terminal.fail-default`).
+                RootReply::Fail { bare: true } => reply(vec![Call { bad_args: true, ..call("fail", json!({})) }], 1),
                 RootReply::AskUser => reply(vec![call("ask_user", json!({"question": "Which one?"}))], 1),
                 RootReply::LlmError => Reply { error: Some("overloaded".into()), latency_ms: 1, ..Reply::default() },
                 RootReply::ReadThenFinal => {
