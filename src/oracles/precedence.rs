@@ -279,7 +279,7 @@ fn approval(e: &Evidence, r: &mut Report) {
             _ => continue,
         };
         let question = asked.remove(agent);
-        let want = if !setup.risk_gate || gate_class(setup, tool) == Risk::Safe {
+        let want = if !setup.risk_gate || safe_to_gate(setup, tool) {
             Gate::Approved
         } else if setup.policy_deny.iter().any(|t| t == tool) {
             Gate::Denied
@@ -320,28 +320,15 @@ enum Gate {
     Asked,
 }
 
-/// How the risk gate classes a call of `tool` (`roku.approval.risk-classes`): the terminal
-/// tools are safe; a catalog tool tagged `risk:write` (checked first) needs approval, one
-/// tagged `risk:safe` is safe; every other name needs approval.
-fn gate_class(setup: &Setup, tool: &str) -> Risk {
+/// Whether the risk gate lets a call of `tool` run without asking (`roku.approval.risk-classes`):
+/// the terminal tools do; a catalog tool tagged `risk:write` (checked first) does not, one
+/// tagged `risk:safe` does; every other name needs approval.
+fn safe_to_gate(setup: &Setup, tool: &str) -> bool {
     if matches!(tool, "final_answer" | "ask_user" | "fail") {
-        return Risk::Safe;
+        return true;
     }
     let tags = setup.tool_tags.get(tool).map_or(&[][..], Vec::as_slice);
-    if tags.iter().any(|t| t == "risk:write") {
-        Risk::NeedsApproval
-    } else if tags.iter().any(|t| t == "risk:safe") {
-        Risk::Safe
-    } else {
-        Risk::NeedsApproval
-    }
-}
-
-/// A call's risk class.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Risk {
-    Safe,
-    NeedsApproval,
+    !tags.iter().any(|t| t == "risk:write") && tags.iter().any(|t| t == "risk:safe")
 }
 
 /// The tools a loop at `agent`'s depth with `catalog` is offered, in order
