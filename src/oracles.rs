@@ -996,8 +996,11 @@ fn delivery(e: &Evidence, r: &mut Report) {
     let mut root_requests = e.exchanges.iter().filter(|x| x.request.agent.depth() == 0);
     let mut previous_request: Option<&Transcript> = None;
     let mut awaiting_text: Vec<(String, usize)> = Vec::new();
+    // The user message of a turn the root has not yet asked the model about.
+    let mut turn_message: Option<&str> = None;
     for (i, entry, event) in core_events(e.trace) {
         match event {
+            Event::TurnStarted { message, .. } if entry.agent.depth() == 0 => turn_message = Some(message),
             Event::TaskQueued { task_id, .. } => {
                 let next = spawn_seq.len();
                 spawn_seq.entry(task_id).or_insert(next);
@@ -1057,6 +1060,23 @@ fn delivery(e: &Evidence, r: &mut Report) {
                     (Some(now), None) => now.iter().collect(),
                     (None, _) => Vec::new(),
                 };
+                // `bub.turn.unfinished-next-turn`: a turn's first request holds the user's new
+                // message, then the results taken in with it.
+                if let Some(message) = turn_message.take() {
+                    let user = added.iter().position(|m| m.role == Role::User && m.content == message);
+                    let early = awaiting_text.iter().find(|(text, _)| {
+                        let at = added.iter().position(|m| m.role == Role::User && m.content == *text);
+                        at.zip(user).is_some_and(|(at, user)| at < user)
+                    });
+                    if let Some((_, line)) = early {
+                        r.add(
+                            Oracle::Delivery,
+                            *line,
+                            "a result notified at the start of a turn comes before the turn's user message in the first request".into(),
+                            vec![i],
+                        );
+                    }
+                }
                 for (text, line) in awaiting_text.drain(..) {
                     if !added.iter().any(|m| m.role == Role::User && m.content == text) {
                         r.add(

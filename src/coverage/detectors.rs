@@ -970,19 +970,7 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
                     .any(|r| r.ended.is_some_and(|x| x < i) && r.delivered.first().is_some_and(|(d, _)| *d > i))
         })
     }),
-    ("bub.turn.unfinished-next-turn", |f| {
-        f.runs.iter().any(|r| {
-            let turn_of =
-                |pos: usize| f.ev[..=pos].iter().filter(|e| matches!(e.event, Event::TurnStarted { .. })).count();
-            r.delivered.iter().any(|(d, via)| {
-                let turn_start = f.ev[..*d].iter().rposition(|e| matches!(e.event, Event::TurnStarted { .. }));
-                let first_request = turn_start.is_some_and(|t| {
-                    !f.ev[t..*d].iter().any(|e| e.agent.depth() == 0 && matches!(e.event, Event::LlmRequest { .. }))
-                });
-                *via == Via::Notification && turn_of(*d) > turn_of(r.queued) && first_request
-            })
-        })
-    }),
+    ("bub.turn.unfinished-next-turn", notified_at_turn_start),
     ("bub.steer.reaches-parent-only", |f| {
         f.events().any(|(i, e)| {
             let Event::Steered { message } = e.event else { return false };
@@ -1681,6 +1669,7 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
             })
         })
     }),
+    ("oracle.delivery.turn-message-first", notified_at_turn_start),
     ("oracle.delivery.intake-before-request", |f| {
         // A root loop found its budget at 0 while a result waited to be taken in.
         f.events().any(|(i, e)| {
@@ -1713,6 +1702,7 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         answers || f.any(|e| matches!(e, Event::LlmFailed { .. }))
     }),
     ("oracle.costs.step-index", |f| f.responses.iter().any(|r| r.step.is_some())),
+    ("oracle.costs.step-event", |f| f.responses.iter().any(|r| r.step.is_some())),
     ("oracle.costs.nudge", |f| {
         // A call left a budget at 0: a nudge is owed after it, or (not regular) none is.
         f.ended_calls().any(|c| c.budget == 0 || c.recovery == 0)
@@ -1761,6 +1751,14 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         })
     }),
     ("oracle.wait.returns", |f| f.calls_to("subagent.wait").any(|c| !c.is_error)),
+    ("oracle.wait.reads-only-covered", |f| {
+        // A wait that lists its tasks while another task exists.
+        f.calls_to("subagent.wait").any(|c| {
+            let Some(ids) = list(c.args, "task_ids").filter(|ids| !ids.is_empty()) else { return false };
+            !c.is_error
+                && f.runs.iter().any(|r| r.queued < c.start.unwrap_or(0) && !ids.iter().any(|i| i.trim() == r.id))
+        })
+    }),
     ("oracle.wait.reads-every-ready", |f| f.runs.iter().any(|r| r.delivered.iter().any(|(_, via)| *via == Via::Wait))),
     ("oracle.wait.result-order", |f| {
         f.calls_to("subagent.wait").any(|c| wait_entries(c).is_some_and(|e| e.len() >= 2))
@@ -2081,4 +2079,19 @@ fn root_acts<'f>(f: &'f Facts) -> impl Iterator<Item = Act> + 'f {
         Some(Act { kind: ActKind::WaitAnswers, at: end, since: start, own: at_deadline })
     });
     loop_acts.chain(waits)
+}
+
+/// A result of a task spawned in an earlier turn was notified at the start of a later turn,
+/// before its first request (`bub.turn.unfinished-next-turn`).
+fn notified_at_turn_start(f: &Facts) -> bool {
+    f.runs.iter().any(|r| {
+        let turn_of = |pos: usize| f.ev[..=pos].iter().filter(|e| matches!(e.event, Event::TurnStarted { .. })).count();
+        r.delivered.iter().any(|(d, via)| {
+            let turn_start = f.ev[..*d].iter().rposition(|e| matches!(e.event, Event::TurnStarted { .. }));
+            let first_request = turn_start.is_some_and(|t| {
+                !f.ev[t..*d].iter().any(|e| e.agent.depth() == 0 && matches!(e.event, Event::LlmRequest { .. }))
+            });
+            *via == Via::Notification && turn_of(*d) > turn_of(r.queued) && first_request
+        })
+    })
 }

@@ -6,8 +6,9 @@
 //! call (and 1 recovery when it is a failed catalog call or an unknown name), 1 for a denied
 //! call, the spawn cost (and the grant) for a spawning call, 1 for a final answer, a failure
 //! or a tool-free reply, nothing for `ask_user` or a failed model request. The step index rises
-//! by one per reply that ran a regular call, and the exhaustion nudge follows exactly the
-//! regular calls that leave a budget at 0.
+//! by one per reply that ran a regular call, each reply whose calls ran closes with exactly one
+//! step event, and the exhaustion nudge follows exactly the regular calls that leave a budget
+//! at 0.
 //!
 //! Which kind a call is comes from its events and the rules: a call answered without a
 //! `tool.start` is an unknown name; a started `Agent` or `subagent` family call is a spawning or
@@ -38,11 +39,23 @@ struct Loop {
     /// The budget an answer of this loop left, once it has answered: its next report (its
     /// end, or a held root's next request) must show it.
     answered: bool,
+    /// The line of the reply whose calls are running, until its step event closes it.
+    step_owed: Option<usize>,
 }
 
 impl Loop {
     fn new(budget: u32, recovery: u32) -> Loop {
-        Loop { budget, recovery, steps: 0, regular: false, started: None, spawn: None, nudge: None, answered: false }
+        Loop {
+            budget,
+            recovery,
+            steps: 0,
+            regular: false,
+            started: None,
+            spawn: None,
+            nudge: None,
+            answered: false,
+            step_owed: None,
+        }
     }
 }
 
@@ -115,6 +128,18 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
                 }
                 lp.answered = false;
                 lp.regular = false;
+                // `roku.step.event-per-turn`: a reply whose calls ran closes with one step
+                // event before its loop asks the model again.
+                if let Some(reply) = lp.step_owed.take() {
+                    r.add(
+                        Oracle::Costs,
+                        i,
+                        format!(
+                            "{agent} asks the model again, but its reply that ran calls was closed by no step event"
+                        ),
+                        vec![reply],
+                    );
+                }
             }
             Event::LlmReply { .. } => {
                 let Some(lp) = loops.get_mut(agent) else { continue };
@@ -130,6 +155,8 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
                 if let Some(cost) = cost {
                     lp.budget = lp.budget.saturating_sub(cost);
                     lp.answered = true;
+                } else {
+                    lp.step_owed = Some(i);
                 }
             }
             Event::ToolStarted { tool, .. } => {
@@ -252,6 +279,14 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
             }
             Event::StepCompleted { step_index, budget } => {
                 let Some(lp) = loops.get_mut(agent) else { continue };
+                if lp.step_owed.take().is_none() {
+                    r.add(
+                        Oracle::Costs,
+                        i,
+                        format!("{agent} reports a step that closes no reply whose calls ran (one per such reply)"),
+                        vec![],
+                    );
+                }
                 // `roku.step.index-regular-only`, `core.spawn.no-step-index`.
                 let want = lp.steps + u32::from(lp.regular);
                 if *step_index != want {

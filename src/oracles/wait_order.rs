@@ -2,9 +2,10 @@
 //! reads and in which order its result lists it (`docs/rules/bub.md` §4.3).
 //!
 //! The delivery oracle checks that each result is delivered once; this one checks the wait's
-//! own answer: every unread result of a covered task read by it, in completion order (ties in
-//! spawn order), then the other covered tasks in spawn order with their status; returned in
-//! the instant the last covered task finished, or at the deadline, whichever is first.
+//! own answer: every unread result of a covered task read by it, and no other task's, in
+//! completion order (ties in spawn order), then the other covered tasks in spawn order with
+//! their status; returned in the instant the last covered task finished, or at the deadline,
+//! whichever is first.
 
 use std::time::Duration;
 
@@ -80,6 +81,18 @@ pub(super) fn wait(e: &Evidence, r: &mut Report) {
                 });
             }
             Event::Delivered { task_id, via: Via::Wait, .. } => {
+                // `bub.wait.listed`: a wait reads the results of the tasks it covers, and no
+                // other task's, which stay for a notification or a later wait.
+                if let Some(w) = current.as_ref()
+                    && !w.covered.contains(&task_id.as_str())
+                {
+                    r.add(
+                        Oracle::Wait,
+                        i,
+                        format!("`subagent.wait` read the result of {task_id}, which it does not cover"),
+                        vec![w.line],
+                    );
+                }
                 if let (Some(w), Some(unread)) =
                     (current.as_mut(), tasks.unread.iter().find(|u| u.task_id == task_id.as_str()))
                 {

@@ -2490,6 +2490,23 @@ fn delivery_notification_taken_in_by_a_loop_out_of_steps() {
 }
 
 #[test]
+fn delivery_notification_before_the_turns_user_message() {
+    let failures = tampered(BUB_INTAKE, |run| {
+        // Turn 2's first request holds "again" and then alpha's result; swap them.
+        super::oracles_runs::edit_request(run, "main", 1, |messages| {
+            let user = messages.iter().position(|m| m.content == "again").unwrap();
+            let notified = messages.iter().position(|m| m.content.starts_with("<subagent-notification")).unwrap();
+            assert!(user < notified);
+            messages.swap(user, notified);
+        });
+    });
+    assert_has(
+        &failures,
+        "oracle delivery: main at 0.060s: a result notified at the start of a turn comes before the turn's user message in the first request",
+    );
+}
+
+#[test]
 fn every_oracle_is_named_as_reports_print_it() {
     let names: Vec<&str> = Oracle::ALL.iter().map(|o| o.name()).collect();
     assert_eq!(

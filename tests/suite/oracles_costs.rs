@@ -144,3 +144,33 @@ fn costs_failed_model_request_charged_a_step() {
     });
     assert_has(&failures, "oracle costs: main at 0.100s: main ends with 29 steps, but what it did leaves 30");
 }
+
+#[test]
+fn costs_reply_of_calls_closed_without_a_step_event() {
+    // The reply whose only call is `Agent` ran its calls; its step event goes missing.
+    let failures = tampered(BUB_FAMILY, |run| {
+        let line = line_of(run, |e| matches!(e, Event::StepCompleted { .. }));
+        run.trace.entries.remove(line);
+    });
+    let costs = of(&failures, "costs");
+    assert!(
+        costs
+            .iter()
+            .any(|f| f.ends_with("asks the model again, but its reply that ran calls was closed by no step event")),
+        "{failures:#?}"
+    );
+}
+
+#[test]
+fn costs_step_event_twice_for_one_reply() {
+    let failures = tampered(BUB_FAMILY, |run| {
+        let line = line_of(run, |e| matches!(e, Event::StepCompleted { .. }));
+        let copy = run.trace.entries[line].clone();
+        run.trace.entries.insert(line + 1, copy);
+    });
+    let costs = of(&failures, "costs");
+    assert!(
+        costs.iter().any(|f| f.ends_with("reports a step that closes no reply whose calls ran (one per such reply)")),
+        "{failures:#?}"
+    );
+}

@@ -72,3 +72,23 @@ fn wait_peek_that_waits() {
     });
     assert_has(&failures, "oracle wait: main at 0.600s: `subagent.wait` returned at 600ms, but its deadline was 500ms");
 }
+
+#[test]
+fn wait_reads_a_task_it_does_not_cover() {
+    // The first wait lists both tasks and reads both; as if it had listed only the first, it
+    // read the second's result too.
+    let failures = tampered(BUB_WAIT_NAMED, |run| {
+        let end = tool_end(run, "subagent.wait", 0);
+        let start = (0..end)
+            .rev()
+            .find(|i| matches!(&run.trace.entries[*i].what, What::Core(Event::ToolStarted { tool, .. }) if tool == "subagent.wait"))
+            .unwrap();
+        if let What::Core(Event::ToolStarted { args, .. }) = &mut run.trace.entries[start].what {
+            std::sync::Arc::make_mut(args)["task_ids"] = serde_json::json!(["sub-e220a839"]);
+        }
+    });
+    assert_has(
+        &failures,
+        "oracle wait: main at 0.400s: `subagent.wait` read the result of sub-6e789e6a, which it does not cover",
+    );
+}
