@@ -12,17 +12,22 @@
 //! accented, CJK and emoji text, temp / fork / named sessions, wait / send / cancel, steering,
 //! several turns and LLM errors, child grants (`allowed_tools` empty, narrowed, spelled in every
 //! way the name matching accepts, or naming a tool nobody has) and, one plan in eight, Roku's
-//! risk gate with tags, a policy list and the user's answers. Special values are drawn on purpose: 0 where 0 means "none"
-//! (a time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null`
-//! for an optional limit, a negative (invalid) time limit on a spawn or a wait, a wait without
-//! one (the default), a `final_answer` or `fail` without its text, an `Agent` task padded
-//! with whitespace, a custom unknown-tool message, and each knob left unset one time in
-//! four, so the presets' own values run too. Same-instant ties are drawn on purpose too:
-//! latencies lean to the values of the time limits, so children end together, on a limit, on
-//! a wait's deadline or on a steering time, in every explored order the fuzzer then tries.
-//! Generated scripts never leave a run waiting forever without
-//! a time limit (a child only hangs when a timeout applies to it), so a run that hits its
-//! horizon is a real termination finding. This module generates; it judges nothing.
+//! risk gate with tags, a policy list and the user's answers. The scenario's profile is drawn
+//! too (a body plain, padded or blank, tools and skills that narrow the child, a model, a
+//! reasoning effort, a time limit of its own, 0 or none), and so are a spawn's own model,
+//! reasoning effort and `allowed_skills`, a profile name padded or missing, a blank prompt and
+//! bad names out of order. Special values are drawn on purpose: 0 where 0 means "none" (a
+//! time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null` for
+//! an optional limit, a negative (invalid) or huge (clamped) time limit on a spawn, a negative
+//! one on a wait, a wait without one (the default), a reply of whitespace only, a
+//! `final_answer` or `fail` without its text, an `Agent` task padded with whitespace, a custom
+//! unknown-tool message, and each knob left unset one time in four, so the presets' own
+//! values run too. Same-instant ties are drawn on purpose too: latencies lean to the values of
+//! the time limits, so children end together, on a limit, on a wait's deadline or on a
+//! steering time, in every explored order the fuzzer then tries. Generated scripts never
+//! leave a run waiting forever without a time limit inside the run's horizon (a child only
+//! hangs when one applies to it), so a run that hits its horizon is a real termination
+//! finding. This module generates; it judges nothing.
 
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -115,6 +120,9 @@ enum ChildStep {
     CallSubagent,
     /// Answers with `count` copies of `UNITS[unit]` around the result limit.
     Answer { unit: usize, around: i8, latency: u64 },
+    /// Answers with whitespace only (an answer all the same: `roku.loop.empty-text-completed`
+    /// replaces only an empty one).
+    Blank,
     /// Calls `fail`.
     Fail,
     /// Never answers (only when a timeout applies).
@@ -141,9 +149,67 @@ enum Grant {
     /// each spelled as [`SPELLINGS`]`[spelling]` says, in the other order when `reversed`; as
     /// one comma-separated string when `string`. A child granted less than the catalog still calls the rest of it.
     Names { which: u8, spelling: usize, string: bool, reversed: bool },
-    /// A list that also names a tool nobody has, which refuses the call.
+    /// A list that also names a tool nobody has, which refuses the call; with `several`, bad
+    /// names out of order, one twice and one padded (the refusal lists them trimmed, sorted,
+    /// once each).
+    Unknown { several: bool },
+}
+
+/// How a `subagent` call names its profile (`agent`).
+#[derive(Clone, Copy, Debug)]
+enum AgentPick {
+    /// No `agent`.
+    None,
+    /// `helper`, the scenario's profile.
+    Helper,
+    /// ` helper `, which names it too (names are trimmed).
+    Padded,
+    /// A profile nobody declared (refused).
+    Missing,
+}
+
+/// The `allowed_skills` of a `subagent` call.
+#[derive(Clone, Copy, Debug)]
+enum SkillGrant {
+    /// `[]`: counts as not given.
+    Empty,
+    /// `["deploy"]`.
+    One,
+    /// `[" REVIEW "]`: `review`, spelled another way.
+    Spelled,
+    /// Names no skill of the root has, out of order (refused).
     Unknown,
 }
+
+/// What a `subagent` call asks for besides its prompt, session, time limit and tools.
+#[derive(Clone, Debug)]
+struct SpawnExtras {
+    /// A blank prompt (refused before anything else but the depth).
+    blank: bool,
+    agent: AgentPick,
+    /// `model` and `reasoning_effort` of the call's own.
+    model: bool,
+    effort: bool,
+    skills: Option<SkillGrant>,
+}
+
+/// The scenario's one profile, `helper`: its body (one of [`BODIES`]), tools and skills
+/// (narrowing the child unless the call names its own), model, reasoning effort and time limit.
+#[derive(Clone, Debug)]
+struct ProfilePlan {
+    body: usize,
+    /// `None`, `[]`, `["Read"]`, or `[" flaky", "FAIL"]` (names spelled other ways).
+    tools: u8,
+    /// `None`, `["deploy"]` or `[" Review "]`.
+    skills: u8,
+    model: bool,
+    effort: bool,
+    /// The profile's `timeout_seconds` in ms: unset, 0 (none) or 250.
+    timeout_ms: Option<u64>,
+}
+
+/// Profile bodies: none, plain, with whitespace around it (trimmed in the prompt), blank.
+const BODIES: [&str; 4] = ["", "Be terse.", "\n  Be terse.\n", "  \n"];
 
 /// How a granted name is spelled: as is, or in the other ways that name the same tool
 /// (`bub.spawn.name-matching`: trimmed, any case, `.` for `_`).
@@ -175,8 +241,15 @@ enum RootCall {
     /// `Agent` with a child, its task written as `form` says.
     Agent { child: Vec<ChildStep>, form: TaskForm },
     /// `subagent` with a child.
-    /// `timeout_ms` below 0 is an invalid limit, which counts as not given.
-    Spawn { child: Vec<ChildStep>, session: SessionPick, timeout_ms: Option<i64>, profile: bool, grant: Option<Grant> },
+    /// `timeout_ms` below 0 is an invalid limit, which counts as not given; past
+    /// [`CLAMPED_MS`] it is clamped.
+    Spawn {
+        child: Vec<ChildStep>,
+        session: SessionPick,
+        timeout_ms: Option<i64>,
+        grant: Option<Grant>,
+        extras: SpawnExtras,
+    },
     /// `subagent.wait`, on some earlier tasks (or all).
     /// `timeout_ms` `None` leaves the argument out (the default wait); below 0 is invalid,
     /// which counts as not given.
@@ -205,6 +278,8 @@ enum RootReply {
     Calls(Vec<RootCall>, u64),
     /// Text without calls (ends the turn, or waits for children).
     Text,
+    /// Whitespace without calls: an answer all the same.
+    Blank,
     /// `final_answer`; `bare` leaves out its `message` (the empty message).
     FinalAnswer { bare: bool },
     /// `fail`; `bare` leaves out its `reason` (the default reason).
@@ -249,7 +324,14 @@ pub struct Plan {
     steer: Vec<u64>,
     /// Roku's risk gate instead of the auto gate.
     gate: Option<GatePlan>,
+    profile: ProfilePlan,
+    /// Whether the root has skills (`review`, `deploy`) for children to be narrowed to (Bub's
+    /// preset only).
+    skills: bool,
 }
+
+/// A `timeout_seconds` past `bub.timeout.clamped`'s 1,000,000,000 s, in ms.
+const CLAMPED_MS: i64 = 2_000_000_000_000;
 
 /// A knob's value, or (one time in four) the knob left unset so the preset decides.
 fn or_preset<T: std::fmt::Debug + Clone + 'static>(
@@ -334,6 +416,7 @@ fn child_step() -> impl Strategy<Value = ChildStep> {
         3 => answer().prop_map(|(unit, around, latency)| ChildStep::Answer { unit, around, latency }),
         2 => latency().prop_map(ChildStep::Read),
         1 => Just(ChildStep::Flaky),
+        1 => Just(ChildStep::Blank),
         1 => vec(leaf_step(), 1..=2).prop_map(ChildStep::SpawnGrandchild),
         1 => Just(ChildStep::CallSubagent),
         1 => Just(ChildStep::Fail),
@@ -359,8 +442,47 @@ fn grant() -> impl Strategy<Value = Option<Grant>> {
         1 => Just(Some(Grant::Empty)),
         2 => (1u8..16, 0..SPELLINGS.len(), prop::bool::weighted(0.25), any::<bool>())
             .prop_map(|(which, spelling, string, reversed)| Some(Grant::Names { which, spelling, string, reversed })),
-        1 => Just(Some(Grant::Unknown)),
+        1 => any::<bool>().prop_map(|several| Some(Grant::Unknown { several })),
     ]
+}
+
+/// A spawn's extras: mostly none; a blank prompt, a missing or padded profile name, a model,
+/// a reasoning effort or skills of the call's own now and then.
+fn spawn_extras() -> impl Strategy<Value = SpawnExtras> {
+    let agent = prop_oneof![
+        12 => Just(AgentPick::None),
+        5 => Just(AgentPick::Helper),
+        1 => Just(AgentPick::Padded),
+        1 => Just(AgentPick::Missing),
+    ];
+    let skills = prop_oneof![
+        10 => Just(None),
+        1 => Just(Some(SkillGrant::Empty)),
+        2 => Just(Some(SkillGrant::One)),
+        1 => Just(Some(SkillGrant::Spelled)),
+        1 => Just(Some(SkillGrant::Unknown)),
+    ];
+    (prop::bool::weighted(0.06), agent, prop::bool::weighted(0.15), prop::bool::weighted(0.15), skills)
+        .prop_map(|(blank, agent, model, effort, skills)| SpawnExtras { blank, agent, model, effort, skills })
+}
+
+fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
+    (
+        0..BODIES.len(),
+        0u8..4,
+        0u8..3,
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![Just(None), Just(Some(0u64)), Just(Some(250u64))],
+    )
+        .prop_map(|(body, tools, skills, model, effort, timeout_ms)| ProfilePlan {
+            body,
+            tools,
+            skills,
+            model,
+            effort,
+            timeout_ms,
+        })
 }
 
 fn root_call() -> impl Strategy<Value = RootCall> {
@@ -369,8 +491,8 @@ fn root_call() -> impl Strategy<Value = RootCall> {
         1 => Just(RootCall::Flaky),
         1 => Just(RootCall::Unknown),
         3 => (vec(child_step(), 1..=3), task_form()).prop_map(|(child, form)| RootCall::Agent { child, form }),
-        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, -1000])), prop::bool::weighted(0.2), grant())
-            .prop_map(|(child, session, timeout_ms, profile, grant)| RootCall::Spawn { child, session, timeout_ms, profile, grant }),
+        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, -1000, CLAMPED_MS])), grant(), spawn_extras())
+            .prop_map(|(child, session, timeout_ms, grant, extras)| RootCall::Spawn { child, session, timeout_ms, grant, extras }),
         2 => (vec(0u8..4, 0..=2), prop::option::weighted(0.85, select(vec![0i64, 50, 250, 1000, 60_000, -50]))).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
         1 => (0u8..4).prop_map(RootCall::Send),
         1 => (0u8..4).prop_map(RootCall::Cancel),
@@ -386,6 +508,7 @@ fn root_reply() -> impl Strategy<Value = RootReply> {
     prop_oneof![
         8 => (vec(root_call(), 1..=4), select(LATENCIES.to_vec())).prop_map(|(calls, latency)| RootReply::Calls(calls, latency)),
         2 => Just(RootReply::Text),
+        1 => Just(RootReply::Blank),
         1 => prop::bool::weighted(0.3).prop_map(|bare| RootReply::FinalAnswer { bare }),
         1 => prop::bool::weighted(0.3).prop_map(|bare| RootReply::Fail { bare }),
         1 => Just(RootReply::AskUser),
@@ -412,8 +535,17 @@ pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
         vec(select(vec![0u64, 50, 100, 250, 1000]), 0..=2),
         // One plan in eight runs its calls through the risk gate.
         prop::option::weighted(0.125, gate_plan()),
+        (profile_plan(), prop::bool::weighted(0.6)),
     )
-        .prop_map(|(knobs, root, turns, steer, gate)| Plan { knobs, root, turns, steer, gate })
+        .prop_map(|(knobs, root, turns, steer, gate, (profile, skills))| Plan {
+            knobs,
+            root,
+            turns,
+            steer,
+            gate,
+            profile,
+            skills,
+        })
 }
 
 /// Scenarios of a family, as a user would write them.
@@ -441,6 +573,9 @@ struct Compiler {
     spawned: usize,
     /// Whether the risk gate refuses every spawn ([`GatePlan`]), so no task ever exists.
     gated: bool,
+    profile: ProfilePlan,
+    /// Whether the root has skills.
+    skills: bool,
 }
 
 impl Compiler {
@@ -468,6 +603,7 @@ impl Compiler {
                 ChildStep::Answer { unit, around, latency } => {
                     Reply { text: Some(self.answer_text(*unit, *around)), latency_ms: *latency, ..Reply::default() }
                 }
+                ChildStep::Blank => text(" \n "),
                 ChildStep::Fail => reply(vec![call("fail", json!({"reason": "cannot"}))], 1),
                 // A child hangs only when a limit will stop it: otherwise the run could not end.
                 ChildStep::Hang if timeout_applies => Reply { hang: true, ..Reply::default() },
@@ -507,6 +643,24 @@ impl Compiler {
         format!("$task{}", usize::from(pick) % spawned_before + 1)
     }
 
+    /// Whether a `subagent` call with these arguments is refused (and so starts no task): a
+    /// blank prompt, a missing profile, a tool or a skill nobody has (`bub.spawn.*`).
+    fn refused(&self, grant: Option<&Grant>, extras: &SpawnExtras, profile: bool) -> bool {
+        let skills = match extras.skills {
+            Some(SkillGrant::Empty) | None => profile.then(|| self.profile.skill_names()).flatten(),
+            Some(grant) => Some(grant.names()),
+        };
+        let unknown_skill = skills.is_some_and(|names| {
+            !names.is_empty()
+                && (!self.skills
+                    || names.iter().any(|n| !["review", "deploy"].contains(&n.trim().to_lowercase().as_str())))
+        });
+        extras.blank
+            || matches!(extras.agent, AgentPick::Missing)
+            || matches!(grant, Some(Grant::Unknown { .. }))
+            || unknown_skill
+    }
+
     fn root_call(&mut self, c: &RootCall, spawned_before: usize) -> Call {
         let rules = &self.rules;
         match c {
@@ -522,17 +676,22 @@ impl Compiler {
                 };
                 call("Agent", json!({ "task": task }))
             }
-            RootCall::Spawn { child, session, timeout_ms, profile, grant } => {
+            RootCall::Spawn { child, session, timeout_ms, grant, extras } => {
+                let profile = matches!(extras.agent, AgentPick::Helper | AgentPick::Padded);
                 // The first source that gives a limit decides, and 0 is none (`bub.timeout.*`).
                 let default = rules.subagent_default_timeout.map(|t| t.as_millis() as u64);
                 // A negative limit counts as not given (`bub.timeout.invalid-ignored`).
                 let given = timeout_ms.and_then(|ms| u64::try_from(ms).ok());
-                let limit = given.or(if *profile { Some(250) } else { None }).or(default);
-                let prompt = self.child(child, limit.is_some_and(|ms| ms > 0));
+                let of_profile = if profile { self.profile.timeout_ms } else { None };
+                let limit = given.or(of_profile).or(default);
+                // A child hangs only under a limit inside the run's horizon.
+                let applies = limit.is_some_and(|ms| ms > 0 && ms < CLAMPED_MS as u64);
+                let prompt = self.child(child, applies);
                 // A refused call starts no task for later calls to name.
-                if !matches!(grant, Some(Grant::Unknown)) {
+                if !self.refused(grant.as_ref(), extras, profile) {
                     self.spawned += 1;
                 }
+                let prompt = if extras.blank { "  ".to_string() } else { prompt };
                 let mut args = json!({"prompt": prompt});
                 args["session"] = json!(match session {
                     SessionPick::Temp => "temp".to_string(),
@@ -543,15 +702,29 @@ impl Compiler {
                 if let Some(ms) = timeout_ms {
                     args["timeout_seconds"] = json!(*ms as f64 / 1000.0);
                 }
-                if *profile {
-                    args["agent"] = json!("helper");
+                match extras.agent {
+                    AgentPick::None => {}
+                    AgentPick::Helper => args["agent"] = json!("helper"),
+                    AgentPick::Padded => args["agent"] = json!(" helper "),
+                    AgentPick::Missing => args["agent"] = json!("nosuch"),
                 }
                 if let Some(grant) = grant {
                     args["allowed_tools"] = grant.arg();
                 }
+                if let Some(skills) = extras.skills {
+                    args["allowed_skills"] = skills.arg();
+                }
+                if extras.model {
+                    args["model"] = json!("model-c");
+                }
+                if extras.effort {
+                    args["reasoning_effort"] = json!("low");
+                }
                 // A comma-separated string is a form the rules accept
-                // (`bub.child.allowed-tools-string`) but the scenario format asks to mark.
-                let bad_args = matches!(grant, Some(Grant::Names { string: true, .. }));
+                // (`bub.child.allowed-tools-string`) but the scenario format asks to mark, as
+                // it asks for a profile name that is not the scenario's as written.
+                let bad_args = matches!(grant, Some(Grant::Names { string: true, .. }))
+                    || matches!(extras.agent, AgentPick::Padded | AgentPick::Missing);
                 Call { bad_args, ..call("subagent", args) }
             }
             RootCall::Wait { tasks, timeout_ms } => {
@@ -631,7 +804,54 @@ impl Grant {
                 }
                 if *string { json!(names.join(",")) } else { json!(names) }
             }
-            Grant::Unknown => json!(["Read", "Write"]),
+            Grant::Unknown { several: false } => json!(["Read", "Write"]),
+            Grant::Unknown { several: true } => json!(["zeta", "Read", "alpha", " zeta"]),
+        }
+    }
+}
+
+impl SkillGrant {
+    fn names(&self) -> Vec<&'static str> {
+        match self {
+            SkillGrant::Empty => vec![],
+            SkillGrant::One => vec!["deploy"],
+            SkillGrant::Spelled => vec![" REVIEW "],
+            SkillGrant::Unknown => vec!["nosuch", "deploy", "alpha"],
+        }
+    }
+
+    /// The `allowed_skills` argument.
+    fn arg(&self) -> serde_json::Value {
+        json!(self.names())
+    }
+}
+
+impl ProfilePlan {
+    /// The profile's `skills`.
+    fn skill_names(&self) -> Option<Vec<&'static str>> {
+        match self.skills {
+            0 => None,
+            1 => Some(vec!["deploy"]),
+            _ => Some(vec![" Review "]),
+        }
+    }
+
+    fn spec(&self) -> ProfileSpec {
+        let strings = |names: Vec<&str>| names.into_iter().map(str::to_string).collect();
+        ProfileSpec {
+            name: "helper".into(),
+            description: "Looks things up".into(),
+            model: self.model.then(|| "model-b".into()),
+            reasoning_effort: self.effort.then(|| "medium".into()),
+            tools: match self.tools {
+                0 => None,
+                1 => Some(vec![]),
+                2 => Some(strings(vec!["Read"])),
+                _ => Some(strings(vec![" flaky", "FAIL"])),
+            },
+            skills: self.skill_names().map(strings),
+            timeout_seconds: self.timeout_ms.map(|ms| ms as f64 / 1000.0),
+            body: BODIES[self.body].to_string(),
         }
     }
 }
@@ -645,8 +865,16 @@ impl Plan {
     pub fn compile(&self) -> Scenario {
         let k = &self.knobs;
         let spec = k.spec();
-        let mut c =
-            Compiler { rules: spec.resolve(), lanes: Vec::new(), tasks: 0, spawned: 0, gated: self.gate.is_some() };
+        let mut c = Compiler {
+            rules: spec.resolve(),
+            lanes: Vec::new(),
+            tasks: 0,
+            spawned: 0,
+            gated: self.gate.is_some(),
+            profile: self.profile.clone(),
+            // Skills are Bub's: a Roku session has none.
+            skills: self.skills && k.bub,
+        };
         let mut root = Vec::new();
         for r in &self.root {
             root.push(match r {
@@ -657,6 +885,7 @@ impl Plan {
                     reply(calls, *latency)
                 }
                 RootReply::Text => text("Here is what I found."),
+                RootReply::Blank => text("  "),
                 RootReply::FinalAnswer { bare: false } => {
                     reply(vec![call("final_answer", json!({"message": "All done."}))], 1)
                 }
@@ -714,6 +943,7 @@ impl Plan {
             session: SessionSpec {
                 model: Some("model-a".into()),
                 reasoning_effort: (k.seed % 2 == 0).then(|| "high".into()),
+                skills: if c.skills { vec!["review".into(), "deploy".into()] } else { Vec::new() },
                 ..SessionSpec::default()
             },
             approval,
@@ -743,16 +973,7 @@ impl Plan {
                     handler: None,
                 },
             ],
-            profiles: vec![ProfileSpec {
-                name: "helper".into(),
-                description: "Looks things up".into(),
-                model: Some("model-b".into()),
-                reasoning_effort: None,
-                tools: None,
-                skills: None,
-                timeout_seconds: Some(0.25),
-                body: String::new(),
-            }],
+            profiles: vec![self.profile.spec()],
             profile_dirs: Default::default(),
             lanes,
             turns,
