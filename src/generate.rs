@@ -125,6 +125,8 @@ enum ChildStep {
     Blank,
     /// Calls `fail`.
     Fail,
+    /// Calls `ask_user`, which no child has (refused as an unknown name).
+    AskUser,
     /// Never answers (only when a timeout applies).
     Hang,
     /// The LLM call fails.
@@ -227,6 +229,8 @@ enum SessionPick {
     Inherit,
     /// A named session, `notes-0` or `notes-1`.
     Named(u8),
+    /// A named session whose name looks like a task's record (`temp/notes`).
+    NamedLikeTemp,
 }
 
 /// One call of the root.
@@ -238,8 +242,9 @@ enum RootCall {
     Flaky,
     /// A name nobody declared.
     Unknown,
-    /// `Agent` with a child, its task written as `form` says.
-    Agent { child: Vec<ChildStep>, form: TaskForm },
+    /// `Agent` with a child, its task written as `form` says; with `tools`, a `tools`
+    /// argument, which changes nothing (`roku.child.tools-arg-ignored`).
+    Agent { child: Vec<ChildStep>, form: TaskForm, tools: bool },
     /// `subagent` with a child.
     /// `timeout_ms` below 0 is an invalid limit, which counts as not given; past
     /// [`CLAMPED_MS`] it is clamped.
@@ -254,8 +259,8 @@ enum RootCall {
     /// `timeout_ms` `None` leaves the argument out (the default wait); below 0 is invalid,
     /// which counts as not given.
     Wait { tasks: Vec<u8>, timeout_ms: Option<i64> },
-    /// `subagent.send` to an earlier task.
-    Send(u8),
+    /// `subagent.send` to an earlier task; with `blank`, a message of whitespace (refused).
+    Send(u8, bool),
     /// `subagent.cancel` of an earlier task.
     Cancel(u8),
 }
@@ -290,6 +295,9 @@ enum RootReply {
     LlmError,
     /// A terminal call after a regular one (the regular one must not run).
     ReadThenFinal,
+    /// Two terminal calls (the first decides): `fail` then `final_answer`, `final_answer`
+    /// then `fail`, or `ask_user` then `final_answer`, by `which`.
+    TwoTerminals(u8),
 }
 
 /// Roku's risk gate, for the plans that run their calls through it: the catalog tools' tags,
@@ -420,6 +428,7 @@ fn child_step() -> impl Strategy<Value = ChildStep> {
         1 => vec(leaf_step(), 1..=2).prop_map(ChildStep::SpawnGrandchild),
         1 => Just(ChildStep::CallSubagent),
         1 => Just(ChildStep::Fail),
+        1 => Just(ChildStep::AskUser),
         1 => Just(ChildStep::Hang),
         1 => Just(ChildStep::LlmError),
     ]
@@ -431,6 +440,7 @@ fn session() -> impl Strategy<Value = SessionPick> {
         2 => Just(SessionPick::Fork),
         1 => Just(SessionPick::Inherit),
         2 => (0u8..2).prop_map(SessionPick::Named),
+        1 => Just(SessionPick::NamedLikeTemp),
     ]
 }
 
@@ -490,11 +500,11 @@ fn root_call() -> impl Strategy<Value = RootCall> {
         2 => select(LATENCIES.to_vec()).prop_map(RootCall::Read),
         1 => Just(RootCall::Flaky),
         1 => Just(RootCall::Unknown),
-        3 => (vec(child_step(), 1..=3), task_form()).prop_map(|(child, form)| RootCall::Agent { child, form }),
+        3 => (vec(child_step(), 1..=3), task_form(), prop::bool::weighted(0.15)).prop_map(|(child, form, tools)| RootCall::Agent { child, form, tools }),
         4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, -1000, CLAMPED_MS])), grant(), spawn_extras())
             .prop_map(|(child, session, timeout_ms, grant, extras)| RootCall::Spawn { child, session, timeout_ms, grant, extras }),
         2 => (vec(0u8..4, 0..=2), prop::option::weighted(0.85, select(vec![0i64, 50, 250, 1000, 60_000, -50]))).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
-        1 => (0u8..4).prop_map(RootCall::Send),
+        1 => (0u8..4, prop::bool::weighted(0.15)).prop_map(|(task, blank)| RootCall::Send(task, blank)),
         1 => (0u8..4).prop_map(RootCall::Cancel),
     ]
 }
@@ -514,6 +524,7 @@ fn root_reply() -> impl Strategy<Value = RootReply> {
         1 => Just(RootReply::AskUser),
         1 => Just(RootReply::LlmError),
         1 => Just(RootReply::ReadThenFinal),
+        1 => (0u8..3).prop_map(RootReply::TwoTerminals),
     ]
 }
 
@@ -605,6 +616,7 @@ impl Compiler {
                 }
                 ChildStep::Blank => text(" \n "),
                 ChildStep::Fail => reply(vec![call("fail", json!({"reason": "cannot"}))], 1),
+                ChildStep::AskUser => reply(vec![call("ask_user", json!({"question": "Which file?"}))], 1),
                 // A child hangs only when a limit will stop it: otherwise the run could not end.
                 ChildStep::Hang if timeout_applies => Reply { hang: true, ..Reply::default() },
                 ChildStep::Hang => text("done after all"),
@@ -667,14 +679,18 @@ impl Compiler {
             RootCall::Read(latency) => call("Read", json!({"path": format!("file-{latency}.md")})),
             RootCall::Flaky => call("Flaky", json!({})),
             RootCall::Unknown => Call { tool: "Frobnicate".into(), args: json!({}), undeclared: true, bad_args: false },
-            RootCall::Agent { child, form } => {
+            RootCall::Agent { child, form, tools } => {
                 let task = self.child(child, rules.agent_timeout.is_some_and(|t| !t.is_zero()));
                 let task = match form {
                     TaskForm::Plain => task,
                     TaskForm::Blank => "   ".to_string(),
                     TaskForm::Padded => format!("  {task}\n"),
                 };
-                call("Agent", json!({ "task": task }))
+                let mut args = json!({ "task": task });
+                if *tools {
+                    args["tools"] = json!("Read");
+                }
+                call("Agent", args)
             }
             RootCall::Spawn { child, session, timeout_ms, grant, extras } => {
                 let profile = matches!(extras.agent, AgentPick::Helper | AgentPick::Padded);
@@ -698,6 +714,7 @@ impl Compiler {
                     SessionPick::Fork => "fork".to_string(),
                     SessionPick::Inherit => "inherit".to_string(),
                     SessionPick::Named(n) => format!("notes-{n}"),
+                    SessionPick::NamedLikeTemp => "temp/notes".to_string(),
                 });
                 if let Some(ms) = timeout_ms {
                     args["timeout_seconds"] = json!(*ms as f64 / 1000.0);
@@ -738,9 +755,12 @@ impl Compiler {
                 }
                 call("subagent.wait", args)
             }
-            RootCall::Send(t) => call(
+            RootCall::Send(t, blank) => call(
                 "subagent.send",
-                json!({"task_id": self.task_ref(*t, spawned_before), "message": "also check the tests"}),
+                json!({
+                    "task_id": self.task_ref(*t, spawned_before),
+                    "message": if *blank { " " } else { "also check the tests" },
+                }),
             ),
             RootCall::Cancel(t) => call("subagent.cancel", json!({"task_id": self.task_ref(*t, spawned_before)})),
         }
@@ -805,7 +825,7 @@ impl Grant {
                 if *string { json!(names.join(",")) } else { json!(names) }
             }
             Grant::Unknown { several: false } => json!(["Read", "Write"]),
-            Grant::Unknown { several: true } => json!(["zeta", "Read", "alpha", " zeta"]),
+            Grant::Unknown { several: true } => json!(["zeta", "Read", "alpha", " zeta", "Agent", "subagent.wait"]),
         }
     }
 }
@@ -902,6 +922,17 @@ impl Plan {
                 RootReply::LlmError => Reply { error: Some("overloaded".into()), latency_ms: 1, ..Reply::default() },
                 RootReply::ReadThenFinal => {
                     reply(vec![call("Read", json!({"path": "x"})), call("final_answer", json!({"message": "ok"}))], 1)
+                }
+                RootReply::TwoTerminals(which) => {
+                    let fail = call("fail", json!({"reason": "Cannot go on."}));
+                    let done = call("final_answer", json!({"message": "Finished."}));
+                    let ask = call("ask_user", json!({"question": "Go on?"}));
+                    let calls = match which {
+                        0 => vec![fail, done],
+                        1 => vec![done, fail],
+                        _ => vec![ask, done],
+                    };
+                    reply(calls, 1)
                 }
             });
         }
