@@ -666,9 +666,8 @@ fn concurrency(e: &Evidence, r: &mut Report) {
 
 /// Where the messages of each agent's requests may come from.
 struct Provenance<'a> {
-    /// Per agent: its own replies, as the assistant messages they became, indexed by text and
-    /// first call name (so finding one is a lookup, not a scan of every reply).
-    replies: BTreeMap<&'a AgentId, BTreeMap<ReplyKey<'a>, Vec<&'a Message>>>,
+    /// Per agent: its own replies, as the assistant messages they became.
+    replies: BTreeMap<&'a AgentId, Replies<'a>>,
     /// Per agent: texts that legitimately reach it as user messages (user turns, steering,
     /// `subagent.send`, notifications).
     inbound: BTreeMap<AgentId, BTreeSet<String>>,
@@ -677,6 +676,54 @@ struct Provenance<'a> {
 }
 
 type ReplyKey<'a> = (&'a str, Option<&'a str>, u64);
+
+/// One agent's replies, in the order the model gave them. An agent's requests show its replies
+/// in that order, so the next one is tried first; any other is found through an index by
+/// [`reply_key`] (built the first time one is needed), so finding one is never a scan of
+/// every reply.
+#[derive(Default)]
+struct Replies<'a> {
+    in_order: Vec<&'a Message>,
+    /// The reply after the last one found.
+    next: std::cell::Cell<usize>,
+    by_key: std::cell::OnceCell<BTreeMap<ReplyKey<'a>, Vec<usize>>>,
+}
+
+impl<'a> Replies<'a> {
+    /// Every reply of every exchange, by the agent that asked.
+    fn of(exchanges: &'a [crate::evidence::Exchange]) -> BTreeMap<&'a AgentId, Replies<'a>> {
+        let mut replies: BTreeMap<&AgentId, Replies> = BTreeMap::new();
+        for exchange in exchanges {
+            if let Some(reply) = &exchange.reply {
+                replies.entry(&exchange.request.agent).or_default().in_order.push(reply);
+            }
+        }
+        replies
+    }
+
+    /// Whether `message` is one of these replies (same text, call names and arguments).
+    fn holds(&self, message: &Message) -> bool {
+        let next = self.next.get();
+        if self.in_order.get(next).is_some_and(|reply| same_reply(message, reply)) {
+            self.next.set(next + 1);
+            return true;
+        }
+        let by_key = self.by_key.get_or_init(|| {
+            let mut by_key: BTreeMap<ReplyKey, Vec<usize>> = BTreeMap::new();
+            for (i, reply) in self.in_order.iter().enumerate() {
+                by_key.entry(reply_key(reply)).or_default().push(i);
+            }
+            by_key
+        });
+        let found = by_key
+            .get(&reply_key(message))
+            .and_then(|alike| alike.iter().copied().find(|i| same_reply(message, self.in_order[*i])));
+        if let Some(i) = found {
+            self.next.set(i + 1);
+        }
+        found.is_some()
+    }
+}
 
 /// What replies are indexed by: the text, the first call's name, and a fingerprint of every
 /// call's name and arguments (never its id). Without the fingerprint, an agent calling one
@@ -792,11 +839,7 @@ impl<'a> Provenance<'a> {
         for message in messages {
             match message.role {
                 Role::Assistant => {
-                    let own = self
-                        .replies
-                        .get(agent)
-                        .and_then(|replies| replies.get(&reply_key(message)))
-                        .is_some_and(|alike| alike.iter().any(|reply| same_reply(message, reply)));
+                    let own = self.replies.get(agent).is_some_and(|replies| replies.holds(message));
                     if !own {
                         return Some(format!(
                             "an assistant message {agent} never wrote ({:?})",
@@ -838,7 +881,8 @@ fn short(s: &str) -> String {
 fn fork_isolation(e: &Evidence, r: &mut Report) {
     let mut kinds: BTreeMap<AgentId, (&str, usize)> = BTreeMap::new();
     let mut named = BTreeSet::new();
-    let mut prov = Provenance { replies: BTreeMap::new(), inbound: BTreeMap::new(), request_lines: BTreeMap::new() };
+    let mut prov =
+        Provenance { replies: Replies::of(e.exchanges), inbound: BTreeMap::new(), request_lines: BTreeMap::new() };
     let mut sent_early: BTreeMap<AgentId, Vec<String>> = BTreeMap::new();
     // Per task, its finished runs not yet delivered, in order (a continued task runs again).
     let mut results: BTreeMap<String, VecDeque<(TaskStatus, String)>> = BTreeMap::new();
@@ -871,12 +915,6 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
             }
             Event::LlmRequest { .. } => prov.request_lines.entry(agent.clone()).or_default().push(i),
             _ => {}
-        }
-    }
-    for exchange in e.exchanges {
-        if let Some(reply) = &exchange.reply {
-            let own = prov.replies.entry(&exchange.request.agent).or_default();
-            own.entry(reply_key(reply)).or_default().push(reply);
         }
     }
     let mut checked: BTreeMap<&AgentId, Checked> = BTreeMap::new();

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::index::{Index, Tasks, string_arg};
-use super::{Checked, Oracle, Provenance, Report, core_events, reply_key, short};
+use super::{Checked, Oracle, Provenance, Replies, Report, core_events, short};
 use crate::evidence::Evidence;
 use crate::sut::AgentId;
 use crate::sut::event::{Event, Family};
@@ -47,16 +47,11 @@ struct Run<'a> {
 pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
     let root = AgentId::root();
     // Who may have sent what to whom: every message reported at a child.
-    let mut prov = Provenance { replies: BTreeMap::new(), inbound: BTreeMap::new(), request_lines: BTreeMap::new() };
+    let mut prov =
+        Provenance { replies: Replies::of(e.exchanges), inbound: BTreeMap::new(), request_lines: BTreeMap::new() };
     for (_, entry, event) in core_events(e.trace) {
         if let Event::Steered { message } = event {
             prov.inbound.entry(entry.agent.clone()).or_default().insert(message.clone());
-        }
-    }
-    for exchange in e.exchanges {
-        if let Some(reply) = &exchange.reply {
-            let own = prov.replies.entry(&exchange.request.agent).or_default();
-            own.entry(reply_key(reply)).or_default().push(reply);
         }
     }
     let mut tasks = Tasks::default();

@@ -181,9 +181,12 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                 lp.last = Last::Other;
                 let Some(exchange) = index.exchange(i) else { continue };
                 let messages = &exchange.request.messages;
-                let added: Vec<&Message> = match lp.previous.and_then(|p| messages.since(p)) {
-                    Some(added) => added,
-                    None => messages.iter().collect(),
+                let previous = lp.previous.replace(messages);
+                // Only a nudge owed needs what this request added.
+                let added: Vec<&Message> = if lp.nudges.is_empty() {
+                    Vec::new()
+                } else {
+                    previous.and_then(|p| messages.since(p)).unwrap_or_else(|| messages.iter().collect())
                 };
                 for (text, line) in lp.nudges.drain(..) {
                     if !added.iter().any(|m| m.role == Role::User && m.content == text) {
@@ -195,7 +198,6 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                         );
                     }
                 }
-                lp.previous = Some(messages);
             }
             Event::LlmReply { .. } => {
                 if let (Some(lp), Some(reply)) = (loops.get_mut(agent), index.reply(i)) {

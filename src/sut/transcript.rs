@@ -110,22 +110,43 @@ impl Transcript {
     /// Whether `earlier` is this transcript's beginning as the same stored messages (a copy
     /// this one grew from), found without comparing message contents.
     pub fn extends(&self, earlier: &Transcript) -> bool {
-        match (&earlier.last, &self.prefix(earlier.len()).last) {
-            (None, _) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
+        let Some(want) = earlier.last.as_deref() else { return true };
+        let at = self.nodes_back().find(|node| node.len <= want.len);
+        at.is_some_and(|node| std::ptr::eq(node, want))
     }
 
     /// The messages added since `earlier`, in order, when this transcript grew from it
-    /// ([`Transcript::extends`]); `None` otherwise.
+    /// ([`Transcript::extends`]); `None` otherwise. One walk back, no reference counting.
     pub fn since(&self, earlier: &Transcript) -> Option<Vec<&Message>> {
-        if !self.extends(earlier) {
-            return None;
+        let want = earlier.last.as_deref();
+        let since = want.map_or(0, |node| node.len);
+        let mut added: Vec<&Message> = Vec::with_capacity(self.len().saturating_sub(since));
+        let mut at = self.last.as_deref();
+        while let Some(node) = at
+            && node.len > since
+        {
+            added.push(&node.message);
+            at = node.before.as_deref();
         }
-        let mut added: Vec<&Message> = self.iter_rev().take(self.len() - earlier.len()).collect();
-        added.reverse();
-        Some(added)
+        let grew = match (want, at) {
+            (None, _) => true,
+            (Some(want), Some(node)) => std::ptr::eq(node, want),
+            (Some(_), None) => false,
+        };
+        grew.then(|| {
+            added.reverse();
+            added
+        })
+    }
+
+    /// The nodes from the last to the first.
+    fn nodes_back(&self) -> impl Iterator<Item = &Node> + '_ {
+        let mut at = self.last.as_deref();
+        std::iter::from_fn(move || {
+            let node = at?;
+            at = node.before.as_deref();
+            Some(node)
+        })
     }
 
     /// Whether this transcript begins with exactly the messages of `other`.
