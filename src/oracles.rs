@@ -197,6 +197,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     timeouts(evidence, &mut report);
     concurrency(evidence, &mut report);
     fork_isolation(evidence, &mut report);
+    history_kept(evidence, &index, &mut report);
     delivery(evidence, &mut report);
     instants(evidence, &mut report);
     termination(evidence, &mut report);
@@ -274,6 +275,10 @@ fn depth(e: &Evidence, r: &mut Report) {
     let mut reported = BTreeSet::new();
     // The `Agent` call an agent is running, by agent: (tool.start line, spawned?).
     let mut open: BTreeMap<AgentId, (usize, bool)> = BTreeMap::new();
+    // Per parent, how many children it has made; and every child made (a continuation runs
+    // an existing child again).
+    let mut made: BTreeMap<&AgentId, u32> = BTreeMap::new();
+    let mut children: BTreeSet<&AgentId> = BTreeSet::new();
     for (i, entry, event) in core_events(e.trace) {
         let agent = &entry.agent;
         if agent.depth() > limit && reported.insert(agent.clone()) {
@@ -299,6 +304,21 @@ fn depth(e: &Evidence, r: &mut Report) {
                 }
                 if let Some(call) = open.get_mut(agent) {
                     call.1 = true;
+                }
+                // `core.alias.numbering`: a parent's children are numbered 1, 2, … in the order
+                // they are made, both families sharing the count; a refused call makes none.
+                if children.insert(child) {
+                    let n = made.entry(agent).or_default();
+                    *n += 1;
+                    let want = agent.child(*n);
+                    if *child != want {
+                        r.add(
+                            Oracle::Depth,
+                            i,
+                            format!("{agent}'s child number {n} is called {child}; children are numbered in spawn order, so it is {want}"),
+                            vec![],
+                        );
+                    }
                 }
             }
             Event::SpawnRefused { reason, .. } if reason == DEPTH_ERROR && agent.depth() < limit => {
@@ -1003,8 +1023,42 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
 fn notification(task_id: &str, status: TaskStatus, body: &str) -> String {
     format!(
         "<subagent-notification task_id=\"{task_id}\" status=\"{}\">\n{body}\n</subagent-notification>",
-        status.as_str()
+        index::status_word(status)
     )
+}
+
+/// `oracle.fork-isolation.history-kept`: a conversation only grows. Each request of an agent
+/// begins with every message of its previous request, in order: within a run, and for the
+/// root across its turns too (a later turn continues the session's history); a child's run
+/// that begins again (a continuation) starts a new count.
+fn history_kept(e: &Evidence, index: &index::Index, r: &mut Report) {
+    let mut previous: BTreeMap<&AgentId, (&Transcript, usize)> = BTreeMap::new();
+    for (i, entry, event) in core_events(e.trace) {
+        match event {
+            Event::AgentStarted { .. } => {
+                previous.remove(&entry.agent);
+            }
+            Event::LlmRequest { .. } => {
+                let Some(exchange) = index.exchange(i) else { continue };
+                let messages = &exchange.request.messages;
+                if let Some((before, line)) = previous.insert(&entry.agent, (messages, i))
+                    && !messages.starts_with(before)
+                {
+                    let agent = &entry.agent;
+                    r.add(
+                        Oracle::ForkIsolation,
+                        i,
+                        format!(
+                            "{agent}'s request does not begin with its previous request's {} message(s): its history lost or changed some",
+                            before.len()
+                        ),
+                        vec![line],
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Oracle 7. Every finished result (cancelled runs excepted) reaches the parent exactly once,

@@ -1597,6 +1597,7 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.depth.no-agent-beyond-limit", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
     ("oracle.depth.refused-at-limit", |f| f.calls_to("Agent").any(|c| c.agent.depth() == f.rules.depth_limit)),
     ("oracle.depth.not-refused-below-limit", |f| f.fg_spawns().next().is_some()),
+    ("oracle.depth.alias-numbering", |f| !f.spawns.is_empty()),
     ("oracle.budget.turn-start", |f| f.any(|e| matches!(e, Event::TurnStarted { .. }))),
     ("oracle.budget.spawn-cost", |f| !f.spawns.is_empty()),
     ("oracle.budget.grant", |f| !f.spawns.is_empty()),
@@ -1642,6 +1643,7 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.fork-isolation.snapshot-kept", |f| {
         f.runs.iter().any(|r| r.session.starts_with("fork/") && f.requests(r.child).len() >= 2)
     }),
+    ("oracle.fork-isolation.history-kept", |f| f.root_requests().len() >= 2),
     ("oracle.fork-isolation.provenance", |f| f.root_requests().iter().any(|x| x.request.messages.len() >= 2)),
     ("oracle.fork-isolation.temp-starts-empty", |f| f.bg_children().any(|(r, ..)| r.session.starts_with("temp/"))),
     ("oracle.fork-isolation.sessions-after-run", |f| {

@@ -116,7 +116,7 @@ impl TaskState {
         match self {
             TaskState::Queued => "queued",
             TaskState::Running => "running",
-            TaskState::Done(status) => status.as_str(),
+            TaskState::Done(status) => status_word(status),
         }
     }
 
@@ -278,6 +278,18 @@ pub(super) fn seconds_text(limit: Duration) -> String {
 pub(super) fn same_name(requested: &str, real: &str) -> bool {
     let norm = |s: &str| s.trim().to_lowercase().replace('.', "_");
     norm(requested) == norm(real)
+}
+
+/// The status word of a finished task as `bub.delivery.status-values` spells it. The oracles
+/// keep their own spelling rather than the core's (`TaskStatus::as_str`), so a core that
+/// misspells a word cannot make them agree with it.
+pub(super) fn status_word(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Completed => "completed",
+        TaskStatus::Failed => "failed",
+        TaskStatus::TimedOut => "timed_out",
+        TaskStatus::Cancelled => "cancelled",
+    }
 }
 
 #[cfg(test)]

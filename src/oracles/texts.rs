@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::index::{Index, TaskState, Tasks, first_terminal, list_arg, seconds_text, string_arg};
+use super::index::{Index, TaskState, Tasks, first_terminal, list_arg, seconds_text, status_word, string_arg};
 use super::launch::{launch, session_arg};
 use super::{DEPTH_ERROR, Oracle, Report, short};
 use crate::evidence::Evidence;
@@ -331,7 +331,7 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                     r.add(
                         Oracle::Texts,
                         i,
-                        format!("task {task_id} ended {} with {body:?}; the rules give {want:?}", status.as_str()),
+                        format!("task {task_id} ended {} with {body:?}; the rules give {want:?}", status_word(*status)),
                         vec![],
                     );
                 }

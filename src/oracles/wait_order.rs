@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::index::{Tasks, list_arg, seconds_arg};
+use super::index::{Tasks, list_arg, seconds_arg, status_word};
 use super::{Oracle, Report, core_events};
 use crate::evidence::Evidence;
 use crate::sut::AgentId;
@@ -150,7 +150,7 @@ fn judge(r: &mut Report, line: usize, at: Duration, w: &Wait, result: &str, task
     let mut read: Vec<&Read> = w.read.iter().collect();
     read.sort_by_key(|x| x.order);
     let mut want: Vec<Value> =
-        read.iter().map(|x| json!({"task_id": x.task_id, "status": x.status.as_str(), "result": x.body})).collect();
+        read.iter().map(|x| json!({"task_id": x.task_id, "status": status_word(x.status), "result": x.body})).collect();
     for id in w.covered.iter().filter(|id| !w.read.iter().any(|x| x.task_id == **id)) {
         let Some(task) = tasks.get(id) else { continue };
         let mut entry = json!({"task_id": id, "status": task.state.word()});

@@ -60,6 +60,8 @@ struct Case {
     root: u32,
     /// The root's requests so far.
     calls: u32,
+    /// The notifications the root's conversation holds so far (it only grows).
+    root_notes: Vec<String>,
 }
 
 impl Case {
@@ -75,6 +77,7 @@ impl Case {
             alive: 0,
             root,
             calls: 0,
+            root_notes: Vec::new(),
         }
     }
 
@@ -158,10 +161,12 @@ impl Case {
     fn root_llm(&mut self, t: u64, notes: &[String]) -> usize {
         self.calls += 1;
         let (call, budget) = (self.calls, self.root);
+        self.root_notes.extend(notes.iter().cloned());
         let mut messages = vec![Message::user("Go")];
-        messages.extend(notes.iter().map(Message::user));
+        messages.extend(self.root_notes.iter().map(Message::user));
+        let count = messages.len();
         self.exchanges.push(exchange(request(&root(), "Go", messages), None));
-        let line = self.at(t, &root(), Event::LlmRequest { call, messages: 1 + notes.len(), tools: 7, budget });
+        let line = self.at(t, &root(), Event::LlmRequest { call, messages: count, tools: 7, budget });
         self.root -= 1;
         line
     }
@@ -1735,9 +1740,12 @@ fn fork_isolation_later_request_that_lost_its_snapshot() {
     edit(&mut second.request.messages, |m| {
         m.remove(0);
     });
-    let v = c.sole(Oracle::ForkIsolation);
+    // It also no longer begins with its previous request (`oracle.fork-isolation.history-kept`).
+    let found = c.of(Oracle::ForkIsolation);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[1].message.starts_with("main/1's request does not begin with its previous request's"), "{found:#?}");
     assert_violation(
-        &v,
+        &found[0],
         Oracle::ForkIsolation,
         "main/1",
         350,
@@ -2529,5 +2537,35 @@ fn every_oracle_is_named_as_reports_print_it() {
             "routing",
             "sessions",
         ]
+    );
+}
+
+#[test]
+fn depth_child_numbered_out_of_spawn_order() {
+    // As if a refused call before it had taken number 1.
+    let failures = tampered(ROKU_AGENT, |run| {
+        let line = line_of(run, |e| matches!(e, Event::Spawned { .. }));
+        if let What::Core(Event::Spawned { child, .. }) = &mut run.trace.entries[line].what {
+            *child = AgentId::root().child(2);
+        }
+    });
+    assert_has(
+        &failures,
+        "oracle depth: main at 0.100s: main's child number 1 is called main/2; children are numbered in spawn order, so it is main/1",
+    );
+}
+
+#[test]
+fn fork_isolation_history_of_the_earlier_turn_dropped() {
+    let failures = tampered(BUB_INTAKE, |run| {
+        // Turn 2's first request starts afresh, without turn 1's conversation.
+        super::oracles_runs::edit_request(run, "main", 1, |messages| {
+            let again = messages.iter().position(|m| m.content == "again").unwrap();
+            messages.drain(..again);
+        });
+    });
+    assert_has(
+        &failures,
+        "oracle fork-isolation: main at 0.060s: main's request does not begin with its previous request's 1 message(s): its history lost or changed some",
     );
 }
