@@ -189,6 +189,8 @@ struct SpawnExtras {
     /// A blank prompt (refused before anything else but the depth).
     blank: bool,
     agent: AgentPick,
+    /// `timeout_seconds` written as a string (`"0.1"`): not a number, so not given.
+    timeout_text: bool,
     /// `model` and `reasoning_effort` of the call's own.
     model: bool,
     effort: bool,
@@ -285,10 +287,11 @@ enum RootReply {
     Text,
     /// Whitespace without calls: an answer all the same.
     Blank,
-    /// `final_answer`; `bare` leaves out its `message` (the empty message).
-    FinalAnswer { bare: bool },
-    /// `fail`; `bare` leaves out its `reason` (the default reason).
-    Fail { bare: bool },
+    /// `final_answer`, its `message` given, left out (the empty message) or empty.
+    FinalAnswer(TextArg),
+    /// `fail`, its `reason` given, left out (the default reason) or empty (an empty reason,
+    /// not the default).
+    Fail(TextArg),
     /// `ask_user`.
     AskUser,
     /// The LLM call fails.
@@ -298,6 +301,20 @@ enum RootReply {
     /// Two terminal calls (the first decides): `fail` then `final_answer`, `final_answer`
     /// then `fail`, or `ask_user` then `final_answer`, by `which`.
     TwoTerminals(u8),
+}
+
+/// How a terminal call writes its text argument.
+#[derive(Clone, Copy, Debug)]
+enum TextArg {
+    Given,
+    /// Left out.
+    Missing,
+    /// `""`.
+    Empty,
+}
+
+fn text_arg() -> impl Strategy<Value = TextArg> {
+    prop_oneof![7 => Just(TextArg::Given), 3 => Just(TextArg::Missing), 2 => Just(TextArg::Empty)]
 }
 
 /// Roku's risk gate, for the plans that run their calls through it: the catalog tools' tags,
@@ -472,8 +489,20 @@ fn spawn_extras() -> impl Strategy<Value = SpawnExtras> {
         1 => Just(Some(SkillGrant::Spelled)),
         1 => Just(Some(SkillGrant::Unknown)),
     ];
-    (prop::bool::weighted(0.06), agent, prop::bool::weighted(0.15), prop::bool::weighted(0.15), skills)
-        .prop_map(|(blank, agent, model, effort, skills)| SpawnExtras { blank, agent, model, effort, skills })
+    let flags = (
+        prop::bool::weighted(0.06),
+        prop::bool::weighted(0.05),
+        prop::bool::weighted(0.15),
+        prop::bool::weighted(0.15),
+    );
+    (flags, agent, skills).prop_map(|((blank, timeout_text, model, effort), agent, skills)| SpawnExtras {
+        blank,
+        timeout_text,
+        agent,
+        model,
+        effort,
+        skills,
+    })
 }
 
 fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
@@ -483,7 +512,8 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
         0u8..3,
         any::<bool>(),
         any::<bool>(),
-        prop_oneof![Just(None), Just(Some(0u64)), Just(Some(250u64))],
+        // Mostly 250 ms, a value latencies lean to, so a profile's child ends on its limit.
+        prop_oneof![1 => Just(None), 1 => Just(Some(0u64)), 4 => Just(Some(250u64))],
     )
         .prop_map(|(body, tools, skills, model, effort, timeout_ms)| ProfilePlan {
             body,
@@ -519,8 +549,8 @@ fn root_reply() -> impl Strategy<Value = RootReply> {
         8 => (vec(root_call(), 1..=4), select(LATENCIES.to_vec())).prop_map(|(calls, latency)| RootReply::Calls(calls, latency)),
         2 => Just(RootReply::Text),
         1 => Just(RootReply::Blank),
-        1 => prop::bool::weighted(0.3).prop_map(|bare| RootReply::FinalAnswer { bare }),
-        1 => prop::bool::weighted(0.3).prop_map(|bare| RootReply::Fail { bare }),
+        1 => text_arg().prop_map(RootReply::FinalAnswer),
+        1 => text_arg().prop_map(RootReply::Fail),
         1 => Just(RootReply::AskUser),
         1 => Just(RootReply::LlmError),
         1 => Just(RootReply::ReadThenFinal),
@@ -566,6 +596,16 @@ pub fn scenario(family: Family) -> impl Strategy<Value = Scenario> {
 
 fn call(tool: &str, args: serde_json::Value) -> Call {
     Call { tool: tool.to_string(), args, undeclared: false, bad_args: false }
+}
+
+/// A terminal call with its text argument written as `arg` says.
+fn terminal(tool: &str, name: &str, given: &str, arg: TextArg) -> Reply {
+    let call = match arg {
+        TextArg::Given => call(tool, json!({ name: given })),
+        TextArg::Missing => Call { bad_args: true, ..call(tool, json!({})) },
+        TextArg::Empty => call(tool, json!({ name: "" })),
+    };
+    reply(vec![call], 1)
 }
 
 fn reply(calls: Vec<Call>, latency_ms: u64) -> Reply {
@@ -697,7 +737,7 @@ impl Compiler {
                 // The first source that gives a limit decides, and 0 is none (`bub.timeout.*`).
                 let default = rules.subagent_default_timeout.map(|t| t.as_millis() as u64);
                 // A negative limit counts as not given (`bub.timeout.invalid-ignored`).
-                let given = timeout_ms.and_then(|ms| u64::try_from(ms).ok());
+                let given = timeout_ms.and_then(|ms| u64::try_from(ms).ok()).filter(|_| !extras.timeout_text);
                 let of_profile = if profile { self.profile.timeout_ms } else { None };
                 let limit = given.or(of_profile).or(default);
                 // A child hangs only under a limit inside the run's horizon.
@@ -718,6 +758,9 @@ impl Compiler {
                 });
                 if let Some(ms) = timeout_ms {
                     args["timeout_seconds"] = json!(*ms as f64 / 1000.0);
+                }
+                if extras.timeout_text {
+                    args["timeout_seconds"] = json!("0.1");
                 }
                 match extras.agent {
                     AgentPick::None => {}
@@ -741,7 +784,8 @@ impl Compiler {
                 // (`bub.child.allowed-tools-string`) but the scenario format asks to mark, as
                 // it asks for a profile name that is not the scenario's as written.
                 let bad_args = matches!(grant, Some(Grant::Names { string: true, .. }))
-                    || matches!(extras.agent, AgentPick::Padded | AgentPick::Missing);
+                    || matches!(extras.agent, AgentPick::Padded | AgentPick::Missing)
+                    || extras.timeout_text;
                 Call { bad_args, ..call("subagent", args) }
             }
             RootCall::Wait { tasks, timeout_ms } => {
@@ -906,18 +950,12 @@ impl Plan {
                 }
                 RootReply::Text => text("Here is what I found."),
                 RootReply::Blank => text("  "),
-                RootReply::FinalAnswer { bare: false } => {
-                    reply(vec![call("final_answer", json!({"message": "All done."}))], 1)
-                }
-                // Likewise `message` for `final_answer`: the empty message answers
-                // (`roku.terminal.final-answer-default`).
-                RootReply::FinalAnswer { bare: true } => {
-                    reply(vec![Call { bad_args: true, ..call("final_answer", json!({})) }], 1)
-                }
-                RootReply::Fail { bare: false } => reply(vec![call("fail", json!({"reason": "Giving up."}))], 1),
-                // `reason` is required by `fail`'s schema: a model that leaves it out sends bad
-                // arguments on purpose, and the default reason answers (`roku.terminal.fail-default`).
-                RootReply::Fail { bare: true } => reply(vec![Call { bad_args: true, ..call("fail", json!({})) }], 1),
+                // A left-out `message` is the empty message (`roku.terminal.final-answer-default`);
+                // `reason` is required by `fail`'s schema, so a model that leaves it out sends
+                // bad arguments on purpose, and the default reason answers
+                // (`roku.terminal.fail-default`); an empty one is a reason all the same.
+                RootReply::FinalAnswer(arg) => terminal("final_answer", "message", "All done.", *arg),
+                RootReply::Fail(arg) => terminal("fail", "reason", "Giving up.", *arg),
                 RootReply::AskUser => reply(vec![call("ask_user", json!({"question": "Which one?"}))], 1),
                 RootReply::LlmError => Reply { error: Some("overloaded".into()), latency_ms: 1, ..Reply::default() },
                 RootReply::ReadThenFinal => {

@@ -145,7 +145,8 @@ fn generated_scenarios_hold_same_instant_ties() {
     let (mut cases, mut tied) = (0, 0);
     for _ in 0..200 {
         let scenario = strategy.new_tree(&mut runner).unwrap().current();
-        let run = runner::run(&scenario, &[]);
+        let profiles = runner::resolve_profiles(&scenario, std::path::Path::new(".")).expect("inline profiles");
+        let run = runner::run(&scenario, &profiles);
         cases += 1;
         // Per instant: background ends (results and timeouts) and root steering or requests.
         let mut ends: BTreeMap<u128, usize> = BTreeMap::new();
