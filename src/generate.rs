@@ -51,6 +51,9 @@ fn latency() -> impl Strategy<Value = u64> + Clone {
     prop_oneof![2 => select(LATENCIES.to_vec()), 1 => select(TIE_LATENCIES.to_vec())]
 }
 
+/// The root's skills, when it has any.
+const SKILLS: [&str; 2] = ["review", "deploy"];
+
 /// Units of child results: 1, 2, 3 and 4 bytes per character.
 const UNITS: [&str; 4] = ["a", "é", "字", "😀"];
 
@@ -704,8 +707,7 @@ impl Compiler {
         };
         let unknown_skill = skills.is_some_and(|names| {
             !names.is_empty()
-                && (!self.skills
-                    || names.iter().any(|n| !["review", "deploy"].contains(&n.trim().to_lowercase().as_str())))
+                && (!self.skills || names.iter().any(|n| !SKILLS.contains(&n.trim().to_lowercase().as_str())))
         });
         extras.blank
             || matches!(extras.agent, AgentPick::Missing)
@@ -1012,7 +1014,7 @@ impl Plan {
             session: SessionSpec {
                 model: Some("model-a".into()),
                 reasoning_effort: (k.seed % 2 == 0).then(|| "high".into()),
-                skills: if c.skills { vec!["review".into(), "deploy".into()] } else { Vec::new() },
+                skills: if c.skills { SKILLS.iter().map(|s| s.to_string()).collect() } else { Vec::new() },
                 ..SessionSpec::default()
             },
             approval,

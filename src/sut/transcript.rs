@@ -75,12 +75,7 @@ impl Transcript {
 
     /// The messages from the last to the first; allocates nothing.
     pub fn iter_rev(&self) -> impl Iterator<Item = &Message> + '_ {
-        let mut at = self.last.as_deref();
-        std::iter::from_fn(move || {
-            let node = at?;
-            at = node.before.as_deref();
-            Some(&node.message)
-        })
+        self.nodes_back().map(|node| &node.message)
     }
 
     /// The messages in order.
