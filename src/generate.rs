@@ -12,7 +12,10 @@
 //! accented, CJK and emoji text, temp / fork / named sessions, wait / send / cancel, steering,
 //! several turns and LLM errors, child grants (`allowed_tools` empty, narrowed, spelled in every
 //! way the name matching accepts, or naming a tool nobody has) and, one plan in eight, Roku's
-//! risk gate with tags, a policy list and the user's answers. The scenario's profile is drawn
+//! risk gate with tags, a policy list (now and then naming a call that is safe all the same)
+//! and the user's answers; in half of those the user, not the policy, decides on spawns, so
+//! children run under the root's gate, and one foreground child asks questions of its own.
+//! The scenario's profile is drawn
 //! too (a body plain, padded or blank, tools and skills that narrow the child, a model, a
 //! reasoning effort, a time limit of its own, 0 or none), and so are a spawn's own model,
 //! reasoning effort and `allowed_skills`, a profile name padded or missing, a blank prompt and
@@ -20,8 +23,9 @@
 //! time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null` for
 //! an optional limit, a negative (invalid) or huge (clamped) time limit on a spawn, a negative
 //! one on a wait, a wait without one (the default), a reply of whitespace only, a
-//! `final_answer` or `fail` without its text, an `Agent` task padded with whitespace, a custom
-//! unknown-tool message, and each knob left unset one time in four, so the presets' own
+//! `final_answer` or `fail` without its text or with text of the reply's own beside it, an
+//! `Agent` task padded with whitespace, a custom unknown-tool message (its `{name}` once or
+//! twice), and each knob left unset one time in four, so the presets' own
 //! values run too. Same-instant ties are drawn on purpose too: latencies lean to the values of
 //! the time limits, so children end together, on a limit, on a wait's deadline or on a
 //! steering time, in every explored order the fuzzer then tries. Generated scripts never
@@ -290,11 +294,13 @@ enum RootReply {
     Text,
     /// Whitespace without calls: an answer all the same.
     Blank,
-    /// `final_answer`, its `message` given, left out (the empty message) or empty.
-    FinalAnswer(TextArg),
+    /// `final_answer`, its `message` given, left out (the empty message) or empty; with
+    /// `said`, beside text of the reply's own, which is not the answer
+    /// (`roku.terminal.final-answer`).
+    FinalAnswer(TextArg, Said),
     /// `fail`, its `reason` given, left out (the default reason) or empty (an empty reason,
-    /// not the default).
-    Fail(TextArg),
+    /// not the default); with `said`, beside text of the reply's own.
+    Fail(TextArg, Said),
     /// `ask_user`.
     AskUser,
     /// The LLM call fails.
@@ -320,13 +326,25 @@ fn text_arg() -> impl Strategy<Value = TextArg> {
     prop_oneof![7 => Just(TextArg::Given), 3 => Just(TextArg::Missing), 2 => Just(TextArg::Empty)]
 }
 
+/// Whether a reply with a terminal call has text of its own beside it.
+type Said = bool;
+
+/// A terminal call's text argument and, one time in three, text beside the call.
+fn terminal_reply() -> impl Strategy<Value = (TextArg, Said)> {
+    (text_arg(), prop::bool::weighted(0.35))
+}
+
 /// Roku's risk gate, for the plans that run their calls through it: the catalog tools' tags,
 /// which names the policy refuses, and the user's answers.
 ///
-/// The policy always refuses `Agent` and the `subagent` family, so no child ever runs and
-/// every question the gate asks is the root's: they come in the order of the root's script,
-/// which the scripted answers follow (the harness stops a run whose gate asks about another
-/// tool than the next answer names).
+/// The scripted answers must follow the order the gate asks in (the harness stops a run whose
+/// gate asks about another tool than the next answer names), so the plan keeps that order
+/// known. Without `children` the policy refuses `Agent` and the `subagent` family: no child
+/// ever runs and every question is the root's, in the order of its script. With `children`
+/// the user answers those calls too and children run, sharing the root's gate
+/// (`roku.approval.shared-gate`); a child's calls are then ones the gate lets through or
+/// refuses without asking, except for one foreground child whose parent asks nothing after
+/// it, whose questions come next in the order.
 #[derive(Clone, Debug)]
 struct GatePlan {
     /// `Read`'s tag, and whether the policy lists it (a listed `risk:safe` tool still runs).
@@ -335,12 +353,17 @@ struct GatePlan {
     flaky: (Option<RiskTag>, bool),
     /// Whether the policy lists the undeclared name the root calls.
     unknown_listed: bool,
+    /// A call the rules make safe that the policy lists all the same (a safe call is never
+    /// refused, `roku.approval.risk-classes`): `ask_user`, `fail` or `final_answer`.
+    safe_listed: Option<&'static str>,
+    /// Whether the user, not the policy, decides on `Agent` and the `subagent` family.
+    children: bool,
     /// The user's answers, in turn (from the start again when the gate asks more).
     answers: Vec<bool>,
 }
 
-/// The names the policy of every [`GatePlan`] refuses.
-const ALWAYS_REFUSED: [&str; 5] = ["Agent", "subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
+/// The names the policy of a [`GatePlan`] without children refuses.
+const SPAWNING: [&str; 5] = ["Agent", "subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
 
 /// Everything a generated scenario is made of.
 #[derive(Clone, Debug)]
@@ -396,7 +419,13 @@ fn knobs(family: Family) -> impl Strategy<Value = Knobs> {
         // Small caps are where queueing happens: weight them.
         or_preset(prop_oneof![3 => 1usize..=2, 1 => 3usize..=8]),
     );
-    let families = (0u8..4, any::<bool>(), prop_oneof![4 => Just(None), 1 => Just(Some("No tool named {name} here."))]);
+    // A custom unknown-tool message, its `{name}` once or twice (the core refuses one without).
+    let message = prop_oneof![
+        6 => Just(None),
+        1 => Just(Some("No tool named {name} here.")),
+        1 => Just(Some("no {name} here ({name})")),
+    ];
+    let families = (0u8..4, any::<bool>(), message);
     (bub, budgets, limits, families, any::<u64>()).prop_map(
         |(
             bub,
@@ -552,8 +581,8 @@ fn root_reply() -> impl Strategy<Value = RootReply> {
         8 => (vec(root_call(), 1..=4), select(LATENCIES.to_vec())).prop_map(|(calls, latency)| RootReply::Calls(calls, latency)),
         2 => Just(RootReply::Text),
         1 => Just(RootReply::Blank),
-        1 => text_arg().prop_map(RootReply::FinalAnswer),
-        1 => text_arg().prop_map(RootReply::Fail),
+        1 => terminal_reply().prop_map(|(arg, said)| RootReply::FinalAnswer(arg, said)),
+        1 => terminal_reply().prop_map(|(arg, said)| RootReply::Fail(arg, said)),
         1 => Just(RootReply::AskUser),
         1 => Just(RootReply::LlmError),
         1 => Just(RootReply::ReadThenFinal),
@@ -566,8 +595,23 @@ fn risk_tag() -> impl Strategy<Value = Option<RiskTag>> {
 }
 
 fn gate_plan() -> impl Strategy<Value = GatePlan> {
-    ((risk_tag(), any::<bool>()), (risk_tag(), any::<bool>()), any::<bool>(), vec(any::<bool>(), 1..=4))
-        .prop_map(|(read, flaky, unknown_listed, answers)| GatePlan { read, flaky, unknown_listed, answers })
+    let safe_listed =
+        prop_oneof![3 => Just(None), 1 => select(vec!["ask_user", "fail", "final_answer"]).prop_map(Some)];
+    (
+        (risk_tag(), any::<bool>()),
+        (risk_tag(), any::<bool>()),
+        any::<bool>(),
+        (safe_listed, any::<bool>()),
+        vec(any::<bool>(), 1..=4),
+    )
+        .prop_map(|(read, flaky, unknown_listed, (safe_listed, children), answers)| GatePlan {
+            read,
+            flaky,
+            unknown_listed,
+            safe_listed,
+            children,
+            answers,
+        })
 }
 
 /// Plans of a family.
@@ -601,14 +645,16 @@ fn call(tool: &str, args: serde_json::Value) -> Call {
     Call { tool: tool.to_string(), args, undeclared: false, bad_args: false }
 }
 
-/// A terminal call with its text argument written as `arg` says.
-fn terminal(tool: &str, name: &str, given: &str, arg: TextArg) -> Reply {
+/// A terminal call with its text argument written as `arg` says, and text of the reply's own
+/// beside it when `said`.
+fn terminal(tool: &str, name: &str, given: &str, arg: TextArg, said: Said) -> Reply {
     let call = match arg {
         TextArg::Given => call(tool, json!({ name: given })),
         TextArg::Missing => Call { bad_args: true, ..call(tool, json!({})) },
         TextArg::Empty => call(tool, json!({ name: "" })),
     };
-    reply(vec![call], 1)
+    let text = said.then(|| Text::Plain("Let me wrap up.".into()));
+    Reply { text, ..reply(vec![call], 1) }
 }
 
 fn reply(calls: Vec<Call>, latency_ms: u64) -> Reply {
@@ -624,15 +670,48 @@ struct Compiler {
     rules: crate::rules::Rules,
     lanes: Vec<Lane>,
     tasks: usize,
+    /// The tasks started so far: `subagent` calls the gate lets through and nothing refuses.
     spawned: usize,
-    /// Whether the risk gate refuses every spawn ([`GatePlan`]), so no task ever exists.
-    gated: bool,
+    /// Roku's risk gate, if the plan has it.
+    gate: Option<GatePlan>,
+    /// The user's answers to the gate so far, in the order it asks.
+    answers: Vec<Answer>,
+    /// Whether the foreground child of the root's one `Agent` call may make calls the gate asks
+    /// about: that call is the root's last question, so the child's follow it in the order.
+    asking_child: bool,
     profile: ProfilePlan,
     /// Whether the root has skills.
     skills: bool,
 }
 
 impl Compiler {
+    /// Whether a call of `tool` runs past the gate; a question it asks takes the next answer.
+    fn ask(&mut self, tool: &str) -> bool {
+        let Some(gate) = &self.gate else { return true };
+        if !gate.asks(tool) {
+            return gate.safe(tool) || !gate.policy().contains(&tool);
+        }
+        let approve = gate.answers[self.answers.len() % gate.answers.len()];
+        self.answers.push(Answer { tool: tool.to_string(), approve });
+        approve
+    }
+
+    /// A child's call of `tool` as the gate allows it: one it lets through or refuses without
+    /// asking, or one the asking child makes, whose question is answered in turn. `None`: a
+    /// call whose question could come out of order, which the child does not make.
+    fn child_call(&mut self, tool: &str) -> Option<()> {
+        match &self.gate {
+            Some(gate) if gate.asks(tool) => {
+                if !self.asking_child || !matches!(tool, "Read" | "Flaky") {
+                    return None;
+                }
+                self.ask(tool);
+                Some(())
+            }
+            _ => Some(()),
+        }
+    }
+
     /// The result length around the limit (or around 8 without one).
     fn answer_text(&self, unit: usize, around: i8) -> Text {
         let limit = self.rules.result_limit_chars.unwrap_or(8) as i64;
@@ -646,6 +725,17 @@ impl Compiler {
         let label = format!("[task-{}]", self.tasks);
         let mut replies = Vec::new();
         for step in steps {
+            let tool = match step {
+                ChildStep::Read(_) => "Read",
+                ChildStep::Flaky => "Flaky",
+                ChildStep::SpawnGrandchild(_) => "Agent",
+                ChildStep::CallSubagent => "subagent",
+                _ => "",
+            };
+            if !tool.is_empty() && self.child_call(tool).is_none() {
+                replies.push(text("Nothing to add."));
+                continue;
+            }
             replies.push(match step {
                 ChildStep::Read(latency) => reply(vec![call("Read", json!({"path": "notes.md"}))], *latency),
                 ChildStep::Flaky => reply(vec![call("Flaky", json!({}))], 1),
@@ -692,7 +782,7 @@ impl Compiler {
     /// `$taskN` for an earlier background task, or a made-up id when none was started.
     fn task_ref(&self, pick: u8, spawned_before: usize) -> String {
         // Without the family (or with depth limit 0, which hides it) no task id ever appears.
-        if spawned_before == 0 || !self.rules.subagent_tools || self.rules.depth_limit == 0 || self.gated {
+        if spawned_before == 0 || !self.rules.subagent_tools || self.rules.depth_limit == 0 {
             return "sub-00000000".to_string();
         }
         format!("$task{}", usize::from(pick) % spawned_before + 1)
@@ -716,6 +806,7 @@ impl Compiler {
     }
 
     fn root_call(&mut self, c: &RootCall, spawned_before: usize) -> Call {
+        let runs = self.ask(c.tool());
         let rules = &self.rules;
         match c {
             RootCall::Read(latency) => call("Read", json!({"path": format!("file-{latency}.md")})),
@@ -746,7 +837,7 @@ impl Compiler {
                 let applies = limit.is_some_and(|ms| ms > 0 && ms < CLAMPED_MS as u64);
                 let prompt = self.child(child, applies);
                 // A refused call starts no task for later calls to name.
-                if !self.refused(grant.as_ref(), extras, profile) {
+                if runs && !self.refused(grant.as_ref(), extras, profile) {
                     self.spawned += 1;
                 }
                 let prompt = if extras.blank { "  ".to_string() } else { prompt };
@@ -813,6 +904,22 @@ impl Compiler {
     }
 }
 
+impl RootCall {
+    /// The tool it calls.
+    fn tool(&self) -> &'static str {
+        match self {
+            RootCall::Read(_) => "Read",
+            RootCall::Flaky => "Flaky",
+            RootCall::Unknown => "Frobnicate",
+            RootCall::Agent { .. } => "Agent",
+            RootCall::Spawn { .. } => "subagent",
+            RootCall::Wait { .. } => "subagent.wait",
+            RootCall::Send(..) => "subagent.send",
+            RootCall::Cancel(_) => "subagent.cancel",
+        }
+    }
+}
+
 impl GatePlan {
     /// Whether the gate lets a call of `tool` run without asking (`roku.approval.risk-classes`).
     fn safe(&self, tool: &str) -> bool {
@@ -820,27 +927,17 @@ impl GatePlan {
     }
 
     /// The tools the policy refuses outright.
-    fn policy(&self) -> Vec<String> {
+    fn policy(&self) -> Vec<&'static str> {
         let listed = [("Read", self.read.1), ("Flaky", self.flaky.1), ("Frobnicate", self.unknown_listed)];
         let named = listed.iter().filter(|(_, on)| *on).map(|(name, _)| *name);
-        named.chain(ALWAYS_REFUSED).map(str::to_string).collect()
+        let spawning: &[&str] = if self.children { &[] } else { &SPAWNING };
+        named.chain(self.safe_listed).chain(spawning.iter().copied()).collect()
     }
 
-    /// The approval section: the policy, and an answer for each call the gate will ask about,
-    /// in the order the root's script makes them.
-    fn spec(&self, root: &[Reply]) -> ApprovalSpec {
-        let policy = self.policy();
-        let asked = root
-            .iter()
-            // A reply with a terminal call runs none of its calls (`roku.terminal.scan-first`).
-            .filter(|r| !r.calls.iter().any(|c| matches!(c.tool.as_str(), "final_answer" | "fail" | "ask_user")))
-            .flat_map(|r| &r.calls)
-            .filter(|c| !self.safe(&c.tool) && !policy.contains(&c.tool));
-        let answers = asked
-            .zip(self.answers.iter().cycle())
-            .map(|(c, approve)| Answer { tool: c.tool.clone(), approve: *approve })
-            .collect();
-        ApprovalSpec { mode: GateMode::Risk, policy_deny: policy, answers }
+    /// Whether the gate asks the user about a call of `tool` (one of the catalog's, an
+    /// undeclared name or a spawning one; terminal calls never reach here).
+    fn asks(&self, tool: &str) -> bool {
+        !self.safe(tool) && !self.policy().contains(&tool)
     }
 
     /// The tag of the catalog tool `name`.
@@ -927,6 +1024,16 @@ fn lane() -> Lane {
 }
 
 impl Plan {
+    /// The tools of the root's calls the gate asks about, in order (a reply with a terminal
+    /// call runs none of its calls, `roku.terminal.scan-first`: only `Calls` replies run any).
+    fn questions(&self, gate: &GatePlan) -> Vec<&'static str> {
+        let calls = self.root.iter().filter_map(|r| match r {
+            RootReply::Calls(calls, _) => Some(calls),
+            _ => None,
+        });
+        calls.flatten().map(RootCall::tool).filter(|tool| gate.asks(tool)).collect()
+    }
+
     /// The scenario this plan stands for.
     pub fn compile(&self) -> Scenario {
         let k = &self.knobs;
@@ -936,7 +1043,12 @@ impl Plan {
             lanes: Vec::new(),
             tasks: 0,
             spawned: 0,
-            gated: self.gate.is_some(),
+            gate: self.gate.clone(),
+            answers: Vec::new(),
+            asking_child: self.gate.as_ref().is_some_and(|gate| {
+                let questions = self.questions(gate);
+                questions.last() == Some(&"Agent") && questions.iter().filter(|t| **t == "Agent").count() == 1
+            }),
             profile: self.profile.clone(),
             // Skills are Bub's: a Roku session has none.
             skills: self.skills && k.bub,
@@ -956,8 +1068,8 @@ impl Plan {
                 // `reason` is required by `fail`'s schema, so a model that leaves it out sends
                 // bad arguments on purpose, and the default reason answers
                 // (`roku.terminal.fail-default`); an empty one is a reason all the same.
-                RootReply::FinalAnswer(arg) => terminal("final_answer", "message", "All done.", *arg),
-                RootReply::Fail(arg) => terminal("fail", "reason", "Giving up.", *arg),
+                RootReply::FinalAnswer(arg, said) => terminal("final_answer", "message", "All done.", *arg, *said),
+                RootReply::Fail(arg, said) => terminal("fail", "reason", "Giving up.", *arg, *said),
                 RootReply::AskUser => reply(vec![call("ask_user", json!({"question": "Which one?"}))], 1),
                 RootReply::LlmError => Reply { error: Some("overloaded".into()), latency_ms: 1, ..Reply::default() },
                 RootReply::ReadThenFinal => {
@@ -980,7 +1092,14 @@ impl Plan {
         // more background result.
         let spare = c.spawned + self.turns.len() + 3;
         root.extend((0..spare).map(|_| text("Summary.")));
-        let approval = self.gate.as_ref().map_or_else(ApprovalSpec::default, |gate| gate.spec(&root));
+        let approval = match &self.gate {
+            Some(gate) => ApprovalSpec {
+                mode: GateMode::Risk,
+                policy_deny: gate.policy().into_iter().map(str::to_string).collect(),
+                answers: std::mem::take(&mut c.answers),
+            },
+            None => ApprovalSpec::default(),
+        };
         let tag = |name: &str| self.gate.as_ref().and_then(|gate| gate.tag(name));
         let mut lanes = vec![Lane { agent: Some("main".into()), replies: root, ..lane() }];
         lanes.extend(c.lanes);
