@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::rules::Rules;
+use crate::scenario::ProfileSpec;
 use crate::sut::Profile;
 use crate::sut::llm::{LlmRequest, Message};
 use crate::trace::Trace;
@@ -48,8 +49,13 @@ pub struct Setup {
     pub system_prompt: String,
     /// The skills of the root.
     pub skills: Vec<String>,
-    /// The agent profiles, resolved (inline over workspace over home).
+    /// The agent profiles the core was given, as the loader read and resolved them (inline
+    /// over written-in files over workspace over home).
     pub profiles: Vec<Profile>,
+    /// The profile files written into the scenario, by file name, as written.
+    pub profile_files: BTreeMap<String, String>,
+    /// The profiles declared inline, as written.
+    pub profile_specs: Vec<ProfileSpec>,
     /// The catalog tools' names, in catalog order.
     pub tools: Vec<String>,
     /// The tags of each catalog tool that has any (`risk:safe`, `risk:write`), by name.

@@ -28,7 +28,6 @@ use crate::coverage::{self, Reached};
 use crate::generate::{self, Family};
 use crate::harness::schedule::{Schedule, splitmix64};
 use crate::oracles::Violation;
-use crate::profiles;
 use crate::runner;
 use crate::scenario::Scenario;
 use crate::sut::Profile;
@@ -47,14 +46,25 @@ pub enum Verdict {
     Invalid(String),
 }
 
-fn inline_profiles(scenario: &Scenario) -> Vec<Profile> {
-    scenario.profiles.iter().map(profiles::from_spec).collect()
+/// The case's profiles as the core's loader reads them: the inline ones and the files written
+/// into the scenario (a generated scenario has no profile folders, so nothing is read from
+/// disk). A loader that refuses profiles the oracles read as written is a finding.
+fn case_profiles(scenario: &Scenario) -> Result<Vec<Profile>, Verdict> {
+    runner::resolve_profiles(scenario, Path::new(".")).map_err(|e| {
+        let error = e.to_string();
+        match crate::oracles::profiles_refused(&scenario.profile_files, &scenario.profiles, &error) {
+            Some(violation) => Verdict::Violates(vec![violation]),
+            None => Verdict::Invalid(error),
+        }
+    })
 }
 
 /// Runs one case in one tie order and checks every oracle.
 pub fn check(scenario: &Scenario, schedule: Schedule) -> Verdict {
-    let profiles = inline_profiles(scenario);
-    check_prepared(&runner::Runner::new().prepare(scenario, &profiles), schedule)
+    match case_profiles(scenario) {
+        Ok(profiles) => check_prepared(&runner::Runner::new().prepare(scenario, &profiles), schedule),
+        Err(verdict) => verdict,
+    }
 }
 
 fn check_prepared(prepared: &runner::Prepared, schedule: Schedule) -> Verdict {
@@ -295,7 +305,11 @@ enum Outcome {
 fn run_case(strategy: &impl Strategy<Value = Scenario>, options: &Options, case: u64) -> Outcome {
     let tree = strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
     let scenario = tree.current();
-    let profiles = inline_profiles(&scenario);
+    let profiles = match case_profiles(&scenario) {
+        Ok(profiles) => profiles,
+        Err(Verdict::Invalid(reason)) => return Outcome::Invalid(reason),
+        Err(_) => return Outcome::Violates(Schedule::default_order()),
+    };
     let prepared = runner::Runner::new().prepare(&scenario, &profiles);
     let mut reached = None;
     for schedule in schedules(options.seed ^ case, options.explore) {
@@ -532,7 +546,9 @@ fn shrink_until(
 /// The scenario with every lane cut to the replies its run used, unused lanes dropped, and
 /// tools and profiles no remaining reply names dropped.
 pub fn trim(scenario: &Scenario, schedule: Schedule) -> Scenario {
-    let run = runner::run_scheduled(scenario, &inline_profiles(scenario), schedule);
+    // Profiles the loader refuses: no run to trim by.
+    let Ok(profiles) = case_profiles(scenario) else { return scenario.clone() };
+    let run = runner::run_scheduled(scenario, &profiles, schedule);
     let mut out = scenario.clone();
     out.lanes = scenario
         .lanes
@@ -547,8 +563,9 @@ pub fn trim(scenario: &Scenario, schedule: Schedule) -> Scenario {
         .collect();
     let calls: Vec<&crate::scenario::Call> = out.lanes.iter().flat_map(|l| &l.replies).flat_map(|r| &r.calls).collect();
     out.tools.retain(|t| calls.iter().any(|c| c.tool == t.name));
-    out.profiles
-        .retain(|p| calls.iter().any(|c| c.args.get("agent").and_then(|a| a.as_str()) == Some(p.name.as_str())));
+    let named = |name: &str| calls.iter().any(|c| c.args.get("agent").and_then(|a| a.as_str()) == Some(name));
+    out.profiles.retain(|p| named(&p.name));
+    out.profile_files.retain(|file, _| named(file.strip_suffix(".md").unwrap_or(file)));
     out
 }
 

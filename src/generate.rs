@@ -17,7 +17,9 @@
 //! children run under the root's gate, and one foreground child asks questions of its own.
 //! The scenario's profile is drawn
 //! too (a body plain, padded or blank, tools and skills that narrow the child, a model, a
-//! reasoning effort, a time limit of its own, 0 or none), and so are a spawn's own model,
+//! reasoning effort, a time limit of its own, 0 or none; declared inline, or one time in three
+//! written as a profile file, with or without its `name`, its lists as YAML lists or as
+//! comma-separated strings), and so are a spawn's own model,
 //! reasoning effort and `allowed_skills`, a profile name padded or missing, a blank prompt and
 //! bad names out of order. Special values are drawn on purpose: 0 where 0 means "none" (a
 //! time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null` for
@@ -217,6 +219,16 @@ struct ProfilePlan {
     effort: bool,
     /// The profile's `timeout_seconds` in ms: unset, 0 (none) or 250.
     timeout_ms: Option<u64>,
+    /// Written as a profile file (`profile_files`) instead of inline, one time in three.
+    file: Option<FileForm>,
+}
+
+/// How the profile file is written: with its `name` or without (the file's name minus `.md`
+/// names it, `bub.profile.fields`), its lists as YAML lists or as one comma-separated string.
+#[derive(Clone, Copy, Debug)]
+struct FileForm {
+    named: bool,
+    joined: bool,
 }
 
 /// Profile bodies: none, plain, with whitespace around it (trimmed in the prompt), blank.
@@ -546,14 +558,19 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
         any::<bool>(),
         // Mostly 250 ms, a value latencies lean to, so a profile's child ends on its limit.
         prop_oneof![1 => Just(None), 1 => Just(Some(0u64)), 4 => Just(Some(250u64))],
+        prop::option::weighted(
+            0.35,
+            (any::<bool>(), any::<bool>()).prop_map(|(named, joined)| FileForm { named, joined }),
+        ),
     )
-        .prop_map(|(body, tools, skills, model, effort, timeout_ms)| ProfilePlan {
+        .prop_map(|(body, tools, skills, model, effort, timeout_ms, file)| ProfilePlan {
             body,
             tools,
             skills,
             model,
             effort,
             timeout_ms,
+            file,
         })
 }
 
@@ -999,6 +1016,27 @@ impl ProfilePlan {
         }
     }
 
+    /// The profile as a file's text: front matter, then the body.
+    fn file_text(&self, form: FileForm) -> String {
+        let spec = self.spec();
+        // JSON strings and lists are YAML too, and keep the names' spaces and case.
+        let list = |names: &[String]| match form.joined {
+            true => json!(names.join(", ")).to_string(),
+            false => json!(names).to_string(),
+        };
+        let mut front = Vec::new();
+        if form.named {
+            front.push(format!("name: {}", spec.name));
+        }
+        front.push(format!("description: {}", spec.description));
+        front.extend(spec.model.map(|m| format!("model: {m}")));
+        front.extend(spec.reasoning_effort.map(|r| format!("reasoning_effort: {r}")));
+        front.extend(spec.tools.map(|t| format!("tools: {}", list(&t))));
+        front.extend(spec.skills.map(|s| format!("skills: {}", list(&s))));
+        front.extend(spec.timeout_seconds.map(|t| format!("timeout_seconds: {t}")));
+        format!("---\n{}\n---\n{}", front.join("\n"), spec.body)
+    }
+
     fn spec(&self) -> ProfileSpec {
         let strings = |names: Vec<&str>| names.into_iter().map(str::to_string).collect();
         ProfileSpec {
@@ -1163,8 +1201,14 @@ impl Plan {
                     handler: None,
                 },
             ],
-            profiles: vec![self.profile.spec()],
+            profiles: if self.profile.file.is_none() { vec![self.profile.spec()] } else { Vec::new() },
             profile_dirs: Default::default(),
+            profile_files: self
+                .profile
+                .file
+                .map(|form| ("helper.md".to_string(), self.profile.file_text(form)))
+                .into_iter()
+                .collect(),
             lanes,
             turns,
             steer: self

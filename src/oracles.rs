@@ -15,10 +15,13 @@ mod costs;
 mod index;
 mod launch;
 mod precedence;
+mod profiles;
 mod routing;
 mod sessions;
 mod texts;
 mod wait_order;
+
+pub use profiles::refused as profiles_refused;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -206,6 +209,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     precedence::precedence(evidence, &index, &mut report);
     wait_order::wait(evidence, &mut report);
     context::context(evidence, &index, &mut report);
+    profiles::profiles(evidence, &mut report);
     routing::routing(evidence, &index, &mut report);
     sessions::sessions(evidence, &index, &mut report);
     report.found

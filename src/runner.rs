@@ -191,7 +191,9 @@ impl fmt::Debug for Verdict {
 }
 
 /// Resolves a scenario's profiles: files from home, then workspace (which overrides home),
-/// then inline ones (which override both). Reads files; call before a run, never during.
+/// then the files written into the scenario (`profile_files`, read as workspace files), then
+/// inline ones (which override all). Reads the folders' files; call before a run, never
+/// during. A scenario without `profile_dirs` reads nothing from disk.
 pub fn resolve_profiles(scenario: &Scenario, dir: &Path) -> Result<Vec<Profile>, ScenarioError> {
     let mut by_name: Vec<Profile> = Vec::new();
     let mut add = |profile: Profile| match by_name.iter_mut().find(|p| p.name == profile.name) {
@@ -202,6 +204,9 @@ pub fn resolve_profiles(scenario: &Scenario, dir: &Path) -> Result<Vec<Profile>,
         for profile in profiles::load_dir(&dir.join(folder).join(".agents").join("agents"))? {
             add(profile);
         }
+    }
+    for (name, text) in &scenario.profile_files {
+        add(profiles::parse(&Path::new("profile_files").join(name), text)?);
     }
     for spec in &scenario.profiles {
         add(profiles::from_spec(spec));
@@ -539,6 +544,8 @@ fn setup(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Setup
         system_prompt: session.system_prompt.clone(),
         skills: session.skills.clone(),
         profiles: profiles.to_vec(),
+        profile_files: scenario.profile_files.clone(),
+        profile_specs: scenario.profiles.clone(),
         tools: scenario.tools.iter().map(|t| t.name.clone()).collect(),
         tool_tags: scenario
             .tools

@@ -6,6 +6,7 @@
 //! anything. Every error names the file and the place (line and column for syntax and type
 //! errors, the field path for both), never panics, and is a value the CLI maps to exit 2.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -56,6 +57,10 @@ pub struct Scenario {
     /// Folders to load profile files from, relative to the scenario file.
     #[serde(default, skip_serializing_if = "ProfileDirs::is_empty")]
     pub profile_dirs: ProfileDirs,
+    /// Profile files written into the scenario, by file name (`reviewer.md`): read as files
+    /// of the workspace folder, after the folder's own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profile_files: BTreeMap<String, String>,
     /// Scripts of the mock LLM, one per agent lane.
     pub lanes: Vec<Lane>,
     /// The user turns, in order.
@@ -1385,6 +1390,15 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             if let Some(latency) = result.latency_ms {
                 ms(format!("tools[{i}].results[{j}].latency_ms"), latency)?;
             }
+        }
+    }
+    for name in s.profile_files.keys() {
+        let stem = name.strip_suffix(".md").unwrap_or_default();
+        if stem.is_empty() || name.contains(['/', '\\']) {
+            return Err(Problem::new(
+                format!("profile_files[{}]", crate::trace::quoted(name)),
+                "a profile file is named like `reviewer.md`: a name ending in `.md`, without folders",
+            ));
         }
     }
     for (i, profile) in s.profiles.iter().enumerate() {

@@ -1769,6 +1769,10 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.context.root", |f| f.e.setup.is_some() && !f.root_requests().is_empty()),
     ("oracle.context.foreground", |f| f.e.setup.is_some() && f.fg_spawns().any(|s| !f.requests(s.child).is_empty())),
     ("oracle.context.background", |f| f.e.setup.is_some() && f.bg_children().next().is_some()),
+    ("oracle.context.profiles-as-written", |f| {
+        f.e.rules.subagent_tools
+            && f.e.setup.is_some_and(|s| !s.profile_files.is_empty() || !s.profile_specs.is_empty())
+    }),
     ("oracle.routing.steering-reported", |f| {
         f.e.setup.is_some_and(|s| !s.steering.is_empty()) || f.arrivals.iter().any(|a| a.run.is_none())
     }),

@@ -81,3 +81,93 @@ fn context_narrowed_skills_not_narrowed() {
         r#"oracle context: main/2 at 0.100s: main/2's request carries system prompt "You help.\n\nSkills: search, math"; the rules give "You help.\n\nSkills: math""#,
     );
 }
+
+// `oracle.context.profiles-as-written`: the profiles the core was given are the scenario's.
+
+/// A bub scenario with a profile file written into it and an inline profile; the root only
+/// answers, so every other clause judges the run alike whatever profiles the core was given.
+const PROFILE_SOURCES: &str = r#"{
+  "name": "profile-sources",
+  "rules": {"preset": "bub"},
+  "profile_files": {
+    "helper.md": "---\ndescription: Looks things up\ntools: Read, Grep\nskills: [review]\ntimeout_seconds: 2\n---\nBe quick.\n"
+  },
+  "profiles": [{"name": "inline", "description": "Declared here", "tools": ["Read"], "skills": ["review"]}],
+  "lanes": [{"agent": "main", "replies": [{"text": "done"}]}],
+  "turns": [{"user": "go"}]
+}"#;
+
+/// Runs [`PROFILE_SOURCES`] with the profiles as the loader reads them (which must pass), then
+/// with them misread as `misread` says, and returns the context oracle's failures.
+fn misread(misread: impl FnOnce(&mut Vec<rehearsal::sut::Profile>)) -> Vec<String> {
+    use std::path::Path;
+
+    use rehearsal::runner;
+    let scenario = super::oracles::parse(PROFILE_SOURCES);
+    let mut profiles = runner::resolve_profiles(&scenario, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let clean = runner::judge(&scenario, runner::run(&scenario, &profiles));
+    let what: Vec<&str> = clean.failures.iter().map(|f| f.what.as_str()).collect();
+    assert!(clean.passed(), "the profiles as read fail: {what:#?}");
+    misread(&mut profiles);
+    let judged = runner::judge(&scenario, runner::run(&scenario, &profiles));
+    judged.failures.into_iter().map(|f| f.what).filter(|w| w.starts_with("oracle context")).collect()
+}
+
+fn assert_one(failures: &[String], want: &str) {
+    assert!(
+        failures.len() == 1 && failures[0].ends_with(want),
+        "expected one failure ending {want:?}, got {failures:#?}"
+    );
+}
+
+#[test]
+fn profiles_file_named_with_its_extension() {
+    let failures = misread(|p| p[0].name = "helper.md".into());
+    assert_one(
+        &failures,
+        r#"profile_files["helper.md"] names a profile `helper`; the profiles the core read are `helper.md`, `inline`"#,
+    );
+}
+
+#[test]
+fn profiles_file_list_string_not_split() {
+    let failures = misread(|p| p[0].tools = Some(vec!["Read, Grep".into()]));
+    assert_one(
+        &failures,
+        r#"profile `helper`: the core read its tools as Some(["Read, Grep"]); profile_files["helper.md"] writes Some(["Read", "Grep"])"#,
+    );
+}
+
+#[test]
+fn profiles_file_seconds_read_as_milliseconds() {
+    let failures = misread(|p| p[0].timeout = Some(std::time::Duration::from_millis(2)));
+    assert_one(
+        &failures,
+        r#"profile `helper`: the core read its timeout_seconds as Some(2ms); profile_files["helper.md"] writes Some(2s)"#,
+    );
+}
+
+#[test]
+fn profiles_inline_skills_copied_from_tools() {
+    let failures = misread(|p| p[1].skills = p[1].tools.clone());
+    assert_one(
+        &failures,
+        r#"profile `inline`: the core read its skills as Some(["Read"]); profiles[0] writes Some(["review"])"#,
+    );
+}
+
+#[test]
+fn profiles_whitespace_around_a_body_is_not_judged() {
+    let failures = misread(|p| p[0].body = "\n  Be quick.\n".into());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn profiles_refused_by_the_loader_is_a_finding_only_if_they_read() {
+    let scenario = super::oracles::parse(PROFILE_SOURCES);
+    let refused = rehearsal::oracles::profiles_refused(&scenario.profile_files, &scenario.profiles, "no");
+    assert!(refused.is_some_and(|v| v.message.contains("which read as written: no")));
+    let mut broken = scenario.profile_files.clone();
+    broken.insert("other.md".into(), "---\nmodel: m\n---\n".into());
+    assert!(rehearsal::oracles::profiles_refused(&broken, &scenario.profiles, "no").is_none(), "no description");
+}
