@@ -438,17 +438,27 @@ fn profile() {
     let scenario = equivalent(Shape { n: 64, m: 20, cap: 8 }, RootStyle::Notify);
     let prepared = runner::Runner::new().prepare(&scenario, &[]);
     let start = Instant::now();
+    let (mut running, mut judging) = (Duration::ZERO, Duration::ZERO);
     for _ in 0..300 {
-        runner::judge(&scenario, prepared.run(Schedule::default_order()));
+        let run_start = Instant::now();
+        let run = prepared.run(Schedule::default_order());
+        let judge_start = Instant::now();
+        runner::judge(&scenario, run);
+        running += judge_start - run_start;
+        judging += judge_start.elapsed();
     }
     let floor_start = Instant::now();
     for _ in 0..300 {
         floor(Shape { n: 64, m: 20, cap: 8 });
     }
+    let floor_time = floor_start.elapsed().as_secs_f64();
     println!(
-        "profile: 300 runs + judge in {:.2} s; 300 floor runs in {:.2} s",
+        "profile: 300 runs + judge in {:.2} s (runs {:.2} s = {:.1}× floor, judging {:.2} s = {:.1}× floor); 300 floor runs in {floor_time:.2} s",
         (floor_start - start).as_secs_f64(),
-        floor_start.elapsed().as_secs_f64()
+        running.as_secs_f64(),
+        running.as_secs_f64() / floor_time,
+        judging.as_secs_f64(),
+        judging.as_secs_f64() / floor_time,
     );
 }
 

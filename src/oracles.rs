@@ -1244,7 +1244,7 @@ fn instants(e: &Evidence, r: &mut Report) {
         let (what, wait_start, listed) = match event {
             Event::LlmRequest { .. } => ("request", i, None),
             Event::ToolStarted { call_id, tool, args } if tool == "subagent.wait" => {
-                let listed = args.get("task_ids").and_then(|ids| ids.as_array()).map(|ids| {
+                let listed = index::field(args, "task_ids").and_then(|ids| ids.as_array()).map(|ids| {
                     ids.iter().filter_map(|id| id.as_str()).map(|id| id.trim().to_string()).collect::<Vec<_>>()
                 });
                 waits.insert(call_id, (i, listed.unwrap_or_default()));

@@ -947,10 +947,13 @@ fn names(names: &[String]) -> String {
 /// The task ids of a run in the order the core queued them: what `$taskN` in an expectation
 /// refers to.
 fn queued_task_ids(trace: &Trace) -> Vec<String> {
+    // A set beside the list: a task queued again (a continuation) is found without a scan of
+    // every id so far, which made this quadratic in tasks.
+    let mut seen: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
     let mut ids: Vec<String> = Vec::new();
     for entry in &trace.entries {
         if let What::Core(Event::TaskQueued { task_id, .. }) = &entry.what
-            && !ids.contains(task_id)
+            && seen.insert(task_id)
         {
             ids.push(task_id.clone());
         }

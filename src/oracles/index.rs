@@ -235,15 +235,22 @@ impl<'a> Tasks<'a> {
     }
 }
 
+/// The field `name` of an arguments object, as `Value::get` finds it, by a scan of its few
+/// entries: the map behind `Value::get` hashes the name with SipHash first, which cost more
+/// than the scan at every call the oracles read.
+pub(super) fn field<'v>(args: &'v serde_json::Value, name: &str) -> Option<&'v serde_json::Value> {
+    args.as_object()?.iter().find(|(key, _)| key.as_str() == name).map(|(_, value)| value)
+}
+
 /// A string argument of a call, as the core reads it.
 pub(super) fn string_arg<'v>(args: &'v serde_json::Value, name: &str) -> Option<&'v str> {
-    args.get(name).and_then(serde_json::Value::as_str)
+    field(args, name).and_then(serde_json::Value::as_str)
 }
 
 /// A list argument (`allowed_tools`, `task_ids`, …): a JSON array of strings, or one string
 /// of comma-separated names with the blank pieces dropped (`bub.child.allowed-tools-string`).
 pub(super) fn list_arg(args: &serde_json::Value, name: &str) -> Vec<String> {
-    match args.get(name) {
+    match field(args, name) {
         Some(serde_json::Value::Array(items)) => {
             items.iter().filter_map(serde_json::Value::as_str).map(str::to_string).collect()
         }
@@ -258,7 +265,7 @@ pub(super) fn list_arg(args: &serde_json::Value, name: &str) -> Vec<String> {
 /// more, at most 1,000,000,000 s (`bub.timeout.invalid-ignored`, `bub.timeout.clamped`);
 /// anything else is "not given".
 pub(super) fn seconds_arg(args: &serde_json::Value, name: &str) -> Option<Duration> {
-    let seconds = args.get(name).and_then(serde_json::Value::as_f64).filter(|s| *s >= 0.0)?;
+    let seconds = field(args, name).and_then(serde_json::Value::as_f64).filter(|s| *s >= 0.0)?;
     Some(Duration::from_secs_f64(seconds.min(1e9)))
 }
 

@@ -47,6 +47,10 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
     let mut tasks = Tasks::default();
     // Per agent: its catalog tools, in catalog order (unknown without the setup).
     let mut catalogs: BTreeMap<&AgentId, Rc<Catalog>> = BTreeMap::new();
+    // The whole catalog, built once: every turn's root has it, and so does every background
+    // child granted all of it (the usual case), which would otherwise build its own set of
+    // every name, so many children with many tools cost their product.
+    let whole = setup.map(|setup| Catalog::new(setup.tools.iter().map(String::as_str).collect()));
     let mut offer_reported: BTreeSet<&AgentId> = BTreeSet::new();
     let mut judged: BTreeMap<&AgentId, Arc<[crate::sut::llm::ToolSpec]>> = BTreeMap::new();
     // Per background child: the time limit its task's runs must have.
@@ -90,8 +94,8 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
         }
         match event {
             Event::TurnStarted { budget, .. } => {
-                if let Some(setup) = setup {
-                    catalogs.insert(agent, Catalog::new(setup.tools.iter().map(String::as_str).collect()));
+                if let Some(whole) = &whole {
+                    catalogs.insert(agent, whole.clone());
                 }
                 root_budget = *budget;
             }
@@ -215,7 +219,11 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
             Event::Spawned { child, family: Family::Background, .. } => {
                 let (Some(setup), Some(args)) = (setup, spawning) else { continue };
                 let Ok(launch) = launch(args, setup, rules) else { continue };
-                catalogs.insert(child, Catalog::new(launch.tools));
+                let catalog = match &whole {
+                    Some(whole) if whole.order == launch.tools => whole.clone(),
+                    _ => Catalog::new(launch.tools),
+                };
+                catalogs.insert(child, catalog);
                 limits.insert(child, launch.timeout);
             }
             Event::TaskStarted { task_id, child, timeout } => {

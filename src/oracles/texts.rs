@@ -137,6 +137,7 @@ struct Open<'a> {
 
 pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
     let rules = e.rules;
+    let root = AgentId::root();
     let mut tasks = Tasks::default();
     let mut loops: BTreeMap<&AgentId, Loop> = BTreeMap::new();
     let mut goals: BTreeMap<&AgentId, String> = BTreeMap::new();
@@ -258,12 +259,14 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                 }
                 let id = string_arg(args, "task_id").map(str::trim).unwrap_or_default();
                 let target = tasks.get(id).map(|t| (t.state, t.kind));
-                let (kind, name) = session_arg(args);
                 let in_use = |name: &str| {
                     tasks.tasks.values().any(|t| t.kind == "named" && t.session == name && t.state.active())
                 };
                 let session_in_use = match tool.as_str() {
-                    "subagent" => kind == "named" && in_use(&name),
+                    "subagent" => {
+                        let (kind, name) = session_arg(args);
+                        kind == "named" && in_use(&name)
+                    }
                     "subagent.send" => tasks.get(id).is_some_and(|t| t.kind == "named" && in_use(t.session)),
                     _ => false,
                 };
@@ -300,13 +303,13 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::TaskQueued { task_id, .. } => {
-                if let Some(call) = open.get_mut(&AgentId::root()) {
+                if let Some(call) = open.get_mut(&root) {
                     call.queued = Some(task_id);
                 }
             }
             Event::TaskStarted { task_id, timeout, .. } => {
                 limits.insert(task_id, *timeout);
-                if let Some(call) = open.get_mut(&AgentId::root())
+                if let Some(call) = open.get_mut(&root)
                     && call.queued == Some(task_id.as_str())
                 {
                     call.started_task = true;
