@@ -1171,6 +1171,9 @@ impl Plan {
             session: SessionSpec {
                 model: Some("model-a".into()),
                 reasoning_effort: (k.seed % 2 == 0).then(|| "high".into()),
+                // Two sessions in three have a base system prompt, so the parts laid out after
+                // it (profile listing, body, skills line) are joined to something visible.
+                system_prompt: if (k.seed >> 1) % 3 == 0 { String::new() } else { "You help.".into() },
                 skills: if c.skills { SKILLS.iter().map(|s| s.to_string()).collect() } else { Vec::new() },
                 ..SessionSpec::default()
             },
