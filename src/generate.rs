@@ -19,13 +19,14 @@
 //! too (a body plain, padded or blank, tools and skills that narrow the child, a model, a
 //! reasoning effort, a time limit of its own, 0 or none; declared inline, or one time in three
 //! written as a profile file, with or without its `name`, its lists as YAML lists or as
-//! comma-separated strings), and so are a spawn's own model,
+//! comma-separated strings, its lines ended with `\n` or `\r\n`), and so are a spawn's own model,
 //! reasoning effort and `allowed_skills`, a profile name padded or missing, a blank prompt and
 //! bad names out of order. Special values are drawn on purpose: 0 where 0 means "none" (a
 //! time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null` for
 //! an optional limit, a negative (invalid) or huge (clamped) time limit on a spawn, a negative
 //! one on a wait, a wait without one (the default), a reply of whitespace only, a
-//! `final_answer` or `fail` without its text or with text of the reply's own beside it, an
+//! `final_answer` or `fail` without its text, with whitespace around it or with text of the
+//! reply's own beside it, an
 //! `Agent` task padded with whitespace, a custom unknown-tool message (its `{name}` once or
 //! twice), and each knob left unset one time in four, so the presets' own
 //! values run too. Same-instant ties are drawn on purpose too: latencies lean to the values of
@@ -224,11 +225,13 @@ struct ProfilePlan {
 }
 
 /// How the profile file is written: with its `name` or without (the file's name minus `.md`
-/// names it, `bub.profile.fields`), its lists as YAML lists or as one comma-separated string.
+/// names it, `bub.profile.fields`), its lists as YAML lists or as one comma-separated string,
+/// its lines ended with `\n` or with `\r\n`.
 #[derive(Clone, Copy, Debug)]
 struct FileForm {
     named: bool,
     joined: bool,
+    crlf: bool,
 }
 
 /// Profile bodies: none, plain, with whitespace around it (trimmed in the prompt), blank.
@@ -332,10 +335,17 @@ enum TextArg {
     Missing,
     /// `""`.
     Empty,
+    /// Given, with whitespace around it, which is part of the text (nothing trims it).
+    Padded,
 }
 
 fn text_arg() -> impl Strategy<Value = TextArg> {
-    prop_oneof![7 => Just(TextArg::Given), 3 => Just(TextArg::Missing), 2 => Just(TextArg::Empty)]
+    prop_oneof![
+        7 => Just(TextArg::Given),
+        3 => Just(TextArg::Missing),
+        2 => Just(TextArg::Empty),
+        2 => Just(TextArg::Padded)
+    ]
 }
 
 /// Whether a reply with a terminal call has text of its own beside it.
@@ -560,7 +570,11 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
         prop_oneof![1 => Just(None), 1 => Just(Some(0u64)), 4 => Just(Some(250u64))],
         prop::option::weighted(
             0.35,
-            (any::<bool>(), any::<bool>()).prop_map(|(named, joined)| FileForm { named, joined }),
+            (any::<bool>(), any::<bool>(), prop::bool::weighted(0.3)).prop_map(|(named, joined, crlf)| FileForm {
+                named,
+                joined,
+                crlf,
+            }),
         ),
     )
         .prop_map(|(body, tools, skills, model, effort, timeout_ms, file)| ProfilePlan {
@@ -669,6 +683,7 @@ fn terminal(tool: &str, name: &str, given: &str, arg: TextArg, said: Said) -> Re
         TextArg::Given => call(tool, json!({ name: given })),
         TextArg::Missing => Call { bad_args: true, ..call(tool, json!({})) },
         TextArg::Empty => call(tool, json!({ name: "" })),
+        TextArg::Padded => call(tool, json!({ name: format!("  {given}\n") })),
     };
     let text = said.then(|| Text::Plain("Let me wrap up.".into()));
     Reply { text, ..reply(vec![call], 1) }
@@ -1034,7 +1049,8 @@ impl ProfilePlan {
         front.extend(spec.tools.map(|t| format!("tools: {}", list(&t))));
         front.extend(spec.skills.map(|s| format!("skills: {}", list(&s))));
         front.extend(spec.timeout_seconds.map(|t| format!("timeout_seconds: {t}")));
-        format!("---\n{}\n---\n{}", front.join("\n"), spec.body)
+        let text = format!("---\n{}\n---\n{}", front.join("\n"), spec.body);
+        if form.crlf { text.replace('\n', "\r\n") } else { text }
     }
 
     fn spec(&self) -> ProfileSpec {
