@@ -1392,14 +1392,27 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             }
         }
     }
-    for name in s.profile_files.keys() {
+    for (name, text) in &s.profile_files {
+        let field = format!("profile_files[{}]", crate::trace::quoted(name));
         let stem = name.strip_suffix(".md").unwrap_or_default();
         if stem.is_empty() || name.contains(['/', '\\']) {
             return Err(Problem::new(
-                format!("profile_files[{}]", crate::trace::quoted(name)),
+                field,
                 "a profile file is named like `reviewer.md`: a name ending in `.md`, without folders",
             ));
         }
+        // Read now, so a file the loader refuses is placed in the scenario file.
+        let problem = match crate::profiles::parse(Path::new(name), text) {
+            Ok(_) => continue,
+            Err(ScenarioError::Parse { line, column, field: part, message, hint, .. }) => {
+                Problem { field, message: format!("line {line}, column {column} of the file, {part}: {message}"), hint }
+            }
+            Err(ScenarioError::Invalid { field: part, message, hint, .. }) => {
+                Problem { field, message: format!("{part}: {message}"), hint }
+            }
+            Err(ScenarioError::Io { message, .. }) => Problem::new(field, message),
+        };
+        return Err(problem);
     }
     for (i, profile) in s.profiles.iter().enumerate() {
         if profile.description.trim().is_empty() {

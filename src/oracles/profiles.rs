@@ -39,6 +39,8 @@ fn seconds(s: f64) -> Duration {
     Duration::from_secs_f64(s.clamp(0.0, crate::rules::MAX_SECONDS))
 }
 
+/// An inline profile, field by field. It says what the loader's `profiles::from_spec` says, on
+/// purpose: the oracle must not take the loader's word for it.
 fn inline(i: usize, spec: &ProfileSpec) -> Written {
     Written {
         source: format!("profiles[{i}]"),

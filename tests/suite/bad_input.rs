@@ -442,3 +442,13 @@ fn profile_file_with_broken_front_matter_exits_2_naming_the_file_and_line() {
     );
     assert_contains(&out.stderr, "at `front matter`:", &out.both());
 }
+
+#[test]
+fn broken_profile_file_written_in_is_placed_in_the_scenario_file() {
+    let out = run_bad("profile-file-written-in-broken.json", 2);
+    assert_contains(
+        &out.stderr,
+        "error: tests/fixtures/bad/profile-file-written-in-broken.json:4:3: at `profile_files[\"reviewer.md\"]`: line 4, column 1 of the file, front matter:",
+        &out.both(),
+    );
+}
