@@ -728,19 +728,19 @@ impl Compiler {
         approve
     }
 
-    /// A child's call of `tool` as the gate allows it: one it lets through or refuses without
-    /// asking, or one the asking child makes, whose question is answered in turn. `None`: a
-    /// call whose question could come out of order, which the child does not make.
-    fn child_call(&mut self, tool: &str) -> Option<()> {
+    /// Whether a child makes its call of `tool`: one the gate lets through or refuses without
+    /// asking, or one the asking child makes, whose question is answered in turn; not one
+    /// whose question could come out of order.
+    fn child_calls(&mut self, tool: &str) -> bool {
         match &self.gate {
             Some(gate) if gate.asks(tool) => {
-                if !self.asking_child || !matches!(tool, "Read" | "Flaky") {
-                    return None;
+                let asked = self.asking_child && matches!(tool, "Read" | "Flaky");
+                if asked {
+                    self.ask(tool);
                 }
-                self.ask(tool);
-                Some(())
+                asked
             }
-            _ => Some(()),
+            _ => true,
         }
     }
 
@@ -764,7 +764,7 @@ impl Compiler {
                 ChildStep::CallSubagent => "subagent",
                 _ => "",
             };
-            if !tool.is_empty() && self.child_call(tool).is_none() {
+            if !tool.is_empty() && !self.child_calls(tool) {
                 replies.push(text("Nothing to add."));
                 continue;
             }

@@ -15,6 +15,7 @@
 //! nothing is judged.
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::time::Duration;
 
 use super::{Oracle, Report, Violation};
@@ -133,24 +134,32 @@ pub(super) fn profiles(e: &Evidence, r: &mut Report) {
             );
             continue;
         };
-        let mut differ = |field: &str, core: String, written: String| {
-            if core != written {
+        // Compared as values; only a difference is rendered.
+        let mut differ = |field: &str, core: &dyn Debug, written: &dyn Debug, same: bool| {
+            if !same {
                 r.add_run(
                     Oracle::Context,
                     format!(
-                        "profile `{}`: the core read its {field} as {core}; {} writes {written}",
+                        "profile `{}`: the core read its {field} as {core:?}; {} writes {written:?}",
                         want.name, want.source
                     ),
                 );
             }
         };
-        differ("description", format!("{:?}", got.description.trim()), format!("{:?}", want.description.trim()));
-        differ("model", format!("{:?}", got.model), format!("{:?}", want.model));
-        differ("reasoning_effort", format!("{:?}", got.reasoning_effort), format!("{:?}", want.reasoning_effort));
-        differ("tools", format!("{:?}", got.tools), format!("{:?}", want.tools));
-        differ("skills", format!("{:?}", got.skills), format!("{:?}", want.skills));
-        differ("timeout_seconds", format!("{:?}", got.timeout), format!("{:?}", want.timeout));
-        differ("body", format!("{:?}", got.body.trim()), format!("{:?}", want.body.trim()));
+        let (description, body) =
+            ((got.description.trim(), want.description.trim()), (got.body.trim(), want.body.trim()));
+        differ("description", &description.0, &description.1, description.0 == description.1);
+        differ("model", &got.model, &want.model, got.model == want.model);
+        differ(
+            "reasoning_effort",
+            &got.reasoning_effort,
+            &want.reasoning_effort,
+            got.reasoning_effort == want.reasoning_effort,
+        );
+        differ("tools", &got.tools, &want.tools, got.tools == want.tools);
+        differ("skills", &got.skills, &want.skills, got.skills == want.skills);
+        differ("timeout_seconds", &got.timeout, &want.timeout, got.timeout == want.timeout);
+        differ("body", &body.0, &body.1, body.0 == body.1);
     }
 }
 
