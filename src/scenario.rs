@@ -1737,18 +1737,32 @@ pub fn with_task_ids<'t>(text: &'t str, ids: &[String]) -> Result<std::borrow::C
     Ok(std::borrow::Cow::Owned(out))
 }
 
-/// Every string in call arguments that starts with `$task` must be a task reference,
-/// `$task1`, `$task2`, … (no sign, no leading zero, nothing after the number).
+/// A string argument that is a task reference, whitespace around it allowed: the whitespace
+/// before, the `$task` reference itself, and the whitespace after (`" $task2\n"` is
+/// `(" ", "$task2", "\n")`). `None` when the trimmed string does not start with `$task`.
+pub(crate) fn task_reference(s: &str) -> Option<(&str, &str, &str)> {
+    let body = s.trim();
+    if !body.starts_with("$task") {
+        return None;
+    }
+    let before = s.len() - s.trim_start().len();
+    Some((&s[..before], body, &s[before + body.len()..]))
+}
+
+/// The N of a task reference `$taskN` (from 1: no sign, no leading zero, nothing after it).
+pub(crate) fn task_number(reference: &str) -> Option<usize> {
+    let number = reference.strip_prefix("$task")?;
+    let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) && !number.starts_with('0');
+    number.parse::<usize>().ok().filter(|_| digits)
+}
+
+/// Every string in call arguments that starts with `$task` (after any whitespace) must be a
+/// task reference, `$task1`, `$task2`, … (no sign, no leading zero, nothing after the number).
 fn check_task_refs(args: &serde_json::Value, place: &str) -> Result<(), Problem> {
     use serde_json::Value;
     match args {
-        Value::String(s) if s.starts_with("$task") => {
-            let number = &s["$task".len()..];
-            let valid = !number.is_empty()
-                && number.bytes().all(|b| b.is_ascii_digit())
-                && !number.starts_with('0')
-                && number.parse::<usize>().is_ok();
-            if valid {
+        Value::String(s) if task_reference(s).is_some() => {
+            if task_reference(s).and_then(|(_, reference, _)| task_number(reference)).is_some() {
                 Ok(())
             } else {
                 Err(Problem::new(
@@ -1771,6 +1785,21 @@ fn check_task_refs(args: &serde_json::Value, place: &str) -> Result<(), Problem>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_references_may_have_whitespace_around_them() {
+        assert_eq!(task_reference("$task2"), Some(("", "$task2", "")));
+        assert_eq!(task_reference(" $task2\n"), Some((" ", "$task2", "\n")));
+        assert_eq!(task_reference("\t$task01 "), Some(("\t", "$task01", " ")));
+        assert_eq!(task_reference("sub-1 $task2"), None);
+        assert_eq!(task_number("$task12"), Some(12));
+        for bad in ["$task", "$task0", "$task01", "$task+1", "$task 1", "$task1x"] {
+            assert_eq!(task_number(bad), None, "{bad}");
+        }
+        let args = serde_json::json!({"task_ids": ["$task1", " $task0\n"]});
+        let problem = check_task_refs(&args, "calls[0].args").unwrap_err();
+        assert_eq!(problem.field, "calls[0].args.task_ids[1]");
+    }
 
     #[test]
     fn text_forms_render() {

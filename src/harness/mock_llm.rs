@@ -598,7 +598,7 @@ fn whole_word(text: &str, word: &str) -> Option<usize> {
 fn refers_to_tasks(args: &serde_json::Value) -> bool {
     use serde_json::Value;
     match args {
-        Value::String(s) => s.starts_with("$task"),
+        Value::String(s) => crate::scenario::task_reference(s).is_some(),
         Value::Array(items) => items.iter().any(refers_to_tasks),
         Value::Object(map) => map.values().any(refers_to_tasks),
         _ => false,
@@ -606,14 +606,21 @@ fn refers_to_tasks(args: &serde_json::Value) -> bool {
 }
 
 /// Replaces every string `$taskN` in the arguments by the N-th task id (from 1) the request
-/// shows, as a model would copy it from an earlier result. Returns the bad reference.
+/// shows, as a model would copy it from an earlier result, keeping any whitespace written
+/// around the reference (`" $task1"` becomes `" sub-…"`). Returns the bad reference.
 fn resolve_task_refs(args: &serde_json::Value, ids: &[String]) -> Result<serde_json::Value, String> {
+    use crate::scenario::{task_number, task_reference};
     use serde_json::Value;
     Ok(match args {
-        Value::String(s) => match s.strip_prefix("$task").and_then(|n| n.parse::<usize>().ok()) {
-            Some(n) => Value::String(ids.get(n.wrapping_sub(1)).cloned().ok_or_else(|| s.clone())?),
-            None => args.clone(),
-        },
+        Value::String(s) => {
+            match task_reference(s).and_then(|(before, r, after)| Some((before, task_number(r)?, after))) {
+                Some((before, n, after)) => {
+                    let id = ids.get(n - 1).ok_or_else(|| s.trim().to_string())?;
+                    Value::String(format!("{before}{id}{after}"))
+                }
+                None => args.clone(),
+            }
+        }
         Value::Array(items) => Value::Array(items.iter().map(|v| resolve_task_refs(v, ids)).collect::<Result<_, _>>()?),
         Value::Object(map) => Value::Object(
             map.iter().map(|(k, v)| Ok((k.clone(), resolve_task_refs(v, ids)?))).collect::<Result<_, String>>()?,
@@ -686,5 +693,23 @@ impl Llm for ScriptedLlm {
             }
             Ok(LlmReply { text: reply.text.as_ref().map(|t| t.render()).unwrap_or_default(), tool_calls })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve_task_refs;
+    use serde_json::json;
+
+    #[test]
+    fn a_task_reference_keeps_the_whitespace_written_around_it() {
+        let ids = ["sub-1".to_string(), "sub-2".to_string()];
+        let args =
+            json!({"task_id": " $task2\n", "task_ids": ["$task1", "\t$task2 "], "message": "$task is no reference"});
+        assert_eq!(
+            resolve_task_refs(&args, &ids).unwrap(),
+            json!({"task_id": " sub-2\n", "task_ids": ["sub-1", "\tsub-2 "], "message": "$task is no reference"})
+        );
+        assert_eq!(resolve_task_refs(&json!([" $task3 "]), &ids).unwrap_err(), "$task3");
     }
 }
