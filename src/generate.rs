@@ -26,10 +26,9 @@
 //! an optional limit, a negative (invalid) or huge (clamped) time limit on a spawn, a negative
 //! one on a wait, a wait without one (the default), a reply of whitespace only, a
 //! `final_answer` or `fail` without its text, with whitespace around it or with text of the
-//! reply's own beside it, an
-//! `Agent` task padded with whitespace, a custom unknown-tool message (its `{name}` once or
-//! twice), and each knob left unset one time in four, so the presets' own
-//! values run too. Same-instant ties are drawn on purpose too: latencies lean to the values of
+//! reply's own beside it, an `Agent` task or a task id padded with whitespace, a custom
+//! unknown-tool message (its `{name}` once or twice), and each knob left unset one time in
+//! four, so the presets' own values run too. Same-instant ties are drawn on purpose too: latencies lean to the values of
 //! the time limits, so children end together, on a limit, on a wait's deadline or on a
 //! steering time, in every explored order the fuzzer then tries. Generated scripts never
 //! leave a run waiting forever without a time limit inside the run's horizon (a child only
@@ -588,6 +587,9 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
         })
 }
 
+/// How many earlier tasks a wait, send or cancel chooses among (see `Compiler::task_ref`).
+const TASK_PICKS: u8 = 4;
+
 fn root_call() -> impl Strategy<Value = RootCall> {
     prop_oneof![
         2 => select(LATENCIES.to_vec()).prop_map(RootCall::Read),
@@ -596,9 +598,9 @@ fn root_call() -> impl Strategy<Value = RootCall> {
         3 => (vec(child_step(), 1..=3), task_form(), prop::bool::weighted(0.15)).prop_map(|(child, form, tools)| RootCall::Agent { child, form, tools }),
         4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, -1000, CLAMPED_MS])), grant(), spawn_extras())
             .prop_map(|(child, session, timeout_ms, grant, extras)| RootCall::Spawn { child, session, timeout_ms, grant, extras }),
-        2 => (vec(0u8..4, 0..=2), prop::option::weighted(0.85, select(vec![0i64, 50, 250, 1000, 60_000, -50]))).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
-        1 => (0u8..4, prop::bool::weighted(0.15)).prop_map(|(task, blank)| RootCall::Send(task, blank)),
-        1 => (0u8..4).prop_map(RootCall::Cancel),
+        2 => (vec(0u8..8 * TASK_PICKS, 0..=2), prop::option::weighted(0.85, select(vec![0i64, 50, 250, 1000, 60_000, -50]))).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
+        1 => (0u8..8 * TASK_PICKS, prop::bool::weighted(0.15)).prop_map(|(task, blank)| RootCall::Send(task, blank)),
+        1 => (0u8..8 * TASK_PICKS).prop_map(RootCall::Cancel),
     ]
 }
 
@@ -811,13 +813,17 @@ impl Compiler {
         format!("{label} dig deeper")
     }
 
-    /// `$taskN` for an earlier background task, or a made-up id when none was started.
+    /// `$taskN` for an earlier background task, or a made-up id when none was started. `pick`
+    /// is drawn from `0..8 * TASK_PICKS`: its rest modulo `TASK_PICKS` picks the task, and
+    /// the top eighth writes the reference with whitespace around it, as a model may copy an
+    /// id (the core looks ids up trimmed).
     fn task_ref(&self, pick: u8, spawned_before: usize) -> String {
         // Without the family (or with depth limit 0, which hides it) no task id ever appears.
         if spawned_before == 0 || !self.rules.subagent_tools || self.rules.depth_limit == 0 {
             return "sub-00000000".to_string();
         }
-        format!("$task{}", usize::from(pick) % spawned_before + 1)
+        let reference = format!("$task{}", usize::from(pick % TASK_PICKS) % spawned_before + 1);
+        if pick >= 7 * TASK_PICKS { format!(" {reference}\n") } else { reference }
     }
 
     /// Whether a `subagent` call with these arguments is refused (and so starts no task): a

@@ -657,6 +657,17 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("bub.task-id.unknown", |f| {
         ["subagent.wait", "subagent.send", "subagent.cancel"].iter().any(|t| f.result_starts(t, "unknown task id: '"))
     }),
+    // A padded id found its task: the call did not answer `unknown task id`.
+    ("bub.task-id.trimmed", |f| {
+        let padded = |id: &str| id.trim() != id && !id.trim().is_empty();
+        ["subagent.wait", "subagent.send", "subagent.cancel"].iter().any(|t| {
+            f.calls_to(t).any(|c| {
+                let ids = list(c.args, "task_ids").unwrap_or_default();
+                let named = arg_str(c.args, "task_id").into_iter().chain(ids.iter().map(String::as_str));
+                named.into_iter().any(padded) && !c.result.starts_with("unknown task id: '")
+            })
+        })
+    }),
     ("bub.spawn.empty-prompt", |f| f.calls_to("subagent").any(|c| c.is_error && c.result == "error: empty prompt")),
     ("bub.spawn.unknown-profile", |f| f.result_starts("subagent", "unknown agent profile: '")),
     ("bub.spawn.unknown-tools", |f| f.result_starts("subagent", "unknown tool name(s): '")),
