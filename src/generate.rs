@@ -15,25 +15,25 @@
 //! risk gate with tags, a policy list (now and then naming a call that is safe all the same)
 //! and the user's answers; in half of those the user, not the policy, decides on spawns, so
 //! children run under the root's gate, and one foreground child asks questions of its own.
-//! The scenario's profile is drawn
-//! too (a body plain, padded or blank, tools and skills that narrow the child, a model, a
-//! reasoning effort, a time limit of its own, 0 or none; declared inline, or one time in three
-//! written as a profile file, with or without its `name`, its lists as YAML lists or as
-//! comma-separated strings, its lines ended with `\n` or `\r\n`), and so are a spawn's own model,
-//! reasoning effort and `allowed_skills`, a profile name padded or missing, a blank prompt and
-//! bad names out of order. Special values are drawn on purpose: 0 where 0 means "none" (a
-//! time limit from the knobs or a call, a recovery budget, a spawn cost, a grant), `null` for
-//! an optional limit, a negative (invalid) or huge (clamped) time limit on a spawn, a negative
-//! one on a wait, a wait without one (the default), a reply of whitespace only, a
-//! `final_answer` or `fail` without its text, with whitespace around it or with text of the
-//! reply's own beside it, an `Agent` task or a task id padded with whitespace, a custom
-//! unknown-tool message (its `{name}` once or twice), and each knob left unset one time in
-//! four, so the presets' own values run too. Same-instant ties are drawn on purpose too: latencies lean to the values of
-//! the time limits, so children end together, on a limit, on a wait's deadline or on a
-//! steering time, in every explored order the fuzzer then tries. Generated scripts never
-//! leave a run waiting forever without a time limit inside the run's horizon (a child only
-//! hangs when one applies to it), so a run that hits its horizon is a real termination
-//! finding. This module generates; it judges nothing.
+//! The scenario's profile is drawn too (a body plain, padded or blank, tools and skills that narrow
+//! the child, a model, a reasoning effort, a time limit of its own, 0 or none; declared inline, or
+//! one time in three written as a profile file, with or without its `name`, its name `helper` or
+//! `code.helper` (a dot before `.md`), its lists as YAML lists or as comma-separated strings, its
+//! lines ended with `\n` or `\r\n`), and so are a spawn's own model, reasoning effort and
+//! `allowed_skills`, a profile name padded or missing, a blank prompt and bad names out of order.
+//! Special values are drawn on purpose: 0 where 0 means "none" (a time limit from the knobs or a
+//! call, a recovery budget, a spawn cost, a grant), `null` for an optional limit, a negative
+//! (invalid) or huge (clamped) time limit on a spawn, a negative one on a wait, a wait without one
+//! (the default), a reply of whitespace only, a `final_answer` or `fail` without its text, with
+//! whitespace around it or with text of the reply's own beside it, an `Agent` task, a
+//! `subagent.send` message or a task id padded with whitespace, a custom unknown-tool message (its
+//! `{name}` once or twice), and each knob left unset one time in four, so the presets' own values
+//! run too. Same-instant ties are drawn on purpose too: latencies lean to the values of the time
+//! limits, so children end together, on a limit, on a wait's deadline or on a steering time, in
+//! every explored order the fuzzer then tries. Generated scripts never leave a run waiting forever
+//! without a time limit inside the run's horizon (a child only hangs when one applies to it), so a
+//! run that hits its horizon is a real termination finding. This module generates; it judges
+//! nothing.
 
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -221,6 +221,8 @@ struct ProfilePlan {
     timeout_ms: Option<u64>,
     /// Written as a profile file (`profile_files`) instead of inline, one time in three.
     file: Option<FileForm>,
+    /// Named `code.helper` instead of `helper`: a file name with a dot before its `.md`.
+    dotted: bool,
 }
 
 /// How the profile file is written: with its `name` or without (the file's name minus `.md`
@@ -282,20 +284,22 @@ enum RootCall {
     /// `timeout_ms` `None` leaves the argument out (the default wait); below 0 is invalid,
     /// which counts as not given.
     Wait { tasks: Vec<u8>, timeout_ms: Option<i64> },
-    /// `subagent.send` to an earlier task; with `blank`, a message of whitespace (refused).
-    Send(u8, bool),
+    /// `subagent.send` to an earlier task: its message plain, of whitespace only (refused), or
+    /// with whitespace around it (handed over as written).
+    Send(u8, TaskForm),
     /// `subagent.cancel` of an earlier task.
     Cancel(u8),
 }
 
-/// How an `Agent` task is written.
+/// How an `Agent` task or a `subagent.send` message is written.
 #[derive(Clone, Copy, Debug)]
 enum TaskForm {
     /// As the child's lane expects it.
     Plain,
-    /// Blank (refused: no task).
+    /// Blank (refused: no task, no message).
     Blank,
-    /// With whitespace around it, which the child must not see (`roku.child.fresh-history`).
+    /// With whitespace around it: a task the child must not see padded
+    /// (`roku.child.fresh-history`), a message the child must see as written.
     Padded,
 }
 
@@ -575,8 +579,9 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
                 crlf,
             }),
         ),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(body, tools, skills, model, effort, timeout_ms, file)| ProfilePlan {
+        .prop_map(|(body, tools, skills, model, effort, timeout_ms, file, dotted)| ProfilePlan {
             body,
             tools,
             skills,
@@ -584,6 +589,7 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
             effort,
             timeout_ms,
             file,
+            dotted,
         })
 }
 
@@ -599,12 +605,13 @@ fn root_call() -> impl Strategy<Value = RootCall> {
         4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, -1000, CLAMPED_MS])), grant(), spawn_extras())
             .prop_map(|(child, session, timeout_ms, grant, extras)| RootCall::Spawn { child, session, timeout_ms, grant, extras }),
         2 => (vec(0u8..8 * TASK_PICKS, 0..=2), prop::option::weighted(0.85, select(vec![0i64, 50, 250, 1000, 60_000, -50]))).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
-        1 => (0u8..8 * TASK_PICKS, prop::bool::weighted(0.15)).prop_map(|(task, blank)| RootCall::Send(task, blank)),
+        1 => (0u8..8 * TASK_PICKS, task_form()).prop_map(|(task, form)| RootCall::Send(task, form)),
         1 => (0u8..8 * TASK_PICKS).prop_map(RootCall::Cancel),
     ]
 }
 
-/// An `Agent` task: as the lane expects it mostly, blank or padded with whitespace sometimes.
+/// An `Agent` task or a message: as the lane expects it mostly, blank or padded with whitespace
+/// sometimes.
 fn task_form() -> impl Strategy<Value = TaskForm> {
     prop_oneof![16 => Just(TaskForm::Plain), 2 => Just(TaskForm::Blank), 2 => Just(TaskForm::Padded)]
 }
@@ -895,8 +902,8 @@ impl Compiler {
                 }
                 match extras.agent {
                     AgentPick::None => {}
-                    AgentPick::Helper => args["agent"] = json!("helper"),
-                    AgentPick::Padded => args["agent"] = json!(" helper "),
+                    AgentPick::Helper => args["agent"] = json!(self.profile.name()),
+                    AgentPick::Padded => args["agent"] = json!(format!(" {} ", self.profile.name())),
                     AgentPick::Missing => args["agent"] = json!("nosuch"),
                 }
                 if let Some(grant) = grant {
@@ -930,11 +937,15 @@ impl Compiler {
                 }
                 call("subagent.wait", args)
             }
-            RootCall::Send(t, blank) => call(
+            RootCall::Send(t, form) => call(
                 "subagent.send",
                 json!({
                     "task_id": self.task_ref(*t, spawned_before),
-                    "message": if *blank { " " } else { "also check the tests" },
+                    "message": match form {
+                        TaskForm::Plain => "also check the tests",
+                        TaskForm::Blank => " ",
+                        TaskForm::Padded => "  also check the tests\n",
+                    },
                 }),
             ),
             RootCall::Cancel(t) => call("subagent.cancel", json!({"task_id": self.task_ref(*t, spawned_before)})),
@@ -1059,10 +1070,14 @@ impl ProfilePlan {
         if form.crlf { text.replace('\n', "\r\n") } else { text }
     }
 
+    fn name(&self) -> &'static str {
+        if self.dotted { "code.helper" } else { "helper" }
+    }
+
     fn spec(&self) -> ProfileSpec {
         let strings = |names: Vec<&str>| names.into_iter().map(str::to_string).collect();
         ProfileSpec {
-            name: "helper".into(),
+            name: self.name().into(),
             description: "Looks things up".into(),
             model: self.model.then(|| "model-b".into()),
             reasoning_effort: self.effort.then(|| "medium".into()),
@@ -1231,7 +1246,7 @@ impl Plan {
             profile_files: self
                 .profile
                 .file
-                .map(|form| ("helper.md".to_string(), self.profile.file_text(form)))
+                .map(|form| (format!("{}.md", self.profile.name()), self.profile.file_text(form)))
                 .into_iter()
                 .collect(),
             lanes,

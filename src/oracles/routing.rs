@@ -117,13 +117,19 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
                     steered_at_root.push((entry.at, message, i));
                 }
                 if let Some((line, to, sent)) = handing.take() {
-                    if agent != to || message != sent {
-                        r.add(
-                            Oracle::Routing,
-                            i,
-                            format!("`subagent.send` to {to} reached {agent} instead"),
-                            vec![line],
-                        );
+                    let wrong = if agent != to {
+                        Some(format!("`subagent.send` to {to} reached {agent} instead"))
+                    } else if message != sent {
+                        Some(format!(
+                            "`subagent.send` handed {to} {:?}, not the message as written ({:?})",
+                            short(message),
+                            short(sent)
+                        ))
+                    } else {
+                        None
+                    };
+                    if let Some(wrong) = wrong {
+                        r.add(Oracle::Routing, i, wrong, vec![line]);
                     }
                 }
                 pending.entry(agent).or_default().push((message, i));

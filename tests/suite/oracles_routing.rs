@@ -4,6 +4,7 @@
 use rehearsal::sut::AgentId;
 use rehearsal::sut::event::Event;
 use rehearsal::sut::llm::Message;
+use rehearsal::trace::What;
 
 use super::oracles::tampered;
 use super::oracles_runs::{BUB_FAMILY, ROKU_STEER, assert_has, edit_request, line_at};
@@ -46,6 +47,20 @@ fn routing_send_handed_to_another_task() {
         run.trace.entries[line].agent = AgentId::root().child(1);
     });
     assert_has(&failures, "oracle routing: main/1 at 1.100s: `subagent.send` to main/2 reached main/1 instead");
+}
+
+#[test]
+fn routing_send_handed_over_changed() {
+    let failures = tampered(BUB_FAMILY, |run| {
+        let line = line_at(run, "main/2", |e| matches!(e, Event::Steered { .. }));
+        if let What::Core(Event::Steered { message }) = &mut run.trace.entries[line].what {
+            *message = format!("  {message}\n");
+        }
+    });
+    assert_has(
+        &failures,
+        r#"oracle routing: main/2 at 1.100s: `subagent.send` handed main/2 "  Hurry\n", not the message as written ("Hurry")"#,
+    );
 }
 
 /// A bub run whose named-session child and temp child each make a catalog call and then
