@@ -37,6 +37,8 @@ pub struct Exchange {
 /// starts; none of them comes from the core.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Setup {
+    /// The scenario's seed, from which the core draws task ids.
+    pub seed: u64,
     /// The session id every request must carry.
     pub session_id: String,
     /// The session's model override.

@@ -18,6 +18,7 @@ mod precedence;
 mod profiles;
 mod routing;
 mod sessions;
+mod task_ids;
 mod texts;
 mod wait_order;
 
@@ -210,6 +211,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     wait_order::wait(evidence, &mut report);
     context::context(evidence, &index, &mut report);
     profiles::profiles(evidence, &mut report);
+    task_ids::task_ids(evidence, &mut report);
     routing::routing(evidence, &index, &mut report);
     sessions::sessions(evidence, &index, &mut report);
     report.found

@@ -537,6 +537,7 @@ struct Progress {
 fn setup(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Setup {
     let session = &scenario.session;
     Setup {
+        seed: scenario.seed,
         session_id: session.id.clone(),
         model: session.model.clone(),
         reasoning_effort: session.reasoning_effort.clone(),

@@ -1780,6 +1780,9 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.context.root", |f| f.e.setup.is_some() && !f.root_requests().is_empty()),
     ("oracle.context.foreground", |f| f.e.setup.is_some() && f.fg_spawns().any(|s| !f.requests(s.child).is_empty())),
     ("oracle.context.background", |f| f.e.setup.is_some() && f.bg_children().next().is_some()),
+    ("oracle.texts.task-ids", |f| {
+        f.e.setup.is_some() && f.events().any(|(_, e)| matches!(e.event, Event::TaskQueued { .. }))
+    }),
     ("oracle.context.profiles-as-written", |f| {
         f.e.rules.subagent_tools
             && f.e.setup.is_some_and(|s| !s.profile_files.is_empty() || !s.profile_specs.is_empty())

@@ -36,6 +36,35 @@ fn texts_fractional_time_limit_printed_in_whole_seconds() {
     );
 }
 
+/// The task queued as `from` reported as queued under `to`.
+fn rename_task(run: &mut rehearsal::runner::Run, from: &str, to: &str) {
+    for entry in &mut run.trace.entries {
+        if let What::Core(Event::TaskQueued { task_id, .. }) = &mut entry.what
+            && task_id == from
+        {
+            *task_id = to.to_string();
+        }
+    }
+}
+
+#[test]
+fn texts_task_id_in_upper_case() {
+    let failures = tampered(BUB_TEXTS, |run| rename_task(run, "sub-6e789e6a", "sub-6E789E6A"));
+    assert_has(
+        &failures,
+        "oracle texts: main/2 at 0.100s: the run's task 2 has the id sub-6E789E6A; seed 0 gives sub-6e789e6a (`bub.task-id.seeded`)",
+    );
+}
+
+#[test]
+fn texts_task_id_drawn_twice() {
+    let failures = tampered(BUB_TEXTS, |run| rename_task(run, "sub-06c45d18", "sub-e220a839"));
+    assert_has(
+        &failures,
+        "oracle texts: main/3 at 0.100s: the run's task 3 has the id sub-e220a839; seed 0 gives sub-06c45d18 (`bub.task-id.seeded`)",
+    );
+}
+
 #[test]
 fn texts_cancelled_task_with_another_body() {
     let failures = tampered(BUB_TEXTS, |run| {
