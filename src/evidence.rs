@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::rules::Rules;
-use crate::scenario::ProfileSpec;
+use crate::scenario::{ProfileSpec, RulesSpec};
 use crate::sut::Profile;
 use crate::sut::llm::{LlmRequest, Message};
 use crate::trace::Trace;
@@ -39,6 +39,8 @@ pub struct Exchange {
 pub struct Setup {
     /// The scenario's seed, from which the core draws task ids.
     pub seed: u64,
+    /// The scenario's `rules` as written: a preset and the knobs it sets.
+    pub rules_as_written: RulesSpec,
     /// The session id every request must carry.
     pub session_id: String,
     /// The session's model override.

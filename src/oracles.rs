@@ -15,6 +15,7 @@ mod costs;
 mod index;
 mod launch;
 mod precedence;
+mod presets;
 mod profiles;
 mod routing;
 mod sessions;
@@ -211,6 +212,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     wait_order::wait(evidence, &mut report);
     context::context(evidence, &index, &mut report);
     profiles::profiles(evidence, &mut report);
+    presets::presets(evidence, &mut report);
     task_ids::task_ids(evidence, &mut report);
     routing::routing(evidence, &index, &mut report);
     sessions::sessions(evidence, &index, &mut report);

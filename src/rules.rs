@@ -125,7 +125,7 @@ impl Rules {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -214,8 +214,15 @@ mod tests {
     /// from the page (or take the other family's value) silently.
     #[test]
     fn every_preset_field_is_the_documented_value() {
+        assert_documented(&Rules::roku(), &Rules::bub());
+    }
+
+    /// Asserts that `roku` and `bub` hold, field by field, the values `core.knob.*` documents
+    /// for the two presets (also used by the oracle that keeps its own table).
+    pub(crate) fn assert_documented(roku: &Rules, bub: &Rules) {
         let documented = documented_knobs();
-        let (roku, bub) = (as_documented(&Rules::roku()), as_documented(&Rules::bub()));
+        let (roku_rules, bub_rules) = (roku, bub);
+        let (roku, bub) = (as_documented(roku), as_documented(bub));
         assert_eq!(documented.len(), roku.len(), "the page documents {documented:?}");
         for ((name, want_roku, want_bub), ((field, got_roku), (_, got_bub))) in
             documented.iter().zip(roku.iter().zip(&bub))
@@ -224,8 +231,12 @@ mod tests {
             assert_eq!(got_roku, want_roku, "roku preset, `{name}`");
             assert_eq!(got_bub, want_bub, "bub preset, `{name}`");
         }
-        assert_eq!(Rules::roku().preset, Preset::Roku);
-        assert_eq!(Rules::bub().preset, Preset::Bub);
+        assert_eq!(roku_rules.preset, Preset::Roku);
+        assert_eq!(bub_rules.preset, Preset::Bub);
+    }
+
+    #[test]
+    fn the_wait_default_is_the_documented_one() {
         let page = include_str!("../docs/rules/core.md");
         assert!(page.contains(&format!("`subagent.wait` waits **{WAIT_DEFAULT_SECONDS}** s")));
     }

@@ -538,6 +538,7 @@ fn setup(scenario: &Scenario, profiles: &[Profile], schedule: Schedule) -> Setup
     let session = &scenario.session;
     Setup {
         seed: scenario.seed,
+        rules_as_written: scenario.rules.clone(),
         session_id: session.id.clone(),
         model: session.model.clone(),
         reasoning_effort: session.reasoning_effort.clone(),

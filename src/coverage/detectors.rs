@@ -1783,6 +1783,7 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.texts.task-ids", |f| {
         f.e.setup.is_some() && f.events().any(|(_, e)| matches!(e.event, Event::TaskQueued { .. }))
     }),
+    ("oracle.context.rules-as-written", |f| f.e.setup.is_some()),
     ("oracle.context.profiles-as-written", |f| {
         f.e.rules.subagent_tools
             && f.e.setup.is_some_and(|s| !s.profile_files.is_empty() || !s.profile_specs.is_empty())

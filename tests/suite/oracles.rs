@@ -2309,7 +2309,8 @@ fn e2e_refund_in_a_real_roku_run_fails_the_budget_oracle() {
 fn e2e_untruncated_result_in_a_real_roku_run_fails_the_truncation_oracle() {
     // Judged under a limit of 5, the run is what a core ignoring the limit records: the
     // 10-char answer handed over whole, and `child.result` reporting no truncation. Both are
-    // wrong.
+    // wrong; and the limit is not the one the scenario's rules give, which the context oracle
+    // says.
     let failures = tampered(ROKU_AGENT, |run| {
         run.rules.result_limit_chars = Some(5);
     });
@@ -2318,6 +2319,7 @@ fn e2e_untruncated_result_in_a_real_roku_run_fails_the_truncation_oracle() {
         [
             "oracle truncation: main at 0.300s: main/1's result reports truncated_to None, expected Some(5)",
             "oracle truncation: main at 0.300s: the parent received 10 chars (10 bytes) where the limit Some(5) gives 50 chars (50 bytes); they first differ at char 5",
+            "oracle context: main at 0.400s: rule `result_limit_chars`: the core was given Some(5); the preset gives Some(4000) (roku preset)",
         ]
     );
 }

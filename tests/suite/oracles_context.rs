@@ -171,3 +171,21 @@ fn profiles_refused_by_the_loader_is_a_finding_only_if_they_read() {
     broken.insert("other.md".into(), "---\nmodel: m\n---\n".into());
     assert!(rehearsal::oracles::profiles_refused(&broken, &scenario.profiles, "no").is_none(), "no description");
 }
+
+#[test]
+fn context_bub_preset_with_roku_s_agent_limit() {
+    let failures = tampered(BUB_TEXTS, |run| run.rules.agent_timeout = Some(std::time::Duration::from_secs(120)));
+    assert_has(
+        &failures,
+        "oracle context: main at 0.700s: rule `agent_timeout`: the core was given Some(120s); the preset gives None (bub preset)",
+    );
+}
+
+#[test]
+fn context_a_knob_the_scenario_sets_not_given() {
+    let failures = tampered(BUB_TEXTS, |run| run.rules.child_step_cap = 10);
+    assert_has(
+        &failures,
+        "oracle context: main at 0.700s: rule `child_step_cap`: the core was given 10; the scenario sets 3 (bub preset)",
+    );
+}
