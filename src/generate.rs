@@ -22,18 +22,18 @@
 //! lines ended with `\n` or `\r\n`), and so are a spawn's own model, reasoning effort and
 //! `allowed_skills`, a profile name padded or missing, a blank prompt and bad names out of order.
 //! Special values are drawn on purpose: 0 where 0 means "none" (a time limit from the knobs or a
-//! call, a recovery budget, a spawn cost, a grant), `null` for an optional limit, a negative
-//! (invalid) or huge (clamped) time limit on a spawn, a negative one on a wait, a wait without one
-//! (the default), a reply of whitespace only, a `final_answer` or `fail` without its text, with
-//! whitespace around it or with text of the reply's own beside it, an `Agent` task, a
-//! `subagent.send` message or a task id padded with whitespace, a custom unknown-tool message (its
-//! `{name}` once or twice), and each knob left unset one time in four, so the presets' own values
-//! run too. Same-instant ties are drawn on purpose too: latencies lean to the values of the time
-//! limits, so children end together, on a limit, on a wait's deadline or on a steering time, in
-//! every explored order the fuzzer then tries. Generated scripts never leave a run waiting forever
-//! without a time limit inside the run's horizon (a child only hangs when one applies to it), so a
-//! run that hits its horizon is a real termination finding. This module generates; it judges
-//! nothing.
+//! call, a recovery budget, a spawn cost, a grant), `null` for an optional limit, a time limit of
+//! exactly one second (`1 seconds`), a negative (invalid) or huge (clamped) time limit on a spawn,
+//! a negative one on a wait, a wait without one (the default), a reply of whitespace only, a
+//! `final_answer` or `fail` without its text, with whitespace around it or with text of the reply's
+//! own beside it, an `Agent` task, a `subagent.send` message or a task id padded with whitespace, a
+//! custom unknown-tool message (its `{name}` once or twice), and each knob left unset one time in
+//! four, so the presets' own values run too. Same-instant ties are drawn on purpose too: latencies
+//! lean to the values of the time limits, so children end together, on a limit, on a wait's
+//! deadline or on a steering time, in every explored order the fuzzer then tries. Generated scripts
+//! never leave a run waiting forever without a time limit inside the run's horizon (a child only
+//! hangs when one applies to it), so a run that hits its horizon is a real termination finding.
+//! This module generates; it judges nothing.
 
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -437,10 +437,12 @@ fn knobs(family: Family) -> impl Strategy<Value = Knobs> {
         or_preset(prop_oneof![
             Just(None),
             Just(Some(0)),
-            select(vec![100u64, 250, 500]).prop_map(Some),
+            select(vec![100u64, 250, 500, 1000]).prop_map(Some),
             Just(Some(120_000))
         ]),
-        or_preset(prop_oneof![3 => Just(None), 1 => Just(Some(0)), 1 => select(vec![100u64, 250]).prop_map(Some)]),
+        or_preset(
+            prop_oneof![3 => Just(None), 1 => Just(Some(0)), 1 => select(vec![100u64, 250, 1000]).prop_map(Some)],
+        ),
         // Small caps are where queueing happens: weight them.
         or_preset(prop_oneof![3 => 1usize..=2, 1 => 3usize..=8]),
     );
@@ -602,7 +604,7 @@ fn root_call() -> impl Strategy<Value = RootCall> {
         1 => Just(RootCall::Flaky),
         1 => Just(RootCall::Unknown),
         3 => (vec(child_step(), 1..=3), task_form(), prop::bool::weighted(0.15)).prop_map(|(child, form, tools)| RootCall::Agent { child, form, tools }),
-        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, -1000, CLAMPED_MS])), grant(), spawn_extras())
+        4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, 1000, -1000, CLAMPED_MS])), grant(), spawn_extras())
             .prop_map(|(child, session, timeout_ms, grant, extras)| RootCall::Spawn { child, session, timeout_ms, grant, extras }),
         2 => (vec(0u8..8 * TASK_PICKS, 0..=2), prop::option::weighted(0.85, select(vec![0i64, 50, 250, 1000, 60_000, -50]))).prop_map(|(tasks, timeout_ms)| RootCall::Wait { tasks, timeout_ms }),
         1 => (0u8..8 * TASK_PICKS, task_form()).prop_map(|(task, form)| RootCall::Send(task, form)),
