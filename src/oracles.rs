@@ -35,6 +35,7 @@ use crate::sut::AgentId;
 use crate::sut::event::{Event, Family, TaskStatus, Via};
 use crate::sut::llm::{Message, Role, Transcript};
 use crate::trace::{Entry, Trace, What};
+use index::{Agents, PerAgent};
 
 /// Which rule a violation breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -201,7 +202,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     truncation(evidence, &mut report);
     timeouts(evidence, &mut report);
     concurrency(evidence, &mut report);
-    fork_isolation(evidence, &mut report);
+    fork_isolation(evidence, &index, &mut report);
     history_kept(evidence, &index, &mut report);
     delivery(evidence, &mut report);
     instants(evidence, &mut report);
@@ -695,12 +696,12 @@ fn concurrency(e: &Evidence, r: &mut Report) {
 /// Where the messages of each agent's requests may come from.
 struct Provenance<'a> {
     /// Per agent: its own replies, as the assistant messages they became.
-    replies: BTreeMap<&'a AgentId, Replies<'a>>,
+    replies: PerAgent<Replies<'a>>,
     /// Per agent: texts that legitimately reach it as user messages (user turns, steering,
     /// `subagent.send`, notifications).
-    inbound: BTreeMap<AgentId, BTreeSet<String>>,
+    inbound: PerAgent<BTreeSet<String>>,
     /// Per agent: the trace line of each of its requests, in order.
-    request_lines: BTreeMap<AgentId, Vec<usize>>,
+    request_lines: PerAgent<Vec<usize>>,
 }
 
 type ReplyKey<'a> = (&'a str, Option<&'a str>, u64);
@@ -719,11 +720,11 @@ struct Replies<'a> {
 
 impl<'a> Replies<'a> {
     /// Every reply of every exchange, by the agent that asked.
-    fn of(exchanges: &'a [crate::evidence::Exchange]) -> BTreeMap<&'a AgentId, Replies<'a>> {
-        let mut replies: BTreeMap<&AgentId, Replies> = BTreeMap::new();
+    fn of(exchanges: &'a [crate::evidence::Exchange], agents: &Agents) -> PerAgent<Replies<'a>> {
+        let mut replies: PerAgent<Replies> = PerAgent::new(agents);
         for exchange in exchanges {
-            if let Some(reply) = &exchange.reply {
-                replies.entry(&exchange.request.agent).or_default().in_order.push(reply);
+            if let (Some(reply), Some(agent)) = (&exchange.reply, agents.number(&exchange.request.agent)) {
+                replies.or_insert_with(agent, Replies::default).in_order.push(reply);
             }
         }
         replies
@@ -847,10 +848,26 @@ fn hash_json(value: &serde_json::Value, hasher: &mut impl std::hash::Hasher) {
 struct Checked<'a> {
     messages: &'a Transcript,
     from: usize,
-    calls: BTreeSet<&'a str>,
+    /// In the order made: a result usually answers one of the last, so a search from the end
+    /// finds it at once (a set cost an allocation per call).
+    calls: Vec<&'a str>,
 }
 
 impl<'a> Provenance<'a> {
+    /// Every agent's replies; no inbound text or request line yet.
+    fn new(e: &Evidence<'a>, agents: &Agents) -> Provenance<'a> {
+        Provenance {
+            replies: Replies::of(e.exchanges, agents),
+            inbound: PerAgent::new(agents),
+            request_lines: PerAgent::new(agents),
+        }
+    }
+
+    /// Notes a text that reached the agent numbered `agent` from outside its loop.
+    fn inbound(&mut self, agent: usize, text: String) {
+        self.inbound.or_insert_with(agent, BTreeSet::new).insert(text);
+    }
+
     /// The first of `messages` (a stretch of one request of `agent`, following what
     /// `calls` already holds) that cannot come from `agent`'s own loop, and why. An assistant
     /// message must be one of the agent's own replies (same text, call names and arguments;
@@ -860,14 +877,14 @@ impl<'a> Provenance<'a> {
     /// steering, sends, notifications) or the runtime's exhaustion nudge.
     fn first_foreign(
         &self,
-        agent: &AgentId,
+        (agent, number): (&AgentId, usize),
         messages: impl IntoIterator<Item = &'a Message>,
-        calls: &mut BTreeSet<&'a str>,
+        calls: &mut Vec<&'a str>,
     ) -> Option<String> {
         for message in messages {
             match message.role {
                 Role::Assistant => {
-                    let own = self.replies.get(agent).is_some_and(|replies| replies.holds(message));
+                    let own = self.replies.get(number).is_some_and(|replies| replies.holds(message));
                     if !own {
                         return Some(format!(
                             "an assistant message {agent} never wrote ({:?})",
@@ -878,12 +895,12 @@ impl<'a> Provenance<'a> {
                 }
                 Role::Tool => {
                     let id = message.tool_call_id.as_deref().unwrap_or_default();
-                    if !calls.contains(id) {
+                    if !calls.iter().rev().any(|call| *call == id) {
                         return Some(format!("a tool result for call {id:?}, which no earlier reply of {agent} made"));
                     }
                 }
                 Role::User => {
-                    let known = self.inbound.get(agent).is_some_and(|texts| texts.contains(&message.content))
+                    let known = self.inbound.get(number).is_some_and(|texts| texts.contains(&message.content))
                         || message.content.starts_with("System: step budget exhausted (");
                     if !known {
                         return Some(format!("a user message nobody sent to {agent} ({:?})", short(&message.content)));
@@ -906,30 +923,28 @@ fn short(s: &str) -> String {
 /// replies and tool results, user turns, messages sent to it, notifications, nudges. Temp
 /// children start from their prompt alone; temp and fork sessions are gone after the run,
 /// named ones kept.
-fn fork_isolation(e: &Evidence, r: &mut Report) {
-    let mut kinds: BTreeMap<AgentId, (&str, usize)> = BTreeMap::new();
+fn fork_isolation(e: &Evidence, index: &index::Index, r: &mut Report) {
+    let agents = &index.agents;
+    let mut kinds: PerAgent<(&str, usize)> = PerAgent::new(agents);
     let mut named = BTreeSet::new();
-    let mut prov =
-        Provenance { replies: Replies::of(e.exchanges), inbound: BTreeMap::new(), request_lines: BTreeMap::new() };
-    let mut sent_early: BTreeMap<AgentId, Vec<String>> = BTreeMap::new();
+    let mut prov = Provenance::new(e, agents);
+    let mut sent_early: PerAgent<Vec<String>> = PerAgent::new(agents);
     // Per task, its finished runs not yet delivered, in order (a continued task runs again).
     let mut results: BTreeMap<String, VecDeque<(TaskStatus, String)>> = BTreeMap::new();
-    for (i, entry, event) in core_events(e.trace) {
-        let agent = &entry.agent;
+    for (i, _, event) in core_events(e.trace) {
+        let agent = agents.at(i);
         match event {
             Event::SessionOpened { name, kind } => {
-                kinds.entry(agent.clone()).or_insert((kind, i));
+                kinds.or_insert_with(agent, || (kind, i));
                 if *kind == "named" {
                     named.insert(name.clone());
                 }
             }
-            Event::TurnStarted { message, .. } => {
-                prov.inbound.entry(agent.clone()).or_default().insert(message.clone());
-            }
+            Event::TurnStarted { message, .. } => prov.inbound(agent, message.clone()),
             Event::Steered { message } => {
-                prov.inbound.entry(agent.clone()).or_default().insert(message.clone());
-                if !prov.request_lines.contains_key(agent) {
-                    sent_early.entry(agent.clone()).or_default().push(message.clone());
+                prov.inbound(agent, message.clone());
+                if !prov.request_lines.contains(agent) {
+                    sent_early.or_insert_with(agent, Vec::new).push(message.clone());
                 }
             }
             Event::TaskEnded { task_id, status, body, .. } if *status != TaskStatus::Cancelled => {
@@ -938,39 +953,40 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
             Event::Delivered { task_id, via, .. } => {
                 let run = results.get_mut(task_id).and_then(VecDeque::pop_front);
                 if let (Some((status, body)), Via::Notification) = (run, via) {
-                    prov.inbound.entry(agent.clone()).or_default().insert(notification(task_id, status, &body));
+                    prov.inbound(agent, notification(task_id, status, &body));
                 }
             }
-            Event::LlmRequest { .. } => prov.request_lines.entry(agent.clone()).or_default().push(i),
+            Event::LlmRequest { .. } => prov.request_lines.or_insert_with(agent, Vec::new).push(i),
             _ => {}
         }
     }
-    let mut checked: BTreeMap<&AgentId, Checked> = BTreeMap::new();
-    let line_of = |agent: &AgentId| kinds.get(agent).map_or(0, |(_, line)| *line);
-    let mut seen: BTreeMap<&AgentId, usize> = BTreeMap::new();
-    let mut first: BTreeMap<&AgentId, &Transcript> = BTreeMap::new();
+    let mut checked: PerAgent<Checked> = PerAgent::new(agents);
+    let line_of = |number: usize| kinds.get(number).map_or(0, |(_, line)| *line);
+    let mut seen: PerAgent<usize> = PerAgent::new(agents);
+    let mut first: PerAgent<&Transcript> = PerAgent::new(agents);
     for exchange in e.exchanges {
         let request = &exchange.request;
         let agent = &request.agent;
-        let n = seen.entry(agent).or_default();
-        let line = prov.request_lines.get(agent).and_then(|lines| lines.get(*n).copied()).unwrap_or(0);
+        let number = agents.number(agent).expect("every requesting agent is numbered");
+        let n = seen.or_insert_with(number, || 0);
+        let line = prov.request_lines.get(number).and_then(|lines| lines.get(*n).copied()).unwrap_or(0);
         *n += 1;
-        let kind = kinds.get(agent).map(|(k, _)| *k);
-        let sent = sent_early.get(agent).map_or(&[][..], Vec::as_slice);
+        let kind = kinds.get(number).map(|(k, _)| *k);
+        let sent = sent_early.get(number).map_or(&[][..], Vec::as_slice);
         // Messages before `from` are the agent's starting conversation, checked separately.
         let from = match (agent.depth(), kind) {
             (0, _) => 0,
-            (_, Some("fork")) => match first.get(agent) {
+            (_, Some("fork")) => match first.get(number) {
                 None => {
                     if let Some(difference) = fork_mismatch(e.exchanges, request, sent) {
                         r.add(
                             Oracle::ForkIsolation,
                             line,
                             format!("{agent}'s first request: {difference}"),
-                            vec![line_of(agent)],
+                            vec![line_of(number)],
                         );
                     }
-                    first.insert(agent, &request.messages);
+                    first.insert(number, &request.messages);
                     continue;
                 }
                 Some(start) if !request.messages.starts_with(start) => {
@@ -984,8 +1000,8 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
                 }
                 Some(start) => start.len(),
             },
-            (_, Some("temp")) if !first.contains_key(agent) => {
-                first.insert(agent, &request.messages);
+            (_, Some("temp")) if !first.contains(number) => {
+                first.insert(number, &request.messages);
                 if request.messages.len() != 1 + sent.len() {
                     r.add(
                         Oracle::ForkIsolation,
@@ -995,7 +1011,7 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
                             request.messages.len(),
                             sent.len()
                         ),
-                        vec![line_of(agent)],
+                        vec![line_of(number)],
                     );
                 }
                 continue;
@@ -1003,15 +1019,15 @@ fn fork_isolation(e: &Evidence, r: &mut Report) {
             _ => continue,
         };
         // Only what this request added to the agent's previous one needs checking.
-        let previous = checked.remove(agent).filter(|c| c.from == from && request.messages.extends(c.messages));
+        let previous = checked.remove(number).filter(|c| c.from == from && request.messages.extends(c.messages));
         let (added, mut calls) = match previous {
             Some(c) => (request.messages.since(c.messages).unwrap_or_default(), c.calls),
-            None => (request.messages.iter().skip(from).collect(), BTreeSet::new()),
+            None => (request.messages.iter().skip(from).collect(), Vec::new()),
         };
-        if let Some(why) = prov.first_foreign(agent, added, &mut calls) {
+        if let Some(why) = prov.first_foreign((agent, number), added, &mut calls) {
             r.add(Oracle::ForkIsolation, line, format!("{agent}'s request holds {why}"), vec![]);
         }
-        checked.insert(agent, Checked { messages: &request.messages, from, calls });
+        checked.insert(number, Checked { messages: &request.messages, from, calls });
     }
     if e.session_ended {
         for session in e.live_sessions {
@@ -1040,16 +1056,17 @@ fn notification(task_id: &str, status: TaskStatus, body: &str) -> String {
 /// root across its turns too (a later turn continues the session's history); a child's run
 /// that begins again (a continuation) starts a new count.
 fn history_kept(e: &Evidence, index: &index::Index, r: &mut Report) {
-    let mut previous: BTreeMap<&AgentId, (&Transcript, usize)> = BTreeMap::new();
+    let mut previous: PerAgent<(&Transcript, usize)> = PerAgent::new(&index.agents);
     for (i, entry, event) in core_events(e.trace) {
+        let number = index.agents.at(i);
         match event {
             Event::AgentStarted { .. } => {
-                previous.remove(&entry.agent);
+                previous.remove(number);
             }
             Event::LlmRequest { .. } => {
                 let Some(exchange) = index.exchange(i) else { continue };
                 let messages = &exchange.request.messages;
-                if let Some((before, line)) = previous.insert(&entry.agent, (messages, i))
+                if let Some((before, line)) = previous.insert(number, (messages, i))
                     && !messages.starts_with(before)
                 {
                     let agent = &entry.agent;

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -319,7 +320,8 @@ impl<'a> Runner<'a> {
     /// A scenario prepared for runs on this runner: its script is built once, however many
     /// runs, orders and verifications follow.
     pub fn prepare<'s>(&self, scenario: &'s Scenario, profiles: &'s [Profile]) -> Prepared<'a, 's> {
-        Prepared { runner: *self, scenario, profiles, script: Arc::new(Script::new(&scenario.lanes)) }
+        let script = Arc::new(Script::new(&scenario.lanes));
+        Prepared { runner: *self, scenario, profiles, script, sizes: Default::default() }
     }
 
     /// Runs a scenario once, breaking same-instant ties as `schedule` says.
@@ -352,6 +354,9 @@ pub struct Prepared<'a, 's> {
     scenario: &'s Scenario,
     profiles: &'s [Profile],
     script: Arc<Script>,
+    /// The most trace entries and exchanges a run so far recorded: the next run reserves as
+    /// much at once, instead of growing its records by copying them over and over.
+    sizes: (AtomicUsize, AtomicUsize),
 }
 
 impl Prepared<'_, '_> {
@@ -369,12 +374,13 @@ impl Prepared<'_, '_> {
             .build()
             .expect("a current-thread runtime builds");
         // The recorder's clock starts on the run's paused clock.
-        let recorder =
-            runtime.block_on(async { Arc::new(Recorder::new(self.scenario.limits.max_events, stop.clone())) });
-        let log = Arc::new(ExchangeLog::default());
+        let (entries, exchanges) = (self.sizes.0.load(Ordering::Relaxed), self.sizes.1.load(Ordering::Relaxed));
+        let max_events = self.scenario.limits.max_events;
+        let recorder = runtime.block_on(async { Arc::new(Recorder::new(max_events, entries, stop.clone())) });
+        let log = Arc::new(ExchangeLog::with_capacity(exchanges));
         let parts = Parts { stop: stop.clone(), recorder: recorder.clone(), log: log.clone() };
         let run = run_paused(parts, self.runner.sut, self.scenario, self.script.clone(), self.profiles, schedule);
-        match std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(run))) {
+        let run = match std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(run))) {
             Ok(run) => run,
             Err(_) => {
                 // The hook recorded the panic; what the run left is all there is.
@@ -402,7 +408,10 @@ impl Prepared<'_, '_> {
                     alive_tasks: 0,
                 }
             }
-        }
+        };
+        self.sizes.0.fetch_max(run.trace.entries.len(), Ordering::Relaxed);
+        self.sizes.1.fetch_max(run.exchanges.len(), Ordering::Relaxed);
+        run
     }
 
     /// Two runs in one tie order; `then` takes the first as soon as it ends. On two threads

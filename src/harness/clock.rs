@@ -15,10 +15,12 @@
 //! deadlines): those are tokio's, and the core settles them itself.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use super::schedule::Schedule;
@@ -30,20 +32,28 @@ type Key = (Instant, u64, u64);
 /// The run's clock for harness waits. Start [`Clock::drive`] on the run's runtime.
 pub struct Clock {
     due: Mutex<Due>,
-    changed: Notify,
     schedule: Schedule,
 }
 
+/// The queue, and how the driver is told that it changed. Each entry holds the waker of the
+/// task waiting on it (`None` once that wait was dropped: its instant is still kept, so the
+/// driver wakes at the same instants whether or not a wait was cancelled). A delivered entry
+/// leaves the queue: that is how its wait learns it arrived. Wakers kept here, under the one
+/// lock, cost no allocation per wait (a channel per wait did).
 #[derive(Default)]
 struct Due {
-    entries: BTreeMap<Key, oneshot::Sender<()>>,
+    entries: BTreeMap<Key, Option<Waker>>,
     registered: u64,
+    /// An entry earlier than every other was added since the driver last looked.
+    changed: bool,
+    /// The driver's waker while it waits.
+    driver: Option<Waker>,
 }
 
 impl Clock {
     /// A clock ordering same-instant entries as `schedule` says.
     pub fn new(schedule: Schedule) -> Arc<Clock> {
-        Arc::new(Clock { due: Mutex::new(Due::default()), changed: Notify::new(), schedule })
+        Arc::new(Clock { due: Mutex::new(Due::default()), schedule })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Due> {
@@ -66,43 +76,57 @@ impl Clock {
             return;
         }
         let rank = self.schedule.rank(site);
-        let (send, arrived) = oneshot::channel();
-        {
+        let key = {
             let mut due = self.lock();
             let earliest = due.entries.keys().next().map(|key| key.0);
-            let number = due.registered;
+            let key = (at, rank, due.registered);
             due.registered += 1;
-            due.entries.insert((at, rank, number), send);
+            due.entries.insert(key, None);
             if earliest.is_none_or(|earliest| at < earliest) {
-                self.changed.notify_one();
+                due.changed = true;
+                if let Some(driver) = due.driver.take() {
+                    driver.wake();
+                }
             }
-        }
-        if arrived.await.is_err() {
-            // The clock stopped with the run: nothing arrives any more.
-            std::future::pending::<()>().await;
-        }
+            key
+        };
+        Wait { clock: self, key }.await;
     }
 
     /// Delivers each instant's entries when the run's virtual time reaches it, for as long as
     /// the run lasts (the runner aborts it at the end).
     pub async fn drive(self: Arc<Self>) {
         loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
             let next = self.lock().entries.keys().next().map(|key| key.0);
             match next {
-                None => changed.await,
+                None => self.changed(None).await,
                 Some(at) if at > Instant::now() => {
-                    tokio::select! {
-                        biased;
-                        _ = &mut changed => {}
-                        _ = tokio::time::sleep_until(at) => {}
-                    }
+                    let timer = tokio::time::sleep_until(at);
+                    tokio::pin!(timer);
+                    self.changed(Some(timer)).await;
                 }
                 Some(_) => self.deliver_due(),
             }
         }
+    }
+
+    /// Until the queue gets an earliest entry (looked at first), or `timer` ends.
+    async fn changed(&self, mut timer: Option<Pin<&mut tokio::time::Sleep>>) {
+        std::future::poll_fn(|cx| {
+            {
+                let mut due = self.lock();
+                if std::mem::take(&mut due.changed) {
+                    due.driver = None;
+                    return Poll::Ready(());
+                }
+                due.driver = Some(cx.waker().clone());
+            }
+            match timer.as_mut() {
+                Some(timer) => timer.as_mut().poll(cx),
+                None => Poll::Pending,
+            }
+        })
+        .await;
     }
 
     /// Sends every entry due by now, in queue order, without yielding in between: the tasks
@@ -114,8 +138,42 @@ impl Clock {
             if entry.key().0 > now {
                 break;
             }
-            // A receiver dropped meanwhile (its call was cancelled) has nothing to wake.
-            let _ = entry.remove().send(());
+            // A wait dropped meanwhile (its call was cancelled) has nothing to wake.
+            if let Some(waiting) = entry.remove() {
+                waiting.wake();
+            }
+        }
+    }
+}
+
+/// One registered wait: ready once the driver has delivered its entry.
+struct Wait<'c> {
+    clock: &'c Clock,
+    key: Key,
+}
+
+impl Future for Wait<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut due = self.clock.lock();
+        match due.entries.get_mut(&self.key) {
+            None => Poll::Ready(()),
+            Some(slot) => {
+                if !slot.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
+                    *slot = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for Wait<'_> {
+    /// A dropped wait keeps its instant (the driver still wakes then) but wakes nobody.
+    fn drop(&mut self) {
+        if let Some(slot) = self.clock.lock().entries.get_mut(&self.key) {
+            *slot = None;
         }
     }
 }

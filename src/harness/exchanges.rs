@@ -16,6 +16,11 @@ pub struct ExchangeLog {
 }
 
 impl ExchangeLog {
+    /// A log with room for `expected` exchanges (a capacity only).
+    pub fn with_capacity(expected: usize) -> ExchangeLog {
+        ExchangeLog { exchanges: Mutex::new(Vec::with_capacity(expected)) }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Exchange>> {
         self.exchanges.lock().expect("exchange log lock poisoned")
     }

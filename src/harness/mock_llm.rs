@@ -594,6 +594,33 @@ fn whole_word(text: &str, word: &str) -> Option<usize> {
     None
 }
 
+/// The id of the `n`-th call of an agent's `call`-th reply: `main/2#3.1`. Written piece by
+/// piece into a string of the right size: `format!` was the costliest step of a reply.
+fn call_id(agent: &str, call: usize, n: usize) -> String {
+    let mut id = String::with_capacity(agent.len() + 8);
+    id.push_str(agent);
+    id.push('#');
+    push_number(&mut id, call);
+    id.push('.');
+    push_number(&mut id, n);
+    id
+}
+
+/// Appends `n` in decimal.
+fn push_number(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|d| char::from(*d)));
+}
+
 /// Whether some string in the arguments is a `$taskN` reference.
 fn refers_to_tasks(args: &serde_json::Value) -> bool {
     use serde_json::Value;
@@ -686,7 +713,7 @@ impl Llm for ScriptedLlm {
                     }
                 };
                 tool_calls.push(ToolCall {
-                    id: format!("{}#{call}.{}", request.agent, i + 1),
+                    id: call_id(request.agent.as_str(), call, i + 1),
                     name: c.tool.clone(),
                     args,
                 });
@@ -711,5 +738,12 @@ mod tests {
             json!({"task_id": " sub-2\n", "task_ids": ["sub-1", "\tsub-2 "], "message": "$task is no reference"})
         );
         assert_eq!(resolve_task_refs(&json!([" $task3 "]), &ids).unwrap_err(), "$task3");
+    }
+
+    #[test]
+    fn call_ids_read_agent_hash_call_dot_number() {
+        assert_eq!(super::call_id("main/12", 3, 1), "main/12#3.1");
+        assert_eq!(super::call_id("main", 100, 20), "main#100.20");
+        assert_eq!(super::call_id("main/1", 0, 9), "main/1#0.9");
     }
 }

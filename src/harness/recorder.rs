@@ -29,11 +29,12 @@ pub struct Recorder {
 
 impl Recorder {
     /// A recorder whose clock starts now (on the tokio clock) and which stops the run past
-    /// `max_events` entries.
-    pub fn new(max_events: usize, stop: Arc<Stop>) -> Recorder {
+    /// `max_events` entries, with room for `expected` entries (a capacity only: a run of the
+    /// same scenario recorded as many).
+    pub fn new(max_events: usize, expected: usize, stop: Arc<Stop>) -> Recorder {
         Recorder {
             start: Instant::now(),
-            entries: Mutex::new(Vec::new()),
+            entries: Mutex::new(Vec::with_capacity(expected.min(max_events))),
             max_events,
             stop,
             capped: Default::default(),

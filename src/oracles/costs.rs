@@ -15,12 +15,9 @@
 //! family call; any other started call is a catalog tool. Whether the name deserved that answer
 //! is oracle `precedence`'s to judge.
 
-use std::collections::BTreeMap;
-
-use super::index::{Index, Tasks, first_terminal, string_arg};
+use super::index::{Index, PerAgent, Tasks, first_terminal, string_arg};
 use super::{Oracle, Report, core_events};
 use crate::evidence::Evidence;
-use crate::sut::AgentId;
 use crate::sut::event::Event;
 use crate::sut::llm::ToolCall;
 
@@ -92,12 +89,13 @@ fn kind(call: Option<&ToolCall>, tool: &str, tasks: &Tasks) -> Kind {
 
 pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
     let rules = e.rules;
-    let mut loops: BTreeMap<&AgentId, Loop> = BTreeMap::new();
+    let mut loops: PerAgent<Loop> = PerAgent::new(&index.agents);
     let mut tasks = Tasks::default();
     for (i, entry, event) in core_events(e.trace) {
         let agent = &entry.agent;
+        let number = index.agents.at(i);
         // The nudge a regular call owes comes right after it, before anything else of its loop.
-        let owed = loops.get_mut(agent).and_then(|lp| lp.nudge.take());
+        let owed = loops.get_mut(number).and_then(|lp| lp.nudge.take());
         if let Some((budget, recovery, line)) = owed
             && !matches!(event, Event::Nudge { .. })
         {
@@ -112,10 +110,10 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
         }
         match event {
             Event::TurnStarted { budget, .. } | Event::AgentStarted { budget, .. } => {
-                loops.insert(agent, Loop::new(*budget, rules.recovery_budget));
+                loops.insert(number, Loop::new(*budget, rules.recovery_budget));
             }
             Event::LlmRequest { budget, .. } => {
-                let Some(lp) = loops.get_mut(agent) else { continue };
+                let Some(lp) = loops.get_mut(number) else { continue };
                 if *budget != lp.budget {
                     let why = if lp.answered { "after its held answer" } else { "since its last step" };
                     r.add(
@@ -142,7 +140,7 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::LlmReply { .. } => {
-                let Some(lp) = loops.get_mut(agent) else { continue };
+                let Some(lp) = loops.get_mut(number) else { continue };
                 let Some(reply) = index.reply(i) else { continue };
                 // A reply without calls, `final_answer` and `fail` cost 1 step; `ask_user` none
                 // (`roku.loop.text-reply-final-answer`, `roku.terminal.*`, `bub.turn.held-reply-costs-one`).
@@ -160,13 +158,13 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::ToolStarted { tool, .. } => {
-                if let Some(lp) = loops.get_mut(agent) {
+                if let Some(lp) = loops.get_mut(number) {
                     lp.started = Some((i, kind(index.call(i), tool, &tasks)));
                     lp.spawn = None;
                 }
             }
             Event::Spawned { budget_before, budget_after, .. } => {
-                let Some(lp) = loops.get_mut(agent) else { continue };
+                let Some(lp) = loops.get_mut(number) else { continue };
                 if *budget_before != lp.budget {
                     r.add(
                         Oracle::Costs,
@@ -178,7 +176,7 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
                 lp.spawn = Some((*budget_before, *budget_after, i));
             }
             Event::Denied { budget, .. } => {
-                let Some(lp) = loops.get_mut(agent) else { continue };
+                let Some(lp) = loops.get_mut(number) else { continue };
                 // A denied call costs 1 step and no recovery (`roku.approval.deny-result`).
                 let want = lp.budget.saturating_sub(1);
                 if *budget != want {
@@ -195,7 +193,7 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
                 lp.budget = *budget;
             }
             Event::ToolEnded { tool, is_error, budget, recovery, .. } => {
-                let Some(lp) = loops.get_mut(agent) else { continue };
+                let Some(lp) = loops.get_mut(number) else { continue };
                 let started = lp.started.take();
                 let kind = started.map_or(Kind::Unknown, |(_, kind)| kind);
                 let started = started.map(|(line, _)| line);
@@ -278,7 +276,7 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::StepCompleted { step_index, budget } => {
-                let Some(lp) = loops.get_mut(agent) else { continue };
+                let Some(lp) = loops.get_mut(number) else { continue };
                 if lp.step_owed.take().is_none() {
                     r.add(
                         Oracle::Costs,
@@ -311,7 +309,7 @@ pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
                 lp.regular = false;
             }
             Event::AgentEnded { steps, budget, .. } => {
-                let Some(lp) = loops.get_mut(agent) else { continue };
+                let Some(lp) = loops.get_mut(number) else { continue };
                 if *budget != lp.budget {
                     r.add(
                         Oracle::Costs,

@@ -16,7 +16,7 @@ use crate::evidence::{Evidence, Exchange};
 use crate::sut::AgentId;
 use crate::sut::event::{Event, TaskStatus};
 use crate::sut::llm::{Message, ToolCall};
-use crate::trace::Entry;
+use crate::trace::{Entry, What};
 
 use super::core_events;
 
@@ -34,8 +34,106 @@ pub(super) fn first_terminal<'a>(calls: &'a [ToolCall], agent: &AgentId) -> Opti
 /// The names of the `subagent` family (`bub.tools.family`).
 pub(super) const FAMILY: [&str; 4] = ["subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
 
+/// Every agent the evidence names, numbered densely: at the trace lines, in the events (a
+/// spawned child, a task's child) and in the requests. The oracles keep their per-agent state
+/// in a [`PerAgent`] indexed by these numbers: with hundreds of agents, a map keyed by alias
+/// searched at every event was most of the time judging took.
+pub(super) struct Agents<'a> {
+    numbers: BTreeMap<&'a AgentId, usize>,
+    /// Per trace line: the number of its agent.
+    of_line: Vec<usize>,
+}
+
+impl<'a> Agents<'a> {
+    fn new(e: &Evidence<'a>) -> Agents<'a> {
+        let mut numbers: BTreeMap<&AgentId, usize> = BTreeMap::new();
+        let mut number = |agent: &'a AgentId| {
+            let next = numbers.len();
+            *numbers.entry(agent).or_insert(next)
+        };
+        let mut of_line = Vec::with_capacity(e.trace.entries.len());
+        let mut last: Option<(&AgentId, usize)> = None;
+        for entry in &e.trace.entries {
+            // Consecutive lines often share an agent: no search for those.
+            let n = match last {
+                Some((agent, n)) if *agent == entry.agent => n,
+                _ => number(&entry.agent),
+            };
+            last = Some((&entry.agent, n));
+            of_line.push(n);
+            if let What::Core(
+                Event::Spawned { child, .. }
+                | Event::TaskQueued { child, .. }
+                | Event::TaskStarted { child, .. }
+                | Event::TaskEnded { child, .. }
+                | Event::ChildResult { child, .. }
+                | Event::TimedOut { child, .. },
+            ) = &entry.what
+            {
+                number(child);
+            }
+        }
+        for exchange in e.exchanges {
+            number(&exchange.request.agent);
+        }
+        Agents { numbers, of_line }
+    }
+
+    /// The number of the agent of trace line `line`.
+    pub fn at(&self, line: usize) -> usize {
+        self.of_line[line]
+    }
+
+    /// The number of `agent`, if the evidence names it.
+    pub fn number(&self, agent: &AgentId) -> Option<usize> {
+        self.numbers.get(agent).copied()
+    }
+
+    /// How many agents the evidence names.
+    pub fn len(&self) -> usize {
+        self.numbers.len()
+    }
+}
+
+/// Per-agent state, by agent number ([`Agents`]): a map's lookups at the cost of an index.
+pub(super) struct PerAgent<V>(Vec<Option<V>>);
+
+impl<V> PerAgent<V> {
+    pub fn new(agents: &Agents) -> PerAgent<V> {
+        PerAgent(std::iter::repeat_with(|| None).take(agents.len()).collect())
+    }
+
+    pub fn get(&self, agent: usize) -> Option<&V> {
+        self.0[agent].as_ref()
+    }
+
+    pub fn get_mut(&mut self, agent: usize) -> Option<&mut V> {
+        self.0[agent].as_mut()
+    }
+
+    pub fn contains(&self, agent: usize) -> bool {
+        self.0[agent].is_some()
+    }
+
+    /// Sets the state of `agent`, returning what it was.
+    pub fn insert(&mut self, agent: usize, value: V) -> Option<V> {
+        self.0[agent].replace(value)
+    }
+
+    pub fn remove(&mut self, agent: usize) -> Option<V> {
+        self.0[agent].take()
+    }
+
+    /// The state of `agent`, made with `make` if it has none.
+    pub fn or_insert_with(&mut self, agent: usize, make: impl FnOnce() -> V) -> &mut V {
+        self.0[agent].get_or_insert_with(make)
+    }
+}
+
 /// Requests and calls matched to trace lines.
 pub(super) struct Index<'a> {
+    /// Every agent, numbered.
+    pub agents: Agents<'a>,
     /// Per trace line: the exchange an `llm.request` line announced.
     exchange: Vec<Option<&'a Exchange>>,
     /// Per trace line: the call a `tool.start`, `tool.end` or `denied` line belongs to.
@@ -47,15 +145,17 @@ pub(super) struct Index<'a> {
 impl<'a> Index<'a> {
     pub fn new(e: &Evidence<'a>) -> Index<'a> {
         let n = e.trace.entries.len();
-        let mut index = Index { exchange: vec![None; n], call: vec![None; n], reply: vec![None; n] };
-        let mut requests: BTreeMap<&AgentId, VecDeque<&Exchange>> = BTreeMap::new();
+        let agents = Agents::new(e);
+        let mut requests: PerAgent<VecDeque<&Exchange>> = PerAgent::new(&agents);
         for exchange in e.exchanges {
-            requests.entry(&exchange.request.agent).or_default().push_back(exchange);
+            let number = agents.number(&exchange.request.agent).expect("every requesting agent is numbered");
+            requests.or_insert_with(number, VecDeque::new).push_back(exchange);
         }
-        let mut current: BTreeMap<&AgentId, &Exchange> = BTreeMap::new();
-        let mut pending: BTreeMap<&AgentId, VecDeque<&ToolCall>> = BTreeMap::new();
+        let mut current: PerAgent<&Exchange> = PerAgent::new(&agents);
+        let mut pending: PerAgent<VecDeque<&ToolCall>> = PerAgent::new(&agents);
+        let mut index = Index { agents, exchange: vec![None; n], call: vec![None; n], reply: vec![None; n] };
         for (i, entry, event) in core_events(e.trace) {
-            let agent = &entry.agent;
+            let agent = index.agents.at(i);
             match event {
                 Event::LlmRequest { .. } => {
                     let Some(exchange) = requests.get_mut(agent).and_then(VecDeque::pop_front) else { continue };
@@ -65,9 +165,9 @@ impl<'a> Index<'a> {
                 Event::LlmReply { .. } => {
                     let Some(reply) = current.get(agent).and_then(|x| x.reply.as_ref()) else { continue };
                     index.reply[i] = Some(reply);
-                    let calls = pending.entry(agent).or_default();
+                    let calls = pending.or_insert_with(agent, VecDeque::new);
                     calls.clear();
-                    if first_terminal(&reply.tool_calls, agent).is_none() {
+                    if first_terminal(&reply.tool_calls, &entry.agent).is_none() {
                         calls.extend(reply.tool_calls.iter());
                     }
                 }

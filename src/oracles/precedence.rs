@@ -12,12 +12,12 @@
 //!
 //! What the texts of refusals say is oracle `texts`'s; what calls cost is oracle `costs`'s.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::index::{FAMILY, Index, Tasks, first_terminal};
+use super::index::{Agents, FAMILY, Index, PerAgent, Tasks, first_terminal};
 use super::launch::launch;
 use super::{Oracle, Report, core_events};
 use crate::evidence::{Evidence, Setup};
@@ -40,21 +40,22 @@ struct Waiting {
 }
 
 pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
-    approval(e, r);
+    approval(e, &index.agents, r);
     let rules = e.rules;
     let setup = e.setup;
     let root = AgentId::root();
     let mut tasks = Tasks::default();
     // Per agent: its catalog tools, in catalog order (unknown without the setup).
-    let mut catalogs: BTreeMap<&AgentId, Rc<Catalog>> = BTreeMap::new();
+    let agents = &index.agents;
+    let mut catalogs: PerAgent<Rc<Catalog>> = PerAgent::new(agents);
     // The whole catalog, built once: every turn's root has it, and so does every background
     // child granted all of it (the usual case), which would otherwise build its own set of
     // every name, so many children with many tools cost their product.
     let whole = setup.map(|setup| Catalog::new(setup.tools.iter().map(String::as_str).collect()));
-    let mut offer_reported: BTreeSet<&AgentId> = BTreeSet::new();
-    let mut judged: BTreeMap<&AgentId, Arc<[crate::sut::llm::ToolSpec]>> = BTreeMap::new();
+    let mut offer_reported: PerAgent<()> = PerAgent::new(agents);
+    let mut judged: PerAgent<Arc<[crate::sut::llm::ToolSpec]>> = PerAgent::new(agents);
     // Per background child: the time limit its task's runs must have.
-    let mut limits: BTreeMap<&AgentId, Option<Duration>> = BTreeMap::new();
+    let mut limits: PerAgent<Option<Duration>> = PerAgent::new(agents);
     // The root's `subagent` call running, with its arguments.
     let mut spawning: Option<&serde_json::Value> = None;
     let mut root_budget = rules.root_step_budget;
@@ -62,9 +63,10 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
     let mut waiting: Option<Waiting> = None;
     let mut steered = false;
     // Agents whose current call started (its `tool.start` seen, its end not yet).
-    let mut started: BTreeSet<&AgentId> = BTreeSet::new();
+    let mut started: PerAgent<()> = PerAgent::new(agents);
     for (i, entry, event) in core_events(e.trace) {
         let agent = &entry.agent;
+        let number = agents.at(i);
         tasks.observe(i, entry, event);
         // A steering message, or a child's time limit running out, is recorded (on the root)
         // when it happens, which may fall between an answer and what the loop does about it
@@ -95,7 +97,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
         match event {
             Event::TurnStarted { budget, .. } => {
                 if let Some(whole) = &whole {
-                    catalogs.insert(agent, whole.clone());
+                    catalogs.insert(number, whole.clone());
                 }
                 root_budget = *budget;
             }
@@ -124,16 +126,18 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                         }
                     }
                 }
-                let (Some(exchange), Some(catalog)) = (index.exchange(i), catalogs.get(agent)) else { continue };
+                let (Some(exchange), Some(catalog)) = (index.exchange(i), catalogs.get(number)) else { continue };
                 // A loop offers one list for all its requests: a list already judged for this
                 // agent (the same shared list) needs no second look.
                 let tools = &exchange.request.tools;
-                if judged.get(agent).is_some_and(|last| Arc::ptr_eq(last, tools)) {
+                if judged.get(number).is_some_and(|last| Arc::ptr_eq(last, tools)) {
                     continue;
                 }
-                judged.insert(agent, tools.clone());
+                judged.insert(number, tools.clone());
                 let want = offered(catalog, agent, rules);
-                if !tools.iter().map(|t| t.name.as_str()).eq(want.iter().copied()) && offer_reported.insert(agent) {
+                if !tools.iter().map(|t| t.name.as_str()).eq(want.iter().copied())
+                    && offer_reported.insert(number, ()).is_none()
+                {
                     let got: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
                     r.add(
                         Oracle::Precedence,
@@ -174,11 +178,11 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::ToolStarted { tool, args, .. } => {
-                started.insert(agent);
+                started.insert(number, ());
                 if *agent == root && tool == "subagent" {
                     spawning = Some(args);
                 }
-                if let Some(catalog) = catalogs.get(agent)
+                if let Some(catalog) = catalogs.get(number)
                     && !reaches(catalog, agent, tool, rules)
                 {
                     r.add(
@@ -196,8 +200,8 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                     spawning = None;
                 }
                 // A call that never started was answered as unknown.
-                if !started.remove(agent)
-                    && let Some(catalog) = catalogs.get(agent)
+                if started.remove(number).is_none()
+                    && let Some(catalog) = catalogs.get(number)
                     && reaches(catalog, agent, tool, rules)
                 {
                     r.add(
@@ -209,15 +213,15 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::Denied { .. } => {
-                started.remove(agent);
+                started.remove(number);
             }
             Event::Spawned { child, family: Family::Foreground, .. } => {
-                if let Some(catalog) = catalogs.get(agent).cloned() {
+                if let (Some(catalog), Some(child)) = (catalogs.get(number).cloned(), agents.number(child)) {
                     catalogs.insert(child, catalog);
                 }
             }
             Event::Spawned { child, family: Family::Background, .. } => {
-                let (Some(setup), Some(args)) = (setup, spawning) else { continue };
+                let (Some(setup), Some(args), Some(child)) = (setup, spawning, agents.number(child)) else { continue };
                 let Ok(launch) = launch(args, setup, rules) else { continue };
                 let catalog = match &whole {
                     Some(whole) if whole.order == launch.tools => whole.clone(),
@@ -227,7 +231,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                 limits.insert(child, launch.timeout);
             }
             Event::TaskStarted { task_id, child, timeout } => {
-                let Some(want) = limits.get(child) else { continue };
+                let Some(want) = agents.number(child).and_then(|child| limits.get(child)) else { continue };
                 if timeout != want {
                     let show = |t: &Option<Duration>| t.map_or("none".to_string(), |t| format!("{t:?}"));
                     r.add(
@@ -266,27 +270,28 @@ impl<'a> Catalog<'a> {
 /// denies nothing (`roku.approval.auto`). A call is judged where it is settled: its `denied`,
 /// its `tool.start`, or the `tool.end` of a name nothing answered to; a question the harness
 /// recorded for the agent since its last call belongs to it.
-fn approval(e: &Evidence, r: &mut Report) {
+fn approval(e: &Evidence, agents: &Agents, r: &mut Report) {
     let Some(setup) = e.setup else { return };
     // Per agent: the question asked about its pending call (tool, answer, line).
-    let mut asked: BTreeMap<&AgentId, (&str, bool, usize)> = BTreeMap::new();
-    let mut started: BTreeSet<&AgentId> = BTreeSet::new();
+    let mut asked: PerAgent<(&str, bool, usize)> = PerAgent::new(agents);
+    let mut started: PerAgent<()> = PerAgent::new(agents);
     for (i, entry) in e.trace.entries.iter().enumerate() {
         let agent = &entry.agent;
+        let number = agents.at(i);
         let (tool, denied) = match &entry.what {
             What::Asked { tool, approve } => {
-                asked.insert(agent, (tool, *approve, i));
+                asked.insert(number, (tool, *approve, i));
                 continue;
             }
             What::Core(Event::Denied { tool, .. }) => (tool, true),
             What::Core(Event::ToolStarted { tool, .. }) => {
-                started.insert(agent);
+                started.insert(number, ());
                 (tool, false)
             }
-            What::Core(Event::ToolEnded { tool, .. }) if !started.remove(agent) => (tool, false),
+            What::Core(Event::ToolEnded { tool, .. }) if started.remove(number).is_none() => (tool, false),
             _ => continue,
         };
-        let question = asked.remove(agent);
+        let question = asked.remove(number);
         let want = if !setup.risk_gate || safe_to_gate(setup, tool) {
             Gate::Approved
         } else if setup.policy_deny.iter().any(|t| t == tool) {

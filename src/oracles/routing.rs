@@ -10,11 +10,10 @@
 //! reports it at the task it names; and each message reported at an agent is in that agent's
 //! next request, in the order sent.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::index::{Index, Tasks, string_arg};
-use super::{Checked, Oracle, Provenance, Replies, Report, core_events, short};
+use super::index::{Index, PerAgent, Tasks, string_arg};
+use super::{Checked, Oracle, Provenance, Report, core_events, short};
 use crate::evidence::Evidence;
 use crate::sut::AgentId;
 use crate::sut::event::{Event, Family};
@@ -47,28 +46,28 @@ struct Run<'a> {
 pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
     let root = AgentId::root();
     // Who may have sent what to whom: every message reported at a child.
-    let mut prov =
-        Provenance { replies: Replies::of(e.exchanges), inbound: BTreeMap::new(), request_lines: BTreeMap::new() };
-    for (_, entry, event) in core_events(e.trace) {
+    let mut prov = Provenance::new(e, &index.agents);
+    for (i, _, event) in core_events(e.trace) {
         if let Event::Steered { message } = event {
-            prov.inbound.entry(entry.agent.clone()).or_default().insert(message.clone());
+            prov.inbound(index.agents.at(i), message.clone());
         }
     }
     let mut tasks = Tasks::default();
-    let mut runs: BTreeMap<&AgentId, Run> = BTreeMap::new();
-    let mut goals: BTreeMap<&AgentId, (Start, String)> = BTreeMap::new();
-    let mut open: BTreeMap<&AgentId, (&str, &serde_json::Value, usize)> = BTreeMap::new();
+    let mut runs: PerAgent<Run> = PerAgent::new(&index.agents);
+    let mut goals: PerAgent<(Start, String)> = PerAgent::new(&index.agents);
+    let mut open: PerAgent<(&str, &serde_json::Value, usize)> = PerAgent::new(&index.agents);
     // A `subagent.send` handing a message over: (its line, the alias it must reach, the message).
     let mut handing: Option<(usize, &AgentId, &str)> = None;
     // Per agent: messages sent to it since its last request, and that request.
-    let mut pending: BTreeMap<&AgentId, Vec<(&str, usize)>> = BTreeMap::new();
-    let mut previous: BTreeMap<&AgentId, &Transcript> = BTreeMap::new();
+    let mut pending: PerAgent<Vec<(&str, usize)>> = PerAgent::new(&index.agents);
+    let mut previous: PerAgent<&Transcript> = PerAgent::new(&index.agents);
     let mut steered_at_root: Vec<(Duration, &str, usize)> = Vec::new();
     for (i, entry, event) in core_events(e.trace) {
         let agent = &entry.agent;
+        let number = index.agents.at(i);
         match event {
             Event::ToolStarted { tool, args, .. } => {
-                open.insert(agent, (tool, args, i));
+                open.insert(number, (tool, args, i));
                 if tool == "subagent.send" && *agent == root {
                     let id = string_arg(args, "task_id").map(str::trim).unwrap_or_default();
                     let message = string_arg(args, "message").unwrap_or_default();
@@ -80,7 +79,7 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::ToolEnded { .. } => {
-                open.remove(agent);
+                open.remove(number);
                 if let Some((line, to, _)) = handing.take().filter(|_| *agent == root) {
                     r.add(
                         Oracle::Routing,
@@ -91,16 +90,18 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::Spawned { child, family, .. } => {
-                let Some((tool, args, _)) = open.get(agent).copied() else { continue };
+                let Some((tool, args, _)) = open.get(number).copied() else { continue };
                 let (start, goal) = match (family, tool) {
                     (Family::Foreground, _) => (Start::Foreground, string_arg(args, "task").map(str::trim)),
                     (_, "subagent") => (Start::Temp, string_arg(args, "prompt").map(str::trim)),
                     _ => (Start::Named, string_arg(args, "message")),
                 };
-                goals.insert(child, (start, goal.unwrap_or_default().to_string()));
+                if let Some(child) = index.agents.number(child) {
+                    goals.insert(child, (start, goal.unwrap_or_default().to_string()));
+                }
             }
             Event::SessionOpened { kind, .. } => {
-                if let Some((start, _)) = goals.get_mut(agent) {
+                if let Some((start, _)) = goals.get_mut(number) {
                     *start = match *kind {
                         "fork" => Start::Fork,
                         "named" => Start::Named,
@@ -109,8 +110,8 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::AgentStarted { .. } => {
-                let (start, goal) = goals.get(agent).cloned().unwrap_or((Start::Fork, String::new()));
-                runs.insert(agent, Run { start, goal, line: i, from: None, checked: None });
+                let (start, goal) = goals.get(number).cloned().unwrap_or((Start::Fork, String::new()));
+                runs.insert(number, Run { start, goal, line: i, from: None, checked: None });
             }
             Event::Steered { message } => {
                 if *agent == root {
@@ -132,18 +133,18 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
                         r.add(Oracle::Routing, i, wrong, vec![line]);
                     }
                 }
-                pending.entry(agent).or_default().push((message, i));
+                pending.or_insert_with(number, Vec::new).push((message, i));
             }
             Event::LlmRequest { .. } => {
                 let Some(exchange) = index.exchange(i) else { continue };
                 let messages = &exchange.request.messages;
-                let added: Vec<&Message> = match previous.get(agent).and_then(|p| messages.since(p)) {
+                let added: Vec<&Message> = match previous.get(number).and_then(|p| messages.since(p)) {
                     Some(added) => added,
                     None => messages.iter().collect(),
                 };
-                previous.insert(agent, messages);
+                previous.insert(number, messages);
                 // `oracle.routing.reaches-next-request`.
-                let sent = pending.remove(agent).unwrap_or_default();
+                let sent = pending.remove(number).unwrap_or_default();
                 let mut rest = added.iter().filter(|m| m.role == Role::User);
                 for (message, line) in &sent {
                     if !rest.any(|m| m.content == *message) {
@@ -162,7 +163,7 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
                 if agent.depth() == 0 {
                     continue;
                 }
-                let Some(run) = runs.get_mut(agent) else { continue };
+                let Some(run) = runs.get_mut(number) else { continue };
                 if run.start == Start::Fork {
                     continue;
                 }
@@ -178,9 +179,9 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
                 let previous = run.checked.take().filter(|c| messages.extends(c.messages));
                 let (added, mut calls) = match previous {
                     Some(c) => (messages.since(c.messages).unwrap_or_default(), c.calls),
-                    None => (messages.iter().skip(from).collect(), BTreeSet::new()),
+                    None => (messages.iter().skip(from).collect(), Vec::new()),
                 };
-                if let Some(why) = prov.first_foreign(agent, added, &mut calls) {
+                if let Some(why) = prov.first_foreign((agent, number), added, &mut calls) {
                     r.add(Oracle::Routing, i, format!("{agent}'s request holds {why}"), vec![run.line]);
                 }
                 run.checked = Some(Checked { messages, from, calls });

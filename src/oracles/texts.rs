@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::index::{Index, TaskState, Tasks, first_terminal, list_arg, seconds_text, status_word, string_arg};
+use super::index::{
+    FAMILY, Index, PerAgent, TaskState, Tasks, first_terminal, list_arg, seconds_text, status_word, string_arg,
+};
 use super::launch::{launch, session_arg};
 use super::{DEPTH_ERROR, Oracle, Report, short};
 use crate::evidence::Evidence;
@@ -137,18 +139,19 @@ struct Open<'a> {
 
 pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
     let rules = e.rules;
-    let root = AgentId::root();
+    let root = index.agents.number(&AgentId::root());
     let mut tasks = Tasks::default();
-    let mut loops: BTreeMap<&AgentId, Loop> = BTreeMap::new();
-    let mut goals: BTreeMap<&AgentId, String> = BTreeMap::new();
-    let mut open: BTreeMap<&AgentId, Open> = BTreeMap::new();
+    let mut loops: PerAgent<Loop> = PerAgent::new(&index.agents);
+    let mut goals: PerAgent<String> = PerAgent::new(&index.agents);
+    let mut open: PerAgent<Open> = PerAgent::new(&index.agents);
     // Per task: the time limit its current run started with.
     let mut limits: BTreeMap<&str, Option<Duration>> = BTreeMap::new();
     for (i, entry) in e.trace.entries.iter().enumerate() {
         let agent = &entry.agent;
+        let number = index.agents.at(i);
         let event = match &entry.what {
             What::Asked { tool, approve } => {
-                if let Some(lp) = loops.get_mut(agent) {
+                if let Some(lp) = loops.get_mut(number) {
                     lp.asked = Some((tool, *approve));
                 }
                 continue;
@@ -166,19 +169,19 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                     previous: None,
                     asked: None,
                 };
-                let previous = loops.get(agent).and_then(|lp| lp.previous);
-                loops.insert(agent, Loop { previous, ..fresh });
+                let previous = loops.get(number).and_then(|lp| lp.previous);
+                loops.insert(number, Loop { previous, ..fresh });
             }
             Event::AgentStarted { .. } => {
-                let goal = goals.get(agent).cloned().unwrap_or_default();
-                let previous = loops.get(agent).and_then(|lp| lp.previous);
+                let goal = goals.get(number).cloned().unwrap_or_default();
+                let previous = loops.get(number).and_then(|lp| lp.previous);
                 loops.insert(
-                    agent,
+                    number,
                     Loop { goal, steps: 0, last: Last::Other, nudges: Vec::new(), previous, asked: None },
                 );
             }
             Event::LlmRequest { .. } => {
-                let Some(lp) = loops.get_mut(agent) else { continue };
+                let Some(lp) = loops.get_mut(number) else { continue };
                 lp.last = Last::Other;
                 let Some(exchange) = index.exchange(i) else { continue };
                 let messages = &exchange.request.messages;
@@ -201,23 +204,23 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::LlmReply { .. } => {
-                if let (Some(lp), Some(reply)) = (loops.get_mut(agent), index.reply(i)) {
+                if let (Some(lp), Some(reply)) = (loops.get_mut(number), index.reply(i)) {
                     lp.last = Last::Reply(reply);
                 }
             }
             Event::LlmFailed { .. } => {
-                if let Some(lp) = loops.get_mut(agent) {
+                if let Some(lp) = loops.get_mut(number) {
                     lp.last = Last::Failed;
                 }
             }
             Event::StepCompleted { step_index, .. } => {
-                if let Some(lp) = loops.get_mut(agent) {
+                if let Some(lp) = loops.get_mut(number) {
                     lp.steps = *step_index;
                     lp.last = Last::Other;
                 }
             }
             Event::AgentEnded { kind, status, message, .. } => {
-                let Some(lp) = loops.get(agent) else { continue };
+                let Some(lp) = loops.get(number) else { continue };
                 let (want_kind, want_status, want) = expected_end(lp, agent);
                 if (*kind, *status, message.as_str()) != (want_kind, want_status, want.as_str()) {
                     r.add(
@@ -233,12 +236,12 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::Nudge { budget, recovery } => {
-                if let Some(lp) = loops.get_mut(agent) {
+                if let Some(lp) = loops.get_mut(number) {
                     lp.nudges.push((nudge(*budget, *recovery), i));
                 }
             }
             Event::Denied { tool, reason, .. } => {
-                let asked = loops.get_mut(agent).and_then(|lp| lp.asked.take());
+                let asked = loops.get_mut(number).and_then(|lp| lp.asked.take());
                 // Refused by the user when the gate asked about this call, else by policy.
                 let want = match asked {
                     Some((asked_tool, false)) if asked_tool == tool => USER_DENIED.to_string(),
@@ -254,11 +257,14 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::ToolStarted { tool, args, .. } => {
-                if let Some(lp) = loops.get_mut(agent) {
+                if let Some(lp) = loops.get_mut(number) {
                     lp.asked = None;
                 }
-                let id = string_arg(args, "task_id").map(str::trim).unwrap_or_default();
-                let target = tasks.get(id).map(|t| (t.state, t.kind));
+                // Only the family's calls name a task or a session; a catalog call's arguments
+                // are not read.
+                let family = FAMILY.contains(&tool.as_str());
+                let id = if family { string_arg(args, "task_id").map(str::trim).unwrap_or_default() } else { "" };
+                let target = if family { tasks.get(id).map(|t| (t.state, t.kind)) } else { None };
                 let in_use = |name: &str| {
                     tasks.tasks.values().any(|t| t.kind == "named" && t.session == name && t.state.active())
                 };
@@ -271,7 +277,7 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                     _ => false,
                 };
                 open.insert(
-                    agent,
+                    number,
                     Open {
                         line: i,
                         tool,
@@ -287,29 +293,31 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                 );
             }
             Event::Spawned { child, .. } => {
-                if let Some(call) = open.get_mut(agent) {
+                if let Some(call) = open.get_mut(number) {
                     call.spawned = Some(child);
                     let goal = match call.tool {
                         "Agent" => string_arg(call.args, "task").map(str::trim),
                         "subagent" => string_arg(call.args, "prompt").map(str::trim),
                         _ => string_arg(call.args, "message"),
                     };
-                    goals.insert(child, goal.unwrap_or_default().to_string());
+                    if let Some(child) = index.agents.number(child) {
+                        goals.insert(child, goal.unwrap_or_default().to_string());
+                    }
                 }
             }
             Event::SpawnRefused { reason, .. } => {
-                if let Some(call) = open.get_mut(agent) {
+                if let Some(call) = open.get_mut(number) {
                     call.refused = Some(reason);
                 }
             }
             Event::TaskQueued { task_id, .. } => {
-                if let Some(call) = open.get_mut(&root) {
+                if let Some(call) = root.and_then(|root| open.get_mut(root)) {
                     call.queued = Some(task_id);
                 }
             }
             Event::TaskStarted { task_id, timeout, .. } => {
                 limits.insert(task_id, *timeout);
-                if let Some(call) = open.get_mut(&root)
+                if let Some(call) = root.and_then(|root| open.get_mut(root))
                     && call.queued == Some(task_id.as_str())
                 {
                     call.started_task = true;
@@ -317,7 +325,7 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
             }
             Event::TimedOut { child, .. } => {
                 if tasks.id_of(child).is_none()
-                    && let Some(call) = open.get_mut(agent)
+                    && let Some(call) = open.get_mut(number)
                 {
                     call.timed_out = true;
                 }
@@ -340,7 +348,7 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::ToolEnded { tool, is_error, result, .. } => {
-                let Some(call) = open.remove(agent).filter(|c| c.tool == tool) else {
+                let Some(call) = open.remove(number).filter(|c| c.tool == tool) else {
                     // Nothing started: the name is unknown to the agent (`roku.calls.unknown-tool`).
                     let want = rules.unknown_tool_message.replace("{name}", tool);
                     if *result != want || !is_error {
@@ -420,6 +428,9 @@ enum Expect {
 
 /// What a started `Agent` or family call must end with, when the rules fix it here.
 fn expected_result(e: &Evidence, agent: &AgentId, call: &Open, tasks: &Tasks) -> Expect {
+    if call.tool != "Agent" && !FAMILY.contains(&call.tool) {
+        return Expect::Elsewhere;
+    }
     let rules = e.rules;
     let args = call.args;
     let id = string_arg(args, "task_id").map(str::trim).unwrap_or_default();
