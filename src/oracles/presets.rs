@@ -15,7 +15,8 @@ use crate::evidence::Evidence;
 use crate::rules::{Preset, Rules};
 use crate::scenario::{PresetName, RulesSpec};
 
-/// Both presets as `core.knob.*` documents them, each written out in full.
+/// Both presets as `core.knob.*` documents them, each written out in full. The Roku table says
+/// what `Rules::roku` says, on purpose: the oracle must not take the core's word for it.
 fn documented(preset: PresetName) -> Rules {
     match preset {
         PresetName::Roku => Rules {
