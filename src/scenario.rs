@@ -1761,8 +1761,8 @@ pub(crate) fn task_number(reference: &str) -> Option<usize> {
 fn check_task_refs(args: &serde_json::Value, place: &str) -> Result<(), Problem> {
     use serde_json::Value;
     match args {
-        Value::String(s) if task_reference(s).is_some() => {
-            if task_reference(s).and_then(|(_, reference, _)| task_number(reference)).is_some() {
+        Value::String(s) if let Some((_, reference, _)) = task_reference(s) => {
+            if task_number(reference).is_some() {
                 Ok(())
             } else {
                 Err(Problem::new(

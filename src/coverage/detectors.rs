@@ -663,8 +663,8 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         ["subagent.wait", "subagent.send", "subagent.cancel"].iter().any(|t| {
             f.calls_to(t).any(|c| {
                 let ids = list(c.args, "task_ids").unwrap_or_default();
-                let named = arg_str(c.args, "task_id").into_iter().chain(ids.iter().map(String::as_str));
-                named.into_iter().any(padded) && !c.result.starts_with("unknown task id: '")
+                let mut named = arg_str(c.args, "task_id").into_iter().chain(ids.iter().map(String::as_str));
+                named.any(padded) && !c.result.starts_with("unknown task id: '")
             })
         })
     }),
