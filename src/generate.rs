@@ -177,6 +177,9 @@ enum AgentPick {
     Padded,
     /// A profile nobody declared (refused).
     Missing,
+    /// The profile's name spelled as a tool name may be (`Helper`, `code_helper`): profile
+    /// names are matched exactly, so it is refused (`bub.spawn.unknown-profile`).
+    Respelled,
 }
 
 /// The `allowed_skills` of a `subagent` call.
@@ -223,6 +226,9 @@ struct ProfilePlan {
     file: Option<FileForm>,
     /// Named `code.helper` instead of `helper`: a file name with a dot before its `.md`.
     dotted: bool,
+    /// Not declared at all, so the session has no profile: no listing in the prompt, and a
+    /// call naming `helper` is refused.
+    undeclared: bool,
 }
 
 /// How the profile file is written: with its `name` or without (the file's name minus `.md`
@@ -256,6 +262,9 @@ enum SessionPick {
     Named(u8),
     /// A named session whose name looks like a task's record (`temp/notes`).
     NamedLikeTemp,
+    /// A named session called `Temp` (or `Fork` with `fork`): the kinds are matched as
+    /// written, so a capitalised kind is a name (a form the scenario format asks to mark).
+    KindCapitalised(bool),
 }
 
 /// One call of the root.
@@ -517,6 +526,7 @@ fn session() -> impl Strategy<Value = SessionPick> {
         1 => Just(SessionPick::Inherit),
         2 => (0u8..2).prop_map(SessionPick::Named),
         1 => Just(SessionPick::NamedLikeTemp),
+        1 => any::<bool>().prop_map(SessionPick::KindCapitalised),
     ]
 }
 
@@ -540,6 +550,7 @@ fn spawn_extras() -> impl Strategy<Value = SpawnExtras> {
         5 => Just(AgentPick::Helper),
         1 => Just(AgentPick::Padded),
         1 => Just(AgentPick::Missing),
+        1 => Just(AgentPick::Respelled),
     ];
     let skills = prop_oneof![
         10 => Just(None),
@@ -582,8 +593,9 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
             }),
         ),
         prop::bool::weighted(0.3),
+        prop::bool::weighted(0.15),
     )
-        .prop_map(|(body, tools, skills, model, effort, timeout_ms, file, dotted)| ProfilePlan {
+        .prop_map(|(body, tools, skills, model, effort, timeout_ms, file, dotted, undeclared)| ProfilePlan {
             body,
             tools,
             skills,
@@ -592,6 +604,7 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
             timeout_ms,
             file,
             dotted,
+            undeclared,
         })
 }
 
@@ -847,7 +860,8 @@ impl Compiler {
                 && (!self.skills || names.iter().any(|n| !SKILLS.contains(&n.trim().to_lowercase().as_str())))
         });
         extras.blank
-            || matches!(extras.agent, AgentPick::Missing)
+            || matches!(extras.agent, AgentPick::Missing | AgentPick::Respelled)
+            || (self.profile.undeclared && matches!(extras.agent, AgentPick::Helper | AgentPick::Padded))
             || matches!(grant, Some(Grant::Unknown { .. }))
             || unknown_skill
     }
@@ -873,7 +887,7 @@ impl Compiler {
                 call("Agent", args)
             }
             RootCall::Spawn { child, session, timeout_ms, grant, extras } => {
-                let profile = matches!(extras.agent, AgentPick::Helper | AgentPick::Padded);
+                let profile = !self.profile.undeclared && matches!(extras.agent, AgentPick::Helper | AgentPick::Padded);
                 // The first source that gives a limit decides, and 0 is none (`bub.timeout.*`).
                 let default = rules.subagent_default_timeout.map(|t| t.as_millis() as u64);
                 // A negative limit counts as not given (`bub.timeout.invalid-ignored`).
@@ -895,6 +909,7 @@ impl Compiler {
                     SessionPick::Inherit => "inherit".to_string(),
                     SessionPick::Named(n) => format!("notes-{n}"),
                     SessionPick::NamedLikeTemp => "temp/notes".to_string(),
+                    SessionPick::KindCapitalised(fork) => if *fork { "Fork" } else { "Temp" }.to_string(),
                 });
                 if let Some(ms) = timeout_ms {
                     args["timeout_seconds"] = json!(*ms as f64 / 1000.0);
@@ -907,6 +922,7 @@ impl Compiler {
                     AgentPick::Helper => args["agent"] = json!(self.profile.name()),
                     AgentPick::Padded => args["agent"] = json!(format!(" {} ", self.profile.name())),
                     AgentPick::Missing => args["agent"] = json!("nosuch"),
+                    AgentPick::Respelled => args["agent"] = json!(self.profile.respelled()),
                 }
                 if let Some(grant) = grant {
                     args["allowed_tools"] = grant.arg();
@@ -924,7 +940,9 @@ impl Compiler {
                 // (`bub.child.allowed-tools-string`) but the scenario format asks to mark, as
                 // it asks for a profile name that is not the scenario's as written.
                 let bad_args = matches!(grant, Some(Grant::Names { string: true, .. }))
-                    || matches!(extras.agent, AgentPick::Padded | AgentPick::Missing)
+                    || matches!(extras.agent, AgentPick::Padded | AgentPick::Missing | AgentPick::Respelled)
+                    || (self.profile.undeclared && matches!(extras.agent, AgentPick::Helper))
+                    || matches!(session, SessionPick::KindCapitalised(_))
                     || extras.timeout_text;
                 Call { bad_args, ..call("subagent", args) }
             }
@@ -1076,6 +1094,17 @@ impl ProfilePlan {
         if self.dotted { "code.helper" } else { "helper" }
     }
 
+    /// The name spelled as a tool name could be, which names no profile.
+    fn respelled(&self) -> &'static str {
+        if self.dotted { "code_helper" } else { "Helper" }
+    }
+
+    /// The profile file's name: the profile's name, or another name when its front matter
+    /// names it (the `name` field wins, `bub.profile.fields`).
+    fn file_name(&self, form: FileForm) -> String {
+        if form.named { format!("{}-file.md", self.name()) } else { format!("{}.md", self.name()) }
+    }
+
     fn spec(&self) -> ProfileSpec {
         let strings = |names: Vec<&str>| names.into_iter().map(str::to_string).collect();
         ProfileSpec {
@@ -1212,7 +1241,18 @@ impl Plan {
                 reasoning_effort: (k.seed % 2 == 0).then(|| "high".into()),
                 // Two sessions in three have a base system prompt, so the parts laid out after
                 // it (profile listing, body, skills line) are joined to something visible.
-                system_prompt: if (k.seed >> 1) % 3 == 0 { String::new() } else { "You help.".into() },
+                // One of those has whitespace at both ends: only the start is trimmed.
+                system_prompt: match (k.seed >> 1) % 3 {
+                    0 => String::new(),
+                    1 => "You help.".into(),
+                    _ => "  You help.\nBe brief.\n".into(),
+                },
+                // Half carry memory, which every request of every agent carries as it is.
+                memory: if (k.seed >> 3) % 2 == 0 {
+                    vec!["user likes brevity".into(), "repo is rehearsal".into()]
+                } else {
+                    Vec::new()
+                },
                 skills: if c.skills { SKILLS.iter().map(|s| s.to_string()).collect() } else { Vec::new() },
                 ..SessionSpec::default()
             },
@@ -1243,12 +1283,17 @@ impl Plan {
                     handler: None,
                 },
             ],
-            profiles: if self.profile.file.is_none() { vec![self.profile.spec()] } else { Vec::new() },
+            profiles: if self.profile.file.is_none() && !self.profile.undeclared {
+                vec![self.profile.spec()]
+            } else {
+                Vec::new()
+            },
             profile_dirs: Default::default(),
             profile_files: self
                 .profile
                 .file
-                .map(|form| (format!("{}.md", self.profile.name()), self.profile.file_text(form)))
+                .filter(|_| !self.profile.undeclared)
+                .map(|form| (self.profile.file_name(form), self.profile.file_text(form)))
                 .into_iter()
                 .collect(),
             lanes,

@@ -227,7 +227,8 @@ impl Kit {
             model: config.model.map(Arc::from),
             effort: config.reasoning_effort.map(Arc::from),
             memory: Arc::from(config.memory),
-            system: Arc::from(config.system_prompt),
+            // `core.context.system-prompt`: the prompt never starts with whitespace.
+            system: Arc::from(config.system_prompt.trim_start()),
             root_tools: Arc::from(Vec::new()),
         };
         kit.root_tools = kit.offer(0);

@@ -384,6 +384,15 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                         ),
                         vec![call.line],
                     ),
+                    Expect::Answered if *is_error => r.add(
+                        Oracle::Texts,
+                        i,
+                        format!(
+                            "`{tool}` of {agent} gave the error {:?}, but every id it lists names a task",
+                            short(result)
+                        ),
+                        vec![call.line],
+                    ),
                     _ => {}
                 }
             }
@@ -422,6 +431,9 @@ enum Expect {
     Text(String, bool),
     /// A child or a task: the call is valid.
     Child,
+    /// An answer, not an error: every id the call lists names a task (`bub.task-id.trimmed`);
+    /// what the answer holds is oracle `wait-order`'s and `delivery`'s.
+    Answered,
     /// Another oracle's to judge.
     Elsewhere,
 }
@@ -498,7 +510,7 @@ fn expected_result(e: &Evidence, agent: &AgentId, call: &Open, tasks: &Tasks) ->
             let listed = list_arg(args, "task_ids");
             match listed.iter().map(|id| id.trim()).find(|id| tasks.get(id).is_none()) {
                 Some(id) => Expect::Text(unknown_task(id), true),
-                None => Expect::Elsewhere,
+                None => Expect::Answered,
             }
         }
         _ => Expect::Elsewhere,

@@ -205,3 +205,21 @@ fn texts_nudge_the_model_reads_worded_otherwise() {
         r#"oracle texts: main at 0.110s: main's next request does not hold the nudge as the rules write it: "System: step budget exhausted (remaining: 29, recovery: 0). Please call final_answer or fail now.""#,
     );
 }
+
+#[test]
+fn texts_wait_on_known_tasks_refused_as_unknown() {
+    let failures = tampered(super::oracles_runs::BUB_WAIT_NAMED, |run| {
+        let line = tool_end(run, "subagent.wait", 0);
+        match &mut run.trace.entries[line].what {
+            What::Core(Event::ToolEnded { result, is_error, .. }) => {
+                *result = "unknown task id: ' sub-e220a839\n'".into();
+                *is_error = true;
+            }
+            other => panic!("not a tool end: {other:?}"),
+        }
+    });
+    assert_has(
+        &failures,
+        r#"oracle texts: main at 0.400s: `subagent.wait` of main gave the error "unknown task id: ' sub-e220a839\n'", but every id it lists names a task"#,
+    );
+}
