@@ -252,6 +252,8 @@ const SPELLINGS: [fn(&str) -> String; 4] =
 /// Where a background child's conversation comes from.
 #[derive(Clone, Copy, Debug)]
 enum SessionPick {
+    /// No `session` argument: `temp` by default (`bub.spawn.params`).
+    Default,
     /// `temp`.
     Temp,
     /// `fork`.
@@ -274,8 +276,9 @@ enum RootCall {
     Read(u64),
     /// `Flaky` (fails).
     Flaky,
-    /// A name nobody declared.
-    Unknown,
+    /// A name nobody declared: `Frobnicate`, or with `respelled` `read`, a catalog tool's
+    /// name in another case (calls are dispatched by their exact name, `roku.calls.unknown-tool`).
+    Unknown { respelled: bool },
     /// `Agent` with a child, its task written as `form` says; with `tools`, a `tools`
     /// argument, which changes nothing (`roku.child.tools-arg-ignored`).
     Agent { child: Vec<ChildStep>, form: TaskForm, tools: bool },
@@ -521,7 +524,8 @@ fn child_step() -> impl Strategy<Value = ChildStep> {
 
 fn session() -> impl Strategy<Value = SessionPick> {
     prop_oneof![
-        3 => Just(SessionPick::Temp),
+        2 => Just(SessionPick::Temp),
+        1 => Just(SessionPick::Default),
         2 => Just(SessionPick::Fork),
         1 => Just(SessionPick::Inherit),
         2 => (0u8..2).prop_map(SessionPick::Named),
@@ -615,7 +619,7 @@ fn root_call() -> impl Strategy<Value = RootCall> {
     prop_oneof![
         2 => select(LATENCIES.to_vec()).prop_map(RootCall::Read),
         1 => Just(RootCall::Flaky),
-        1 => Just(RootCall::Unknown),
+        1 => prop::bool::weighted(0.4).prop_map(|respelled| RootCall::Unknown { respelled }),
         3 => (vec(child_step(), 1..=3), task_form(), prop::bool::weighted(0.15)).prop_map(|(child, form, tools)| RootCall::Agent { child, form, tools }),
         4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, 1000, -1000, CLAMPED_MS])), grant(), spawn_extras())
             .prop_map(|(child, session, timeout_ms, grant, extras)| RootCall::Spawn { child, session, timeout_ms, grant, extras }),
@@ -872,7 +876,9 @@ impl Compiler {
         match c {
             RootCall::Read(latency) => call("Read", json!({"path": format!("file-{latency}.md")})),
             RootCall::Flaky => call("Flaky", json!({})),
-            RootCall::Unknown => Call { tool: "Frobnicate".into(), args: json!({}), undeclared: true, bad_args: false },
+            RootCall::Unknown { .. } => {
+                Call { tool: c.tool().into(), args: json!({}), undeclared: true, bad_args: false }
+            }
             RootCall::Agent { child, form, tools } => {
                 let task = self.child(child, rules.agent_timeout.is_some_and(|t| !t.is_zero()));
                 let task = match form {
@@ -903,14 +909,18 @@ impl Compiler {
                 }
                 let prompt = if extras.blank { "  ".to_string() } else { prompt };
                 let mut args = json!({"prompt": prompt});
-                args["session"] = json!(match session {
-                    SessionPick::Temp => "temp".to_string(),
-                    SessionPick::Fork => "fork".to_string(),
-                    SessionPick::Inherit => "inherit".to_string(),
-                    SessionPick::Named(n) => format!("notes-{n}"),
-                    SessionPick::NamedLikeTemp => "temp/notes".to_string(),
-                    SessionPick::KindCapitalised(fork) => if *fork { "Fork" } else { "Temp" }.to_string(),
-                });
+                let name = match session {
+                    SessionPick::Default => None,
+                    SessionPick::Temp => Some("temp".to_string()),
+                    SessionPick::Fork => Some("fork".to_string()),
+                    SessionPick::Inherit => Some("inherit".to_string()),
+                    SessionPick::Named(n) => Some(format!("notes-{n}")),
+                    SessionPick::NamedLikeTemp => Some("temp/notes".to_string()),
+                    SessionPick::KindCapitalised(fork) => Some(if *fork { "Fork" } else { "Temp" }.to_string()),
+                };
+                if let Some(name) = name {
+                    args["session"] = json!(name);
+                }
                 if let Some(ms) = timeout_ms {
                     args["timeout_seconds"] = json!(*ms as f64 / 1000.0);
                 }
@@ -979,7 +989,8 @@ impl RootCall {
         match self {
             RootCall::Read(_) => "Read",
             RootCall::Flaky => "Flaky",
-            RootCall::Unknown => "Frobnicate",
+            RootCall::Unknown { respelled: false } => "Frobnicate",
+            RootCall::Unknown { respelled: true } => "read",
             RootCall::Agent { .. } => "Agent",
             RootCall::Spawn { .. } => "subagent",
             RootCall::Wait { .. } => "subagent.wait",
