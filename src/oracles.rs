@@ -1332,6 +1332,46 @@ fn termination(e: &Evidence, r: &mut Report) {
         r.add(Oracle::Termination, line, format!("task {task_id} never ended, although the session did"), vec![]);
     }
     quit_order(e, r);
+    cancelled_on_request(e, r);
+}
+
+/// `oracle.termination.cancelled-on-request`: a task ends `cancelled` only inside the root's
+/// `subagent.cancel` call that names it (`bub.cancel.stops`) or by quitting, once the session's
+/// last turn has ended (`bub.quit.cancels-children`). A turn that fails, asks the user or runs
+/// out of steps leaves its tasks running, to be delivered at the next turn
+/// (`bub.turn.unfinished-next-turn`).
+fn cancelled_on_request(e: &Evidence, r: &mut Report) {
+    let Some((last_turn, _, _)) =
+        core_events(e.trace).filter(|(_, _, ev)| matches!(ev, Event::TurnEnded { .. })).last()
+    else {
+        return;
+    };
+    // The id the root's open `subagent.cancel` names, trimmed (`bub.task-id.trimmed`).
+    let mut cancelling: Option<(&str, usize)> = None;
+    for (i, entry, event) in core_events(e.trace) {
+        match event {
+            Event::ToolStarted { tool, args, .. } if tool == "subagent.cancel" && entry.agent.depth() == 0 => {
+                cancelling = Some((index::string_arg(args, "task_id").unwrap_or_default().trim(), i));
+            }
+            Event::ToolEnded { tool, .. } if tool == "subagent.cancel" && entry.agent.depth() == 0 => {
+                cancelling = None;
+            }
+            Event::TaskEnded { task_id, status: TaskStatus::Cancelled, .. } if i < last_turn => {
+                match cancelling {
+                    Some((named, _)) if named == task_id => {}
+                    _ => r.add(
+                        Oracle::Termination,
+                        i,
+                        format!(
+                            "task {task_id} was cancelled although no `subagent.cancel` named it and the session's last turn had not ended; only a cancel call or quitting cancels a task"
+                        ),
+                        cancelling.map(|(_, line)| vec![line]).unwrap_or_default(),
+                    ),
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// `oracle.termination.quit-queued-first`: what is cancelled once the last turn has ended is

@@ -1701,6 +1701,9 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         let cancelled: Vec<&TaskRun> = quit_cancelled(f).collect();
         cancelled.iter().any(|r| r.started.is_none()) && cancelled.iter().any(|r| r.started.is_some())
     }),
+    ("oracle.termination.cancelled-on-request", |f| {
+        f.e.session_ended && f.runs.iter().any(|r| r.status == Some(TaskStatus::Cancelled))
+    }),
     // Every run rehearsal judges is run twice and the traces compared.
     ("oracle.determinism.byte-identical", |f| !f.ev.is_empty()),
     ("oracle.costs.ordinary-call", |f| {

@@ -27,6 +27,8 @@ use crate::trace::What;
 
 /// `roku.agent.empty-task`.
 const EMPTY_TASK: &str = "[Sub-agent error] No task provided.";
+/// The calls that may be refused with `spawn.refused`.
+const SPAWNING: [&str; 2] = ["Agent", "subagent"];
 /// `roku.loop.empty-text-completed`.
 const LOOP_COMPLETED: &str = "Runtime loop completed.";
 /// `roku.terminal.fail-default`.
@@ -361,6 +363,26 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                     }
                     continue;
                 };
+                // `core.depth.guard-error`, `roku.agent.empty-task`: the spawning call a rule
+                // refuses says so in the trace (`spawn.refused`) with the text it answers.
+                let refusal = *is_error && (result == DEPTH_ERROR || result == EMPTY_TASK);
+                if SPAWNING.contains(&tool.as_str())
+                    && (refusal || call.refused.is_some())
+                    && call.refused != Some(result)
+                {
+                    let message = match call.refused {
+                        None => format!(
+                            "`{tool}` of {agent} was refused with {:?} but no `spawn.refused` reported it",
+                            shown(result)
+                        ),
+                        Some(reason) => format!(
+                            "`{tool}` of {agent} was reported refused ({:?}) but answered {:?}",
+                            shown(reason),
+                            shown(result)
+                        ),
+                    };
+                    r.add(Oracle::Texts, i, message, vec![call.line]);
+                }
                 match expected_result(e, agent, &call, &tasks) {
                     Expect::Text(want, error) if *result != want || *is_error != error => {
                         let as_what = if error { "an error" } else { "a result" };

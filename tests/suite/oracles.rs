@@ -2466,6 +2466,21 @@ fn termination_quit_starting_a_queued_task_only_to_cancel_it() {
     );
 }
 
+#[test]
+fn termination_task_cancelled_before_the_last_turn_ended_without_a_cancel_call() {
+    // The turn's end moved after the cancellations: they now fall inside the turn, where no
+    // `subagent.cancel` asked for them (as if a failed turn had cancelled its tasks).
+    let failures = tampered(BUB_QUIT, |run| {
+        let end = line_of(run, |e| matches!(e, Event::TurnEnded { .. }));
+        let entry = run.trace.entries.remove(end);
+        run.trace.entries.push(entry);
+    });
+    assert_has(
+        &failures,
+        "oracle termination: main/2 at 0.020s: task sub-6e789e6a was cancelled although no `subagent.cancel` named it and the session's last turn had not ended; only a cancel call or quitting cancels a task",
+    );
+}
+
 /// Budget 3: the spawn and `Read` leave no step while `alpha`'s result arrives, so the
 /// result waits for turn 2 (semantic mutant 32's probe).
 const BUB_INTAKE: &str = r#"{

@@ -223,3 +223,66 @@ fn texts_wait_on_known_tasks_refused_as_unknown() {
         r#"oracle texts: main at 0.400s: `subagent.wait` of main gave the error "unknown task id: ' sub-e220a839\n'", but every id it lists names a task"#,
     );
 }
+
+/// A blank `Agent` task and, from a child at the depth limit, an `Agent` call: both refused,
+/// each with its `spawn.refused`.
+const ROKU_REFUSALS: &str = r#"{
+  "name": "roku-refusals",
+  "rules": {"preset": "roku"},
+  "lanes": [
+    {"agent": "main", "replies": [
+      {"calls": [{"tool": "Agent", "args": {"task": "  "}}], "latency_ms": 10},
+      {"calls": [{"tool": "Agent", "args": {"task": "Look"}}], "latency_ms": 10},
+      {"text": "Done.", "latency_ms": 10}
+    ]},
+    {"agent": "main/1", "replies": [
+      {"calls": [{"tool": "Agent", "args": {"task": "Deeper"}, "undeclared": true}], "latency_ms": 10},
+      {"text": "Seen.", "latency_ms": 10}
+    ]}
+  ],
+  "turns": [{"user": "Go"}]
+}"#;
+
+/// The line of the `n`-th `spawn.refused` (from 0).
+fn refusal(run: &rehearsal::runner::Run, n: usize) -> usize {
+    run.trace
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(&e.what, What::Core(Event::SpawnRefused { .. })))
+        .nth(n)
+        .map(|(i, _)| i)
+        .unwrap_or_else(|| panic!("no spawn.refused #{n} in\n{}", run.trace.text()))
+}
+
+#[test]
+fn texts_refusals_reported_by_spawn_refused() {
+    assert!(tampered(ROKU_REFUSALS, |_| {}).is_empty());
+}
+
+#[test]
+fn texts_depth_refusal_without_its_spawn_refused() {
+    let failures = tampered(ROKU_REFUSALS, |run| {
+        let line = refusal(run, 1);
+        run.trace.entries.remove(line);
+    });
+    assert_has(
+        &failures,
+        "oracle texts: main/1 at 0.030s: `Agent` of main/1 was refused with \"[Sub-agent error] Sub-agents cannot spawn further sub-agents.\" but no `spawn.refused` reported it",
+    );
+}
+
+#[test]
+fn texts_refusal_reported_with_another_reason() {
+    let failures = tampered(ROKU_REFUSALS, |run| {
+        let line = refusal(run, 0);
+        match &mut run.trace.entries[line].what {
+            What::Core(Event::SpawnRefused { reason, .. }) => *reason = "no task".into(),
+            other => panic!("not a refusal: {other:?}"),
+        }
+    });
+    assert_has(
+        &failures,
+        "oracle texts: main at 0.010s: `Agent` of main was reported refused (\"no task\") but answered \"[Sub-agent error] No task provided.\"",
+    );
+}
