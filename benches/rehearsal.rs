@@ -433,13 +433,23 @@ fn fuzz_rate(cases: u64) {
 }
 
 /// `cargo bench -- profile`: one run + judge of the 64×20 notify shape, over and over, and
-/// nothing else; for `perf record` on the bench binary.
-fn profile() {
-    let scenario = equivalent(Shape { n: 64, m: 20, cap: 8 }, RootStyle::Notify);
+/// nothing else; for `perf record` on the bench binary. `profile 4x5` and `profile 16x10`
+/// loop a smaller shape instead (with as many more loops as it is smaller), where the fixed
+/// costs of a run and a judgement weigh more.
+fn profile(args: &[String]) {
+    let shape = if args.iter().any(|a| a == "4x5") {
+        Shape { n: 4, m: 5, cap: 2 }
+    } else if args.iter().any(|a| a == "16x10") {
+        Shape { n: 16, m: 10, cap: 4 }
+    } else {
+        Shape { n: 64, m: 20, cap: 8 }
+    };
+    let loops = 300 * (64 * 20) / (shape.n * shape.m);
+    let scenario = equivalent(shape, RootStyle::Notify);
     let prepared = runner::Runner::new().prepare(&scenario, &[]);
     let start = Instant::now();
     let (mut running, mut judging) = (Duration::ZERO, Duration::ZERO);
-    for _ in 0..300 {
+    for _ in 0..loops {
         let run_start = Instant::now();
         let run = prepared.run(Schedule::default_order());
         let judge_start = Instant::now();
@@ -448,12 +458,14 @@ fn profile() {
         judging += judge_start.elapsed();
     }
     let floor_start = Instant::now();
-    for _ in 0..300 {
-        floor(Shape { n: 64, m: 20, cap: 8 });
+    for _ in 0..loops {
+        floor(shape);
     }
     let floor_time = floor_start.elapsed().as_secs_f64();
     println!(
-        "profile: 300 runs + judge in {:.2} s (runs {:.2} s = {:.1}× floor, judging {:.2} s = {:.1}× floor); 300 floor runs in {floor_time:.2} s",
+        "profile {}×{}: {loops} runs + judge in {:.2} s (runs {:.2} s = {:.2}× floor, judging {:.2} s = {:.2}× floor); {loops} floor runs in {floor_time:.2} s",
+        shape.n,
+        shape.m,
         (floor_start - start).as_secs_f64(),
         running.as_secs_f64(),
         running.as_secs_f64() / floor_time,
@@ -463,10 +475,10 @@ fn profile() {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "profile") {
-        return profile();
-    }
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "profile") {
+        return profile(&args);
+    }
     let quick = args.iter().any(|a| a == "quick");
     let samples = if quick { 5 } else { 21 };
     // Sections named on the command line (`cargo bench -- quick shapes`), or all of them.

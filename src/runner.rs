@@ -23,7 +23,7 @@ use crate::harness::mock_llm::{Script, ScriptedLlm};
 use crate::harness::panics;
 use crate::harness::recorder::Recorder;
 use crate::harness::schedule::Schedule;
-use crate::harness::sim_tools::SimTool;
+use crate::harness::sim_tools::{Declared, SimTool};
 use crate::oracles::{self, Violation};
 use crate::profiles;
 use crate::scenario::with_task_ids;
@@ -321,7 +321,8 @@ impl<'a> Runner<'a> {
     /// runs, orders and verifications follow.
     pub fn prepare<'s>(&self, scenario: &'s Scenario, profiles: &'s [Profile]) -> Prepared<'a, 's> {
         let script = Arc::new(Script::new(&scenario.lanes));
-        Prepared { runner: *self, scenario, profiles, script, sizes: Default::default() }
+        let tools = scenario.tools.iter().map(Declared::new).collect();
+        Prepared { runner: *self, scenario, profiles, script, tools, sizes: Default::default() }
     }
 
     /// Runs a scenario once, breaking same-instant ties as `schedule` says.
@@ -354,6 +355,8 @@ pub struct Prepared<'a, 's> {
     scenario: &'s Scenario,
     profiles: &'s [Profile],
     script: Arc<Script>,
+    /// The declared tools, built once for every run.
+    tools: Vec<Arc<Declared>>,
     /// The most trace entries and exchanges a run so far recorded: the next run reserves as
     /// much at once, instead of growing its records by copying them over and over.
     sizes: (AtomicUsize, AtomicUsize),
@@ -379,7 +382,8 @@ impl Prepared<'_, '_> {
         let recorder = runtime.block_on(async { Arc::new(Recorder::new(max_events, entries, stop.clone())) });
         let log = Arc::new(ExchangeLog::with_capacity(exchanges));
         let parts = Parts { stop: stop.clone(), recorder: recorder.clone(), log: log.clone() };
-        let run = run_paused(parts, self.runner.sut, self.scenario, self.script.clone(), self.profiles, schedule);
+        let prepared = PreparedParts { script: self.script.clone(), tools: &self.tools };
+        let run = run_paused(parts, self.runner.sut, self.scenario, prepared, self.profiles, schedule);
         let run = match std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(run))) {
             Ok(run) => run,
             Err(_) => {
@@ -583,23 +587,30 @@ struct Parts {
     log: Arc<ExchangeLog>,
 }
 
+/// What a run takes from its prepared scenario.
+struct PreparedParts<'p> {
+    script: Arc<Script>,
+    tools: &'p [Arc<Declared>],
+}
+
 async fn run_paused(
     parts: Parts,
     sut: &dyn SystemUnderTest,
     scenario: &Scenario,
-    script: Arc<Script>,
+    prepared: PreparedParts<'_>,
     profiles: &[Profile],
     schedule: Schedule,
 ) -> Run {
     let Parts { stop, recorder, log } = parts;
+    let PreparedParts { script, tools: declared } = prepared;
     let clock = Clock::new(schedule);
     let clock_driver = tokio::spawn(clock.clone().drive());
     let mock = ScriptedLlm::new(script, stop.clone(), clock.clone(), log.clone(), recorder.clone())
         .explored(schedule.seed().is_some());
     let mock = Arc::new(mock);
     let mut tools = ToolCatalog::new();
-    for decl in &scenario.tools {
-        tools.add(Arc::new(SimTool::new(decl, clock.clone())));
+    for declared in declared {
+        tools.add(Arc::new(SimTool::new(declared.clone(), clock.clone())));
     }
     let asker = ScriptedAsker::new(scenario.approval.answers.clone(), recorder.clone(), stop.clone());
     let harness = Harness {

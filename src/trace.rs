@@ -117,12 +117,12 @@ pub fn text_difference(expected: &str, got: &str) -> String {
 fn q(s: &str) -> String {
     let n = s.chars().count();
     if n <= 160 {
-        return Value::from(s).to_string();
+        return serde_json::to_string(s).expect("a string serializes");
     }
     let head: String = s.chars().take(70).collect();
     let tail: String = s.chars().skip(n - 70).collect();
-    let head = Value::from(head).to_string();
-    let tail = Value::from(tail).to_string();
+    let head = serde_json::to_string(&head).expect("a string serializes");
+    let tail = serde_json::to_string(&tail).expect("a string serializes");
     format!("{}…{} ({n} chars)", &head[..head.len() - 1], &tail[1..])
 }
 

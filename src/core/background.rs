@@ -608,7 +608,9 @@ fn error(content: impl Into<String>) -> ToolOutput {
 }
 
 fn ok(value: Value) -> ToolOutput {
-    ToolOutput { content: value.to_string(), is_error: false }
+    // The same compact JSON as `value.to_string()`, written straight into one buffer rather
+    // than through `Display`'s formatter.
+    ToolOutput { content: serde_json::to_string(&value).expect("a JSON value serializes"), is_error: false }
 }
 
 /// Sleeps until `deadline`, or forever when there is none.

@@ -46,7 +46,8 @@ struct Due {
     registered: u64,
     /// An entry earlier than every other was added since the driver last looked.
     changed: bool,
-    /// The driver's waker while it waits.
+    /// The driver's waker, once it has waited (woken only while `changed` matters to it:
+    /// a spurious wake-up finds nothing changed and waits again).
     driver: Option<Waker>,
 }
 
@@ -84,8 +85,8 @@ impl Clock {
             due.entries.insert(key, None);
             if earliest.is_none_or(|earliest| at < earliest) {
                 due.changed = true;
-                if let Some(driver) = due.driver.take() {
-                    driver.wake();
+                if let Some(driver) = &due.driver {
+                    driver.wake_by_ref();
                 }
             }
             key
@@ -96,14 +97,19 @@ impl Clock {
     /// Delivers each instant's entries when the run's virtual time reaches it, for as long as
     /// the run lasts (the runner aborts it at the end).
     pub async fn drive(self: Arc<Self>) {
+        // One timer, moved to each next instant: a fresh timer per instant cost a
+        // registration and a removal in tokio's timer wheel each time, and `reset` re-registers
+        // at the same point of the driver's poll, so the wheel holds its entry where a fresh
+        // timer would have put it.
+        let timer = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(timer);
         loop {
             let next = self.lock().entries.keys().next().map(|key| key.0);
             match next {
                 None => self.changed(None).await,
                 Some(at) if at > Instant::now() => {
-                    let timer = tokio::time::sleep_until(at);
-                    tokio::pin!(timer);
-                    self.changed(Some(timer)).await;
+                    timer.as_mut().reset(at);
+                    self.changed(Some(timer.as_mut())).await;
                 }
                 Some(_) => self.deliver_due(),
             }
@@ -116,10 +122,13 @@ impl Clock {
             {
                 let mut due = self.lock();
                 if std::mem::take(&mut due.changed) {
-                    due.driver = None;
                     return Poll::Ready(());
                 }
-                due.driver = Some(cx.waker().clone());
+                // The driver's waker is kept from one wait to the next (one task polls each
+                // time), not cloned again at every poll.
+                if !due.driver.as_ref().is_some_and(|driver| driver.will_wake(cx.waker())) {
+                    due.driver = Some(cx.waker().clone());
+                }
             }
             match timer.as_mut() {
                 Some(timer) => timer.as_mut().poll(cx),

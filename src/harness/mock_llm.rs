@@ -12,7 +12,6 @@
 //! parent's conversation at the call); `$taskN` in call arguments resolves against the task ids
 //! the core reported, as the request shows them.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use aho_corasick::AhoCorasick;
@@ -79,6 +78,25 @@ impl Script {
     }
 }
 
+/// The reply a request takes: a scripted one, or one a lane's function made. A pointer
+/// either way: a `Reply` is large, and this is held across the reply's latency in every
+/// request's future (a `Cow<Reply>` made each of them copy hundreds of bytes around).
+enum Chosen<'a> {
+    Scripted(&'a Reply),
+    Made(Box<Reply>),
+}
+
+impl std::ops::Deref for Chosen<'_> {
+    type Target = Reply;
+
+    fn deref(&self) -> &Reply {
+        match self {
+            Chosen::Scripted(reply) => reply,
+            Chosen::Made(reply) => reply,
+        }
+    }
+}
+
 /// The engine.
 pub struct ScriptedLlm {
     script: Arc<Script>,
@@ -129,7 +147,7 @@ impl ScriptedLlm {
     }
 
     /// Binds the request's agent to its lane and takes the lane's next reply.
-    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, Option<usize>, Cow<'_, Reply>), String> {
+    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, Option<usize>, Chosen<'_>), String> {
         let mut st = self.state.lock().expect("mock lock poisoned");
         let lane = match st.bindings.get(&request.agent) {
             Some(lane) => *lane,
@@ -184,9 +202,9 @@ impl ScriptedLlm {
             }
         };
         let reply = match (chosen, &scripted.respond) {
-            (Some(index), _) => Cow::Borrowed(&scripted.replies[index]),
+            (Some(index), _) => Chosen::Scripted(&scripted.replies[index]),
             // Past the scripted replies, a lane's Rust function answers.
-            (None, Some(respond)) => Cow::Owned((respond.0)(request)),
+            (None, Some(respond)) => Chosen::Made(Box::new((respond.0)(request))),
             (None, None) => {
                 return Err(format!(
                     "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {}{}",

@@ -10,21 +10,21 @@ use crate::sut::tool::{Tool, ToolContext, ToolOutput};
 
 use super::clock::Clock;
 
-/// One simulated tool.
-pub struct SimTool {
+/// A declared tool as every run of a scenario plays it, built once per prepared scenario:
+/// a run's tools share it and add only their call counts (building the spec and copying the
+/// results per run was a fixed cost of every run, large next to a small scenario's work).
+pub struct Declared {
     spec: ToolSpec,
     latency: Duration,
     results: Vec<scenario::ToolResult>,
-    calls: Mutex<usize>,
-    clock: Arc<Clock>,
     handler: Option<scenario::ToolFn>,
 }
 
-impl SimTool {
+impl Declared {
     /// The tool a scenario declares.
-    pub fn new(decl: &scenario::ToolSpec, clock: Arc<Clock>) -> SimTool {
+    pub fn new(decl: &scenario::ToolSpec) -> Arc<Declared> {
         let tags = decl.risk.iter().map(|risk| risk.tag().to_string()).collect();
-        SimTool {
+        Arc::new(Declared {
             spec: ToolSpec {
                 name: decl.name.clone(),
                 description: decl.description.clone(),
@@ -33,16 +33,28 @@ impl SimTool {
             },
             latency: Duration::from_millis(decl.latency_ms),
             results: decl.results.clone(),
-            calls: Mutex::new(0),
-            clock,
             handler: decl.handler.clone(),
-        }
+        })
+    }
+}
+
+/// One simulated tool in one run.
+pub struct SimTool {
+    declared: Arc<Declared>,
+    calls: Mutex<usize>,
+    clock: Arc<Clock>,
+}
+
+impl SimTool {
+    /// The declared tool, for a run on `clock`.
+    pub fn new(declared: Arc<Declared>, clock: Arc<Clock>) -> SimTool {
+        SimTool { declared, calls: Mutex::new(0), clock }
     }
 }
 
 impl Tool for SimTool {
     fn spec(&self) -> &ToolSpec {
-        &self.spec
+        &self.declared.spec
     }
 
     fn call<'a>(&'a self, _ctx: &'a ToolContext, args: &'a serde_json::Value) -> BoxFuture<'a, ToolOutput> {
@@ -53,10 +65,11 @@ impl Tool for SimTool {
                 *calls
             };
             // A tool built in code with a Rust function answers from the arguments.
-            let made = self.handler.as_ref().map(|handler| (handler.0)(args));
-            let result = made.as_ref().or(self.results.get(call - 1)).or(self.results.last());
-            let latency = result.and_then(|r| r.latency_ms).map_or(self.latency, Duration::from_millis);
-            self.clock.sleep(latency, || format!("tool {} #{call}", self.spec.name)).await;
+            let declared = &*self.declared;
+            let made = declared.handler.as_ref().map(|handler| (handler.0)(args));
+            let result = made.as_ref().or(declared.results.get(call - 1)).or(declared.results.last());
+            let latency = result.and_then(|r| r.latency_ms).map_or(declared.latency, Duration::from_millis);
+            self.clock.sleep(latency, || format!("tool {} #{call}", declared.spec.name)).await;
             match result {
                 None => ToolOutput { content: "ok".to_string(), is_error: false },
                 Some(r) => match (&r.text, &r.error) {

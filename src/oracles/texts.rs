@@ -79,7 +79,9 @@ fn unknown_task(id: &str) -> String {
 
 /// A JSON string, as the immediate results write one (`"sub-1a2b3c4d"`).
 fn quoted(s: &str) -> String {
-    Value::from(s).to_string()
+    // Straight into one string: `Value::from(s).to_string()` copied `s` into a value first,
+    // then wrote it through `Display`.
+    serde_json::to_string(s).expect("a string serializes")
 }
 
 /// `bub.spawn.immediate-result` (and a continuation's, `bub.send.continue-named`).
