@@ -1331,8 +1331,12 @@ fn termination(e: &Evidence, r: &mut Report) {
     for (task_id, line) in open {
         r.add(Oracle::Termination, line, format!("task {task_id} never ended, although the session did"), vec![]);
     }
-    quit_order(e, r);
-    cancelled_on_request(e, r);
+    let turn_ended = |entry: &Entry| matches!(entry.what, What::Core(Event::TurnEnded { .. }));
+    let Some(last_turn) = e.trace.entries.iter().rposition(turn_ended) else {
+        return;
+    };
+    quit_order(e, last_turn, r);
+    cancelled_on_request(e, last_turn, r);
 }
 
 /// `oracle.termination.cancelled-on-request`: a task ends `cancelled` only inside the root's
@@ -1340,12 +1344,7 @@ fn termination(e: &Evidence, r: &mut Report) {
 /// last turn has ended (`bub.quit.cancels-children`). A turn that fails, asks the user or runs
 /// out of steps leaves its tasks running, to be delivered at the next turn
 /// (`bub.turn.unfinished-next-turn`).
-fn cancelled_on_request(e: &Evidence, r: &mut Report) {
-    let Some((last_turn, _, _)) =
-        core_events(e.trace).filter(|(_, _, ev)| matches!(ev, Event::TurnEnded { .. })).last()
-    else {
-        return;
-    };
+fn cancelled_on_request(e: &Evidence, last_turn: usize, r: &mut Report) {
     // The id the root's open `subagent.cancel` names, trimmed (`bub.task-id.trimmed`).
     let mut cancelling: Option<(&str, usize)> = None;
     for (i, entry, event) in core_events(e.trace) {
@@ -1377,11 +1376,7 @@ fn cancelled_on_request(e: &Evidence, r: &mut Report) {
 /// `oracle.termination.quit-queued-first`: what is cancelled once the last turn has ended is
 /// cancelled by quitting, queued tasks before running ones, so none starts only to be
 /// cancelled.
-fn quit_order(e: &Evidence, r: &mut Report) {
-    let Some(last_turn) = core_events(e.trace).filter(|(_, _, ev)| matches!(ev, Event::TurnEnded { .. })).last() else {
-        return;
-    };
-    let last_turn = last_turn.0;
+fn quit_order(e: &Evidence, last_turn: usize, r: &mut Report) {
     // Per task: whether it is queued (`true`) or running (`false`), and where it started.
     let mut active: BTreeMap<&str, (bool, usize)> = BTreeMap::new();
     for (i, _, event) in core_events(e.trace) {
