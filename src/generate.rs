@@ -276,9 +276,9 @@ enum RootCall {
     Read(u64),
     /// `Flaky` (fails).
     Flaky,
-    /// A name nobody declared: `Frobnicate`, or with `respelled` `read`, a catalog tool's
-    /// name in another case (calls are dispatched by their exact name, `roku.calls.unknown-tool`).
-    Unknown { respelled: bool },
+    /// A name nobody declared (calls are dispatched by their exact name,
+    /// `roku.calls.unknown-tool`): [`UNKNOWN_NAMES`]`[which]`.
+    Unknown { which: usize },
     /// `Agent` with a child, its task written as `form` says; with `tools`, a `tools`
     /// argument, which changes nothing (`roku.child.tools-arg-ignored`).
     Agent { child: Vec<ChildStep>, form: TaskForm, tools: bool },
@@ -612,6 +612,10 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
         })
 }
 
+/// Names of calls that reach nothing: one like no tool, a catalog tool's name in another
+/// case, and one that only starts like the `subagent` family's.
+const UNKNOWN_NAMES: [&str; 3] = ["Frobnicate", "read", "subagent.status"];
+
 /// How many earlier tasks a wait, send or cancel chooses among (see `Compiler::task_ref`).
 const TASK_PICKS: u8 = 4;
 
@@ -619,7 +623,7 @@ fn root_call() -> impl Strategy<Value = RootCall> {
     prop_oneof![
         2 => select(LATENCIES.to_vec()).prop_map(RootCall::Read),
         1 => Just(RootCall::Flaky),
-        1 => prop::bool::weighted(0.4).prop_map(|respelled| RootCall::Unknown { respelled }),
+        1 => prop_oneof![3 => Just(0), 1 => Just(1), 1 => Just(2)].prop_map(|which| RootCall::Unknown { which }),
         3 => (vec(child_step(), 1..=3), task_form(), prop::bool::weighted(0.15)).prop_map(|(child, form, tools)| RootCall::Agent { child, form, tools }),
         4 => (vec(child_step(), 1..=3), session(), prop::option::weighted(0.3, select(vec![0i64, 100, 250, 500, 1000, -1000, CLAMPED_MS])), grant(), spawn_extras())
             .prop_map(|(child, session, timeout_ms, grant, extras)| RootCall::Spawn { child, session, timeout_ms, grant, extras }),
@@ -740,6 +744,8 @@ struct Compiler {
     /// about: that call is the root's last question, so the child's follow it in the order.
     asking_child: bool,
     profile: ProfilePlan,
+    /// The scenario's seed, from which the core draws the task ids.
+    seed: u64,
     /// Whether the root has skills.
     skills: bool,
 }
@@ -843,13 +849,26 @@ impl Compiler {
     /// is drawn from `0..8 * TASK_PICKS`: its rest modulo `TASK_PICKS` picks the task, and
     /// the top eighth writes the reference with whitespace around it, as a model may copy an
     /// id (the core looks ids up trimmed).
-    fn task_ref(&self, pick: u8, spawned_before: usize) -> String {
+    ///
+    /// With `respell` (a `send` or a `cancel`), the seventh eighth writes the task's id in upper
+    /// case instead, an id that names no task (`bub.task-id.unknown`: ids are matched exactly,
+    /// only trimmed). The id is the one `bub.task-id.seeded` gives the task from the seed, so a
+    /// core that matched ids in any case would find the task.
+    fn task_ref(&self, pick: u8, spawned_before: usize, respell: bool) -> String {
         // Without the family (or with depth limit 0, which hides it) no task id ever appears.
         if spawned_before == 0 || !self.rules.subagent_tools || self.rules.depth_limit == 0 {
             return "sub-00000000".to_string();
         }
-        let reference = format!("$task{}", usize::from(pick % TASK_PICKS) % spawned_before + 1);
-        if pick >= 7 * TASK_PICKS { format!(" {reference}\n") } else { reference }
+        let n = usize::from(pick % TASK_PICKS) % spawned_before;
+        let reference = format!("$task{}", n + 1);
+        if pick >= 7 * TASK_PICKS {
+            format!(" {reference}\n")
+        } else if respell && pick >= 6 * TASK_PICKS {
+            let counter = self.seed.wrapping_add((n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            format!("SUB-{:08X}", crate::seed::splitmix64(counter) >> 32)
+        } else {
+            reference
+        }
     }
 
     /// Whether a `subagent` call with these arguments is refused (and so starts no task): a
@@ -962,7 +981,7 @@ impl Compiler {
                     args["timeout_seconds"] = json!(*ms as f64 / 1000.0);
                 }
                 if !tasks.is_empty() {
-                    let ids: Vec<String> = tasks.iter().map(|t| self.task_ref(*t, spawned_before)).collect();
+                    let ids: Vec<String> = tasks.iter().map(|t| self.task_ref(*t, spawned_before, false)).collect();
                     args["task_ids"] = json!(ids);
                 }
                 call("subagent.wait", args)
@@ -970,7 +989,7 @@ impl Compiler {
             RootCall::Send(t, form) => call(
                 "subagent.send",
                 json!({
-                    "task_id": self.task_ref(*t, spawned_before),
+                    "task_id": self.task_ref(*t, spawned_before, true),
                     "message": match form {
                         TaskForm::Plain => "also check the tests",
                         TaskForm::Blank => " ",
@@ -978,7 +997,7 @@ impl Compiler {
                     },
                 }),
             ),
-            RootCall::Cancel(t) => call("subagent.cancel", json!({"task_id": self.task_ref(*t, spawned_before)})),
+            RootCall::Cancel(t) => call("subagent.cancel", json!({"task_id": self.task_ref(*t, spawned_before, true)})),
         }
     }
 }
@@ -989,8 +1008,7 @@ impl RootCall {
         match self {
             RootCall::Read(_) => "Read",
             RootCall::Flaky => "Flaky",
-            RootCall::Unknown { respelled: false } => "Frobnicate",
-            RootCall::Unknown { respelled: true } => "read",
+            RootCall::Unknown { which } => UNKNOWN_NAMES[*which],
             RootCall::Agent { .. } => "Agent",
             RootCall::Spawn { .. } => "subagent",
             RootCall::Wait { .. } => "subagent.wait",
@@ -1048,7 +1066,11 @@ impl Grant {
                 if *string { json!(names.join(",")) } else { json!(names) }
             }
             Grant::Unknown { several: false } => json!(["Read", "Write"]),
-            Grant::Unknown { several: true } => json!(["zeta", "Read", "alpha", " zeta", "Agent", "subagent.wait"]),
+            // `Beta` sorts before `alpha` byte by byte, after it when case is ignored;
+            // `final-answer` is no spelling of `final_answer` (only `.` stands for `_`).
+            Grant::Unknown { several: true } => {
+                json!(["zeta", "Read", "alpha", " zeta", "Beta", "final-answer", "Agent", "subagent.wait"])
+            }
         }
     }
 }
@@ -1167,6 +1189,7 @@ impl Plan {
                 questions.last() == Some(&"Agent") && questions.iter().filter(|t| **t == "Agent").count() == 1
             }),
             profile: self.profile.clone(),
+            seed: k.seed,
             // Skills are Bub's: a Roku session has none.
             skills: self.skills && k.bub,
         };
