@@ -35,7 +35,7 @@ use crate::sut::AgentId;
 use crate::sut::event::{Event, Family, TaskStatus, Via};
 use crate::sut::llm::{Message, Role, Transcript};
 use crate::trace::{Entry, Trace, What};
-use index::{Agents, PerAgent};
+use index::{Agents, PerAgent, status_word};
 
 /// Which rule a violation breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -1337,6 +1337,31 @@ fn termination(e: &Evidence, r: &mut Report) {
     };
     quit_order(e, last_turn, r);
     cancelled_on_request(e, last_turn, r);
+    quit_cancels_all(e, last_turn, r);
+}
+
+/// `oracle.termination.quit-cancels-all`: quitting, once the session's last turn has ended,
+/// cancels every task still queued or running (`bub.quit.cancels-children`) in that instant:
+/// no task ends later.
+fn quit_cancels_all(e: &Evidence, last_turn: usize, r: &mut Report) {
+    let at = e.trace.entries[last_turn].at;
+    for (offset, entry) in e.trace.entries[last_turn..].iter().enumerate() {
+        let What::Core(Event::TaskEnded { task_id, status, .. }) = &entry.what else { continue };
+        // A task due in that very instant may still end on its own before quitting reaches it.
+        if entry.at > at {
+            r.add(
+                Oracle::Termination,
+                last_turn + offset,
+                format!(
+                    "task {task_id} ended {} at {:.3}s, after the session's last turn ended at {:.3}s; quitting cancels every task still queued or running then",
+                    status_word(*status),
+                    entry.at.as_secs_f64(),
+                    at.as_secs_f64()
+                ),
+                vec![last_turn],
+            );
+        }
+    }
 }
 
 /// `oracle.termination.cancelled-on-request`: a task ends `cancelled` only inside the root's

@@ -1701,6 +1701,7 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         let cancelled: Vec<&TaskRun> = quit_cancelled(f).collect();
         cancelled.iter().any(|r| r.started.is_none()) && cancelled.iter().any(|r| r.started.is_some())
     }),
+    ("oracle.termination.quit-cancels-all", |f| quit_cancelled(f).any(|r| r.started.is_some())),
     ("oracle.termination.cancelled-on-request", |f| {
         f.e.session_ended && f.runs.iter().any(|r| r.status == Some(TaskStatus::Cancelled))
     }),

@@ -2481,6 +2481,25 @@ fn termination_task_cancelled_before_the_last_turn_ended_without_a_cancel_call()
     );
 }
 
+#[test]
+fn termination_running_task_left_to_finish_after_the_session_ended() {
+    // Quitting let the running task go on: it ends `completed`, half a second after the last
+    // turn ended, instead of `cancelled` in that instant.
+    let failures = tampered(BUB_QUIT, |run| {
+        let (_, running) = quit_cancellations(run);
+        let entry = &mut run.trace.entries[running];
+        entry.at += Duration::from_millis(500);
+        if let What::Core(Event::TaskEnded { status, body, .. }) = &mut entry.what {
+            *status = TaskStatus::Completed;
+            *body = "done at last".into();
+        }
+    });
+    assert_has(
+        &failures,
+        "oracle termination: main/1 at 0.520s: task sub-e220a839 ended completed at 0.520s, after the session's last turn ended at 0.020s; quitting cancels every task still queued or running then",
+    );
+}
+
 /// Budget 3: the spawn and `Read` leave no step while `alpha`'s result arrives, so the
 /// result waits for turn 2 (semantic mutant 32's probe).
 const BUB_INTAKE: &str = r#"{
