@@ -349,6 +349,10 @@ impl<'a> Runner<'a> {
     }
 }
 
+/// Below this many scripted replies in all, a verify runs its two runs on one thread even
+/// when the runner allows two (see `Prepared::small`).
+const PARALLEL_MIN_REPLIES: usize = 64;
+
 /// A scenario ready to run on a runner ([`Runner::prepare`]).
 pub struct Prepared<'a, 's> {
     runner: Runner<'a>,
@@ -423,7 +427,7 @@ impl Prepared<'_, '_> {
     /// (judging the first), so a verify costs about one run and its judging, not two runs
     /// and then the judging.
     fn twice_then<T>(&self, schedule: Schedule, then: impl FnOnce(Run) -> T) -> (T, Run) {
-        if !self.runner.parallel {
+        if !self.runner.parallel || self.small() {
             let first = then(self.run(schedule));
             return (first, self.run(schedule));
         }
@@ -435,6 +439,14 @@ impl Prepared<'_, '_> {
             let first = then(self.run(schedule));
             (first, second.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
         })
+    }
+
+    /// Whether a run of the scenario is too short to be worth a thread of its own: starting
+    /// one costs about as much as a run of a few dozen scripted replies (measured by `cargo
+    /// bench`: a 4-child, 5-step verify was slower on two threads than on one).
+    fn small(&self) -> bool {
+        let replies: usize = self.scenario.lanes.iter().map(|lane| lane.replies.len()).sum();
+        replies < PARALLEL_MIN_REPLIES
     }
 
     /// Checks the scenario as [`Runner::check`] does (it is already valid): verified in the
