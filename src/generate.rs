@@ -864,7 +864,7 @@ impl Compiler {
         if pick >= 7 * TASK_PICKS {
             format!(" {reference}\n")
         } else if respell && pick >= 6 * TASK_PICKS {
-            let counter = self.seed.wrapping_add((n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let counter = self.seed.wrapping_add((n as u64).wrapping_mul(crate::seed::GAMMA));
             format!("SUB-{:08X}", crate::seed::splitmix64(counter) >> 32)
         } else {
             reference

@@ -301,14 +301,7 @@ struct Open {
 /// The child an event names, if any.
 fn child_named(what: &What) -> Option<&AgentId> {
     match what {
-        What::Core(
-            Event::Spawned { child, .. }
-            | Event::TaskQueued { child, .. }
-            | Event::TaskStarted { child, .. }
-            | Event::TaskEnded { child, .. }
-            | Event::TimedOut { child, .. }
-            | Event::ChildResult { child, .. },
-        ) => Some(child),
+        What::Core(event) => event.child(),
         _ => None,
     }
 }

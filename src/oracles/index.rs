@@ -61,14 +61,8 @@ impl<'a> Agents<'a> {
             };
             last = Some((&entry.agent, n));
             of_line.push(n);
-            if let What::Core(
-                Event::Spawned { child, .. }
-                | Event::TaskQueued { child, .. }
-                | Event::TaskStarted { child, .. }
-                | Event::TaskEnded { child, .. }
-                | Event::ChildResult { child, .. }
-                | Event::TimedOut { child, .. },
-            ) = &entry.what
+            if let What::Core(event) = &entry.what
+                && let Some(child) = event.child()
             {
                 number(child);
             }

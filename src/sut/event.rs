@@ -148,6 +148,21 @@ pub enum Event {
     SessionClosed { name: String, kept: bool },
 }
 
+impl Event {
+    /// The child the event names (a spawn, a task's life, a child's result or timeout).
+    pub fn child(&self) -> Option<&AgentId> {
+        match self {
+            Event::Spawned { child, .. }
+            | Event::TaskQueued { child, .. }
+            | Event::TaskStarted { child, .. }
+            | Event::TaskEnded { child, .. }
+            | Event::TimedOut { child, .. }
+            | Event::ChildResult { child, .. } => Some(child),
+            _ => None,
+        }
+    }
+}
+
 /// Receives the core's events, in the order they happen.
 pub trait Observer: Send + Sync {
     /// One event of `agent`.
