@@ -17,7 +17,7 @@ use crate::core::Builtin;
 use crate::evidence::{Evidence, Exchange, Setup};
 use crate::harness::Stop;
 use crate::harness::asker::ScriptedAsker;
-use crate::harness::clock::Clock;
+use crate::harness::clock::{Clock, Now, paused_runtime};
 use crate::harness::exchanges::{ExchangeLog, Recorded};
 use crate::harness::mock_llm::{Script, ScriptedLlm};
 use crate::harness::panics;
@@ -375,17 +375,12 @@ impl Prepared<'_, '_> {
     pub fn run(&self, schedule: Schedule) -> Run {
         let stop = Arc::new(Stop::default());
         let _capture = panics::capture(stop.clone());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a current-thread runtime builds");
-        // The recorder's clock starts on the run's paused clock.
+        let (runtime, now) = paused_runtime();
         let (entries, exchanges) = (self.sizes.0.load(Ordering::Relaxed), self.sizes.1.load(Ordering::Relaxed));
         let max_events = self.scenario.limits.max_events;
-        let recorder = runtime.block_on(async { Arc::new(Recorder::new(max_events, entries, stop.clone())) });
+        let recorder = Arc::new(Recorder::new(max_events, entries, stop.clone(), now.clone()));
         let log = Arc::new(ExchangeLog::with_capacity(exchanges));
-        let parts = Parts { stop: stop.clone(), recorder: recorder.clone(), log: log.clone() };
+        let parts = Parts { stop: stop.clone(), recorder: recorder.clone(), log: log.clone(), now };
         let prepared = PreparedParts { script: self.script.clone(), tools: &self.tools };
         let run = run_paused(parts, self.runner.sut, self.scenario, prepared, self.profiles, schedule);
         let run = match std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(run))) {
@@ -597,6 +592,7 @@ struct Parts {
     stop: Arc<Stop>,
     recorder: Arc<Recorder>,
     log: Arc<ExchangeLog>,
+    now: Arc<Now>,
 }
 
 /// What a run takes from its prepared scenario.
@@ -613,9 +609,9 @@ async fn run_paused(
     profiles: &[Profile],
     schedule: Schedule,
 ) -> Run {
-    let Parts { stop, recorder, log } = parts;
+    let Parts { stop, recorder, log, now } = parts;
     let PreparedParts { script, tools: declared } = prepared;
-    let clock = Clock::new(schedule);
+    let clock = Clock::new(schedule, now);
     let clock_driver = tokio::spawn(clock.clone().drive());
     let mock = ScriptedLlm::new(script, stop.clone(), clock.clone(), log.clone(), recorder.clone())
         .explored(schedule.seed().is_some());

@@ -6,17 +6,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use crate::sut::AgentId;
 use crate::sut::event::{Event, Observer};
 use crate::trace::{Entry, Trace, What};
 
 use super::Stop;
+use super::clock::Now;
 
 /// Collects entries during a run; the core's [`Observer`].
 pub struct Recorder {
-    start: Instant,
+    now: Arc<Now>,
     entries: Mutex<Vec<Entry>>,
     max_events: usize,
     stop: Arc<Stop>,
@@ -28,12 +27,12 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// A recorder whose clock starts now (on the tokio clock) and which stops the run past
-    /// `max_events` entries, with room for `expected` entries (a capacity only: a run of the
-    /// same scenario recorded as many).
-    pub fn new(max_events: usize, expected: usize, stop: Arc<Stop>) -> Recorder {
+    /// A recorder stamping entries with the run's virtual time, `now`, which stops the run
+    /// past `max_events` entries, with room for `expected` entries (a capacity only: a run of
+    /// the same scenario recorded as many).
+    pub fn new(max_events: usize, expected: usize, stop: Arc<Stop>, now: Arc<Now>) -> Recorder {
         Recorder {
-            start: Instant::now(),
+            now,
             entries: Mutex::new(Vec::with_capacity(expected.min(max_events))),
             max_events,
             stop,
@@ -42,9 +41,9 @@ impl Recorder {
         }
     }
 
-    /// Virtual time since the recorder started.
+    /// Virtual time since the run began.
     pub fn elapsed(&self) -> Duration {
-        Instant::now() - self.start
+        self.now.elapsed()
     }
 
     /// The virtual time of the last entry (for a run whose clock is gone).
