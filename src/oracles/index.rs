@@ -258,7 +258,23 @@ pub(super) struct Tasks<'a> {
 
 impl<'a> Tasks<'a> {
     /// Follows one core event.
+    #[inline]
     pub fn observe(&mut self, line: usize, entry: &'a Entry, event: &'a Event) {
+        // Six oracles follow the tasks through every event, and most events are not about
+        // them: those cost this test, not a call.
+        if matches!(
+            event,
+            Event::SessionOpened { .. }
+                | Event::TaskQueued { .. }
+                | Event::TaskStarted { .. }
+                | Event::TaskEnded { .. }
+                | Event::Delivered { .. }
+        ) {
+            self.follow(line, entry, event);
+        }
+    }
+
+    fn follow(&mut self, line: usize, entry: &'a Entry, event: &'a Event) {
         match event {
             Event::SessionOpened { kind, .. } => {
                 self.opened.insert(&entry.agent, kind);
