@@ -204,7 +204,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     concurrency(evidence, &mut report);
     fork_isolation(evidence, &index, &mut report);
     history_kept(evidence, &index, &mut report);
-    delivery(evidence, &mut report);
+    delivery(evidence, &index, &mut report);
     instants(evidence, &mut report);
     termination(evidence, &mut report);
     costs::costs(evidence, &index, &mut report);
@@ -252,11 +252,10 @@ pub fn determinism(first: &Trace, second: &Trace) -> Option<Violation> {
 /// model, so each notification is followed by a request of the root before its loop ends; a
 /// loop that found its budget at 0 has taken in nothing, and what arrived waits for the next
 /// turn.
-fn intake_before_request(e: &Evidence, r: &mut Report) {
-    let root = AgentId::root();
+fn intake_before_request(e: &Evidence, agents: &Agents, r: &mut Report) {
     let mut taken: Vec<usize> = Vec::new();
-    for (i, entry, event) in core_events(e.trace) {
-        if entry.agent != root {
+    for (i, _, event) in core_events(e.trace) {
+        if !agents.is_root(i) {
             continue;
         }
         match event {
@@ -1090,8 +1089,8 @@ fn history_kept(e: &Evidence, index: &index::Index, r: &mut Report) {
 /// by notification or by `wait`, no later than the parent's next step; the notifications of
 /// one delivery come in completion order, ties in spawn order; and each notified text is in
 /// the parent's next request.
-fn delivery(e: &Evidence, r: &mut Report) {
-    intake_before_request(e, r);
+fn delivery(e: &Evidence, index: &index::Index, r: &mut Report) {
+    intake_before_request(e, &index.agents, r);
     struct Ended<'a> {
         task_id: &'a str,
         status: TaskStatus,

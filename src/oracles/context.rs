@@ -60,7 +60,6 @@ fn system_prompt(base: &str, profiles: &[Profile], body: Option<&str>, skills: &
 pub(super) fn context(e: &Evidence, index: &Index, r: &mut Report) {
     let Some(setup) = e.setup else { return };
     let rules = e.rules;
-    let root = AgentId::root();
     let mut contexts: BTreeMap<&AgentId, Context> = BTreeMap::new();
     // A background child between its spawn and its `task.queued` (which gives its task id).
     let mut pending: BTreeMap<&AgentId, Context> = BTreeMap::new();
@@ -84,7 +83,7 @@ pub(super) fn context(e: &Evidence, index: &Index, r: &mut Report) {
                     },
                 );
             }
-            Event::ToolStarted { tool, args, .. } if *agent == root => {
+            Event::ToolStarted { tool, args, .. } if index.agents.is_root(i) => {
                 spawning = (tool == "subagent").then_some(&**args);
             }
             Event::Spawned { child, family: Family::Foreground, .. } => {

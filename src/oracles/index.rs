@@ -42,6 +42,10 @@ pub(super) struct Agents<'a> {
     numbers: BTreeMap<&'a AgentId, usize>,
     /// Per trace line: the number of its agent.
     of_line: Vec<usize>,
+    /// The number of the root, `main`, if the evidence names it. Asking whether a line is the
+    /// root's by number saves comparing its alias with a fresh `main`, whose text (another
+    /// allocation than the trace's) an equality reads at every root line.
+    root: Option<usize>,
 }
 
 impl<'a> Agents<'a> {
@@ -70,12 +74,23 @@ impl<'a> Agents<'a> {
         for exchange in e.exchanges {
             number(&exchange.request.agent);
         }
-        Agents { numbers, of_line }
+        let root = numbers.get(&AgentId::root()).copied();
+        Agents { numbers, of_line, root }
     }
 
     /// The number of the agent of trace line `line`.
     pub fn at(&self, line: usize) -> usize {
         self.of_line[line]
+    }
+
+    /// Whether trace line `line` is the root's.
+    pub fn is_root(&self, line: usize) -> bool {
+        Some(self.of_line[line]) == self.root
+    }
+
+    /// The number of the root, if the evidence names it.
+    pub fn root(&self) -> Option<usize> {
+        self.root
     }
 
     /// The number of `agent`, if the evidence names it.

@@ -43,7 +43,6 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
     approval(e, &index.agents, r);
     let rules = e.rules;
     let setup = e.setup;
-    let root = AgentId::root();
     let mut tasks = Tasks::default();
     // Per agent: its catalog tools, in catalog order (unknown without the setup).
     let agents = &index.agents;
@@ -71,7 +70,8 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
         // A steering message, or a child's time limit running out, is recorded (on the root)
         // when it happens, which may fall between an answer and what the loop does about it
         // (the loop settles its instant first): neither is the loop's act.
-        if *agent == root
+        let at_root = agents.is_root(i);
+        if at_root
             && !matches!(event, Event::Steered { .. } | Event::TimedOut { .. })
             && let Some((want, line)) = next.take()
         {
@@ -102,7 +102,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                 root_budget = *budget;
             }
             Event::LlmRequest { budget, .. } => {
-                if *agent == root {
+                if at_root {
                     root_budget = *budget;
                     steered = false;
                     if let Some(held) = waiting.take() {
@@ -147,7 +147,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                     );
                 }
             }
-            Event::LlmReply { .. } if *agent == root => {
+            Event::LlmReply { .. } if at_root => {
                 let Some(reply) = index.reply(i) else { continue };
                 let terminal = first_terminal(&reply.tool_calls, agent).map(|c| c.name.as_str());
                 let answers = reply.tool_calls.is_empty() || terminal == Some("final_answer");
@@ -164,7 +164,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                 let ready = !tasks.unread.is_empty() || steered || tasks.active() == 0;
                 waiting = Some(Waiting { line: i, wake: ready.then_some(entry.at) });
             }
-            Event::Steered { .. } if *agent == root => {
+            Event::Steered { .. } if at_root => {
                 steered = true;
                 if let Some(held) = waiting.as_mut() {
                     held.wake.get_or_insert(entry.at);
@@ -179,7 +179,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
             }
             Event::ToolStarted { tool, args, .. } => {
                 started.insert(number, ());
-                if *agent == root && tool == "subagent" {
+                if at_root && tool == "subagent" {
                     spawning = Some(args);
                 }
                 if let Some(catalog) = catalogs.get(number)
@@ -196,7 +196,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
                 }
             }
             Event::ToolEnded { tool, .. } => {
-                if *agent == root {
+                if at_root {
                     spawning = None;
                 }
                 // A call that never started was answered as unknown.

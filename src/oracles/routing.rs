@@ -44,7 +44,6 @@ struct Run<'a> {
 }
 
 pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
-    let root = AgentId::root();
     // Who may have sent what to whom: every message reported at a child.
     let mut prov = Provenance::new(e, &index.agents);
     for (i, _, event) in core_events(e.trace) {
@@ -65,10 +64,11 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
     for (i, entry, event) in core_events(e.trace) {
         let agent = &entry.agent;
         let number = index.agents.at(i);
+        let at_root = index.agents.is_root(i);
         match event {
             Event::ToolStarted { tool, args, .. } => {
                 open.insert(number, (tool, args, i));
-                if tool == "subagent.send" && *agent == root {
+                if tool == "subagent.send" && at_root {
                     let id = string_arg(args, "task_id").map(str::trim).unwrap_or_default();
                     let message = string_arg(args, "message").unwrap_or_default();
                     if let Some(task) = tasks.get(id).filter(|t| t.state.active())
@@ -80,7 +80,7 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
             }
             Event::ToolEnded { .. } => {
                 open.remove(number);
-                if let Some((line, to, _)) = handing.take().filter(|_| *agent == root) {
+                if let Some((line, to, _)) = handing.take().filter(|_| at_root) {
                     r.add(
                         Oracle::Routing,
                         i,
@@ -114,7 +114,7 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
                 runs.insert(number, Run { start, goal, line: i, from: None, checked: None });
             }
             Event::Steered { message } => {
-                if *agent == root {
+                if at_root {
                     steered_at_root.push((entry.at, message, i));
                 }
                 if let Some((line, to, sent)) = handing.take() {

@@ -45,7 +45,6 @@ struct Run<'a> {
 const NUDGE: &str = "System: step budget exhausted (";
 
 pub(super) fn sessions(e: &Evidence, index: &Index, r: &mut Report) {
-    let root = AgentId::root();
     let mut tasks = Tasks::default();
     // Per name: what it recorded, and the alias of the run using it.
     let mut recorded: BTreeMap<String, Vec<Part>> = BTreeMap::new();
@@ -58,8 +57,9 @@ pub(super) fn sessions(e: &Evidence, index: &Index, r: &mut Report) {
     let mut refusal: Option<(String, usize, bool)> = None;
     for (i, entry, event) in core_events(e.trace) {
         let agent = &entry.agent;
+        let at_root = index.agents.is_root(i);
         match event {
-            Event::ToolStarted { tool, args, .. } if *agent == root => {
+            Event::ToolStarted { tool, args, .. } if at_root => {
                 call = Some((tool.as_str(), &**args, i));
                 let user = |name: &str| in_use.get(name).and_then(|alias| tasks.id_of(alias));
                 let refused = match tool.as_str() {
@@ -83,12 +83,12 @@ pub(super) fn sessions(e: &Evidence, index: &Index, r: &mut Report) {
                 };
                 refusal = refused.map(|(name, task)| (format!("session '{name}' is in use by task {task}"), i, false));
             }
-            Event::Spawned { .. } if *agent == root => {
+            Event::Spawned { .. } if at_root => {
                 if let Some(expected) = refusal.as_mut() {
                     expected.2 = true;
                 }
             }
-            Event::ToolEnded { result, is_error, .. } if *agent == root => {
+            Event::ToolEnded { result, is_error, .. } if at_root => {
                 call = None;
                 let Some((want, line, spawned)) = refusal.take() else { continue };
                 if spawned || !is_error || *result != want {

@@ -143,7 +143,7 @@ struct Open<'a> {
 
 pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
     let rules = e.rules;
-    let root = index.agents.number(&AgentId::root());
+    let root = index.agents.root();
     let mut tasks = Tasks::default();
     let mut loops: PerAgent<Loop> = PerAgent::new(&index.agents);
     let mut goals: PerAgent<String> = PerAgent::new(&index.agents);
