@@ -138,11 +138,10 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
             Event::LlmRequest { .. } => {
                 let Some(exchange) = index.exchange(i) else { continue };
                 let messages = &exchange.request.messages;
-                let added: Vec<&Message> = match previous.get(number).and_then(|p| messages.since(p)) {
-                    Some(added) => added,
-                    None => messages.iter().collect(),
-                };
-                previous.insert(number, messages);
+                let before = previous.insert(number, messages);
+                let grown = before.and_then(|p| messages.since(p));
+                let grew = grown.is_some();
+                let added: Vec<&Message> = grown.unwrap_or_else(|| messages.iter().collect());
                 // `oracle.routing.reaches-next-request`.
                 let sent = pending.remove(number).unwrap_or_default();
                 let mut rest = added.iter().filter(|m| m.role == Role::User);
@@ -176,10 +175,13 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
                     }
                 };
                 // `oracle.routing.provenance`: only what this request added needs checking.
-                let previous = run.checked.take().filter(|c| messages.extends(c.messages));
-                let (added, mut calls) = match previous {
-                    Some(c) => (messages.since(c.messages).unwrap_or_default(), c.calls),
-                    None => (messages.iter().skip(from).collect(), Vec::new()),
+                let (added, mut calls) = match run.checked.take() {
+                    // Usually the agent's previous request: what this one added is known.
+                    Some(c) if grew && before.is_some_and(|p| std::ptr::eq(p, c.messages)) => (added, c.calls),
+                    Some(c) if messages.extends(c.messages) => {
+                        (messages.since(c.messages).unwrap_or_default(), c.calls)
+                    }
+                    _ => (messages.iter().skip(from).collect(), Vec::new()),
                 };
                 if let Some(why) = prov.first_foreign((agent, number), added, &mut calls) {
                     r.add(Oracle::Routing, i, format!("{agent}'s request holds {why}"), vec![run.line]);
