@@ -711,22 +711,15 @@ type ReplyKey<'a> = (&'a str, Option<&'a str>, u64);
 /// every reply.
 #[derive(Default)]
 struct Replies<'a> {
-    in_order: Vec<&'a Message>,
+    in_order: &'a [&'a Message],
     /// The reply after the last one found.
     next: std::cell::Cell<usize>,
     by_key: std::cell::OnceCell<BTreeMap<ReplyKey<'a>, Vec<usize>>>,
 }
 
 impl<'a> Replies<'a> {
-    /// Every reply of every exchange, by the agent that asked.
-    fn of(exchanges: &'a [crate::evidence::Exchange], agents: &Agents) -> PerAgent<Replies<'a>> {
-        let mut replies: PerAgent<Replies> = PerAgent::new(agents);
-        for exchange in exchanges {
-            if let (Some(reply), Some(agent)) = (&exchange.reply, agents.number(&exchange.request.agent)) {
-                replies.or_insert_with(agent, Replies::default).in_order.push(reply);
-            }
-        }
-        replies
+    fn new(in_order: &'a [&'a Message]) -> Replies<'a> {
+        Replies { in_order, ..Replies::default() }
     }
 
     /// Whether `message` is one of these replies (same text, call names and arguments).
@@ -853,13 +846,14 @@ struct Checked<'a> {
 }
 
 impl<'a> Provenance<'a> {
-    /// Every agent's replies; no inbound text or request line yet.
-    fn new(e: &Evidence<'a>, agents: &Agents) -> Provenance<'a> {
-        Provenance {
-            replies: Replies::of(e.exchanges, agents),
-            inbound: PerAgent::new(agents),
-            request_lines: PerAgent::new(agents),
+    /// Every agent's replies (as the index holds them); no inbound text or request line yet.
+    fn new(index: &'a index::Index<'a>) -> Provenance<'a> {
+        let agents = &index.agents;
+        let mut replies = PerAgent::new(agents);
+        for agent in 0..agents.len() {
+            replies.insert(agent, Replies::new(index.replies_of(agent)));
         }
+        Provenance { replies, inbound: PerAgent::new(agents), request_lines: PerAgent::new(agents) }
     }
 
     /// Notes a text that reached the agent numbered `agent` from outside its loop.
@@ -926,7 +920,7 @@ fn fork_isolation(e: &Evidence, index: &index::Index, r: &mut Report) {
     let agents = &index.agents;
     let mut kinds: PerAgent<(&str, usize)> = PerAgent::new(agents);
     let mut named = BTreeSet::new();
-    let mut prov = Provenance::new(e, agents);
+    let mut prov = Provenance::new(index);
     let mut sent_early: PerAgent<Vec<String>> = PerAgent::new(agents);
     // Per task, its finished runs not yet delivered, in order (a continued task runs again).
     let mut results: BTreeMap<String, VecDeque<(TaskStatus, String)>> = BTreeMap::new();
@@ -963,10 +957,10 @@ fn fork_isolation(e: &Evidence, index: &index::Index, r: &mut Report) {
     let line_of = |number: usize| kinds.get(number).map_or(0, |(_, line)| *line);
     let mut seen: PerAgent<usize> = PerAgent::new(agents);
     let mut first: PerAgent<&Transcript> = PerAgent::new(agents);
-    for exchange in e.exchanges {
+    for (k, exchange) in e.exchanges.iter().enumerate() {
         let request = &exchange.request;
         let agent = &request.agent;
-        let number = agents.number(agent).expect("every requesting agent is numbered");
+        let number = agents.asking(k);
         let n = seen.or_insert_with(number, || 0);
         let line = prov.request_lines.get(number).and_then(|lines| lines.get(*n).copied()).unwrap_or(0);
         *n += 1;

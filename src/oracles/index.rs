@@ -42,6 +42,8 @@ pub(super) struct Agents<'a> {
     numbers: BTreeMap<&'a AgentId, usize>,
     /// Per trace line: the number of its agent.
     of_line: Vec<usize>,
+    /// Per exchange: the number of the agent that asked.
+    of_exchange: Vec<usize>,
     /// The number of the root, `main`, if the evidence names it. Asking whether a line is the
     /// root's by number saves comparing its alias with a fresh `main`, whose text (another
     /// allocation than the trace's) an equality reads at every root line.
@@ -71,16 +73,19 @@ impl<'a> Agents<'a> {
                 number(child);
             }
         }
-        for exchange in e.exchanges {
-            number(&exchange.request.agent);
-        }
+        let of_exchange = e.exchanges.iter().map(|exchange| number(&exchange.request.agent)).collect();
         let root = numbers.get(&AgentId::root()).copied();
-        Agents { numbers, of_line, root }
+        Agents { numbers, of_line, of_exchange, root }
     }
 
     /// The number of the agent of trace line `line`.
     pub fn at(&self, line: usize) -> usize {
         self.of_line[line]
+    }
+
+    /// The number of the agent that asked in exchange `exchange` (its place in the evidence).
+    pub fn asking(&self, exchange: usize) -> usize {
+        self.of_exchange[exchange]
     }
 
     /// Whether trace line `line` is the root's.
@@ -149,6 +154,8 @@ pub(super) struct Index<'a> {
     call: Vec<Option<&'a ToolCall>>,
     /// Per trace line: the reply an `llm.reply` line reports, as the model gave it.
     reply: Vec<Option<&'a Message>>,
+    /// Per agent: its replies, in the order the model gave them.
+    replies: PerAgent<Vec<&'a Message>>,
 }
 
 impl<'a> Index<'a> {
@@ -156,13 +163,17 @@ impl<'a> Index<'a> {
         let n = e.trace.entries.len();
         let agents = Agents::new(e);
         let mut requests: PerAgent<VecDeque<&Exchange>> = PerAgent::new(&agents);
-        for exchange in e.exchanges {
-            let number = agents.number(&exchange.request.agent).expect("every requesting agent is numbered");
+        let mut replies: PerAgent<Vec<&Message>> = PerAgent::new(&agents);
+        for (k, exchange) in e.exchanges.iter().enumerate() {
+            let number = agents.asking(k);
             requests.or_insert_with(number, VecDeque::new).push_back(exchange);
+            if let Some(reply) = &exchange.reply {
+                replies.or_insert_with(number, Vec::new).push(reply);
+            }
         }
         let mut current: PerAgent<&Exchange> = PerAgent::new(&agents);
         let mut pending: PerAgent<VecDeque<&ToolCall>> = PerAgent::new(&agents);
-        let mut index = Index { agents, exchange: vec![None; n], call: vec![None; n], reply: vec![None; n] };
+        let mut index = Index { agents, exchange: vec![None; n], call: vec![None; n], reply: vec![None; n], replies };
         for (i, entry, event) in core_events(e.trace) {
             let agent = index.agents.at(i);
             match event {
@@ -203,6 +214,11 @@ impl<'a> Index<'a> {
     /// The reply the `llm.reply` on `line` reports.
     pub fn reply(&self, line: usize) -> Option<&'a Message> {
         self.reply.get(line).copied().flatten()
+    }
+
+    /// The replies of the agent numbered `agent`, in the order the model gave them.
+    pub fn replies_of(&self, agent: usize) -> &[&'a Message] {
+        self.replies.get(agent).map_or(&[], Vec::as_slice)
     }
 
     /// The call the `tool.start`, `tool.end` or `denied` on `line` belongs to.

@@ -45,7 +45,7 @@ struct Run<'a> {
 
 pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
     // Who may have sent what to whom: every message reported at a child.
-    let mut prov = Provenance::new(e, &index.agents);
+    let mut prov = Provenance::new(index);
     for (i, _, event) in core_events(e.trace) {
         if let Event::Steered { message } = event {
             prov.inbound(index.agents.at(i), message.clone());
