@@ -210,7 +210,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     costs::costs(evidence, &index, &mut report);
     texts::texts(evidence, &index, &mut report);
     precedence::precedence(evidence, &index, &mut report);
-    wait_order::wait(evidence, &mut report);
+    wait_order::wait(evidence, &index, &mut report);
     context::context(evidence, &index, &mut report);
     profiles::profiles(evidence, &mut report);
     presets::presets(evidence, &mut report);

@@ -90,7 +90,7 @@ fn kind(call: Option<&ToolCall>, tool: &str, tasks: &Tasks) -> Kind {
 pub(super) fn costs(e: &Evidence, index: &Index, r: &mut Report) {
     let rules = e.rules;
     let mut loops: PerAgent<Loop> = PerAgent::new(&index.agents);
-    let mut tasks = Tasks::default();
+    let mut tasks = Tasks::new(index);
     for (i, entry, event) in core_events(e.trace) {
         let agent = &entry.agent;
         let number = index.agents.at(i);

@@ -156,6 +156,14 @@ pub(super) struct Index<'a> {
     reply: Vec<Option<&'a Message>>,
     /// Per agent: its replies, in the order the model gave them.
     replies: PerAgent<Vec<&'a Message>>,
+    /// The background tasks, numbered in the order of their first `task.queued`.
+    task_numbers: BTreeMap<&'a str, usize>,
+    /// Per task: the kind of the session last opened at its child before that first
+    /// `task.queued` (`temp`, `fork`, `named`; empty if none).
+    task_kinds: Vec<&'a str>,
+    /// Per trace line: the task a `task.queued`, `task.start`, `task.end` or `delivered` line
+    /// names, if it has been queued by then.
+    task: Vec<Option<usize>>,
 }
 
 impl<'a> Index<'a> {
@@ -173,7 +181,17 @@ impl<'a> Index<'a> {
         }
         let mut current: PerAgent<&Exchange> = PerAgent::new(&agents);
         let mut pending: PerAgent<VecDeque<&ToolCall>> = PerAgent::new(&agents);
-        let mut index = Index { agents, exchange: vec![None; n], call: vec![None; n], reply: vec![None; n], replies };
+        let mut opened: PerAgent<&str> = PerAgent::new(&agents);
+        let mut index = Index {
+            agents,
+            exchange: vec![None; n],
+            call: vec![None; n],
+            reply: vec![None; n],
+            replies,
+            task_numbers: BTreeMap::new(),
+            task_kinds: Vec::new(),
+            task: vec![None; n],
+        };
         for (i, entry, event) in core_events(e.trace) {
             let agent = index.agents.at(i);
             match event {
@@ -200,6 +218,23 @@ impl<'a> Index<'a> {
                         index.call[i] = calls.pop_front();
                     }
                 }
+                Event::SessionOpened { kind, .. } => {
+                    opened.insert(agent, kind);
+                }
+                Event::TaskQueued { task_id, child, .. } => {
+                    let next = index.task_kinds.len();
+                    let task = *index.task_numbers.entry(task_id).or_insert(next);
+                    if task == next {
+                        let child = index.agents.number(child).expect("every child is numbered");
+                        index.task_kinds.push(opened.get(child).copied().unwrap_or(""));
+                    }
+                    index.task[i] = Some(task);
+                }
+                Event::TaskStarted { task_id, .. }
+                | Event::TaskEnded { task_id, .. }
+                | Event::Delivered { task_id, .. } => {
+                    index.task[i] = index.task_numbers.get(task_id.as_str()).copied();
+                }
                 _ => {}
             }
         }
@@ -224,6 +259,16 @@ impl<'a> Index<'a> {
     /// The call the `tool.start`, `tool.end` or `denied` on `line` belongs to.
     pub fn call(&self, line: usize) -> Option<&'a ToolCall> {
         self.call.get(line).copied().flatten()
+    }
+
+    /// The number of the task `id` names, if the trace ever queues it.
+    pub fn task_number(&self, id: &str) -> Option<usize> {
+        self.task_numbers.get(id).copied()
+    }
+
+    /// How many tasks the trace queues.
+    pub fn task_count(&self) -> usize {
+        self.task_kinds.len()
     }
 }
 
@@ -252,8 +297,9 @@ impl TaskState {
 
 /// One background task as the trace shows it.
 pub(super) struct Task<'a> {
+    pub id: &'a str,
     pub alias: &'a AgentId,
-    /// Spawn order, from 0.
+    /// Spawn order, from 0: the task's number in the index.
     pub seq: usize,
     /// The session key `task.queued` shows (`temp/<id>`, `fork/<id>` or the name).
     pub session: &'a str,
@@ -276,46 +322,42 @@ pub(super) struct Unread<'a> {
     pub line: usize,
 }
 
-/// The background tasks at the current line, fed event by event.
-#[derive(Default)]
+/// The background tasks at the current line, fed event by event. The index has numbered
+/// them and matched the lines to them, so following one costs no search by id.
 pub(super) struct Tasks<'a> {
-    pub tasks: BTreeMap<&'a str, Task<'a>>,
+    index: &'a Index<'a>,
+    /// By task number: each task the trace has queued so far.
+    tasks: Vec<Option<Task<'a>>>,
     by_alias: BTreeMap<&'a AgentId, &'a str>,
-    /// The kind of the session last opened at each alias.
-    opened: BTreeMap<&'a AgentId, &'a str>,
     /// Finished results not yet delivered, in completion order.
     pub unread: Vec<Unread<'a>>,
 }
 
 impl<'a> Tasks<'a> {
+    /// No task yet.
+    pub fn new(index: &'a Index<'a>) -> Tasks<'a> {
+        let tasks = std::iter::repeat_with(|| None).take(index.task_count()).collect();
+        Tasks { index, tasks, by_alias: BTreeMap::new(), unread: Vec::new() }
+    }
+
     /// Follows one core event.
     #[inline]
     pub fn observe(&mut self, line: usize, entry: &'a Entry, event: &'a Event) {
         // Six oracles follow the tasks through every event, and most events are not about
         // them: those cost this test, not a call.
-        if matches!(
-            event,
-            Event::SessionOpened { .. }
-                | Event::TaskQueued { .. }
-                | Event::TaskStarted { .. }
-                | Event::TaskEnded { .. }
-                | Event::Delivered { .. }
-        ) {
-            self.follow(line, entry, event);
+        if let Some(task) = self.index.task[line] {
+            self.follow(task, line, entry, event);
         }
     }
 
-    fn follow(&mut self, line: usize, entry: &'a Entry, event: &'a Event) {
+    fn follow(&mut self, number: usize, line: usize, entry: &'a Entry, event: &'a Event) {
         match event {
-            Event::SessionOpened { kind, .. } => {
-                self.opened.insert(&entry.agent, kind);
-            }
             Event::TaskQueued { task_id, child, session } => {
-                let seq = self.tasks.len();
-                let kind = self.opened.get(child).copied().unwrap_or("");
-                let task = self.tasks.entry(task_id).or_insert(Task {
+                let kind = self.index.task_kinds[number];
+                let task = self.tasks[number].get_or_insert(Task {
+                    id: task_id,
                     alias: child,
-                    seq,
+                    seq: number,
                     session,
                     kind,
                     state: TaskState::Queued,
@@ -326,13 +368,13 @@ impl<'a> Tasks<'a> {
                 task.queued_line = line;
                 self.by_alias.insert(child, task_id);
             }
-            Event::TaskStarted { task_id, .. } => {
-                if let Some(task) = self.tasks.get_mut(task_id.as_str()) {
+            Event::TaskStarted { .. } => {
+                if let Some(task) = self.tasks[number].as_mut() {
                     task.state = TaskState::Running;
                 }
             }
             Event::TaskEnded { task_id, status, body, .. } => {
-                let Some(task) = self.tasks.get_mut(task_id.as_str()) else { return };
+                let Some(task) = self.tasks[number].as_mut() else { return };
                 task.state = TaskState::Done(*status);
                 if *status != TaskStatus::Cancelled {
                     task.results += 1;
@@ -340,8 +382,9 @@ impl<'a> Tasks<'a> {
                     self.unread.push(Unread { task_id, status: *status, body, at, seq, line });
                 }
             }
-            Event::Delivered { task_id, .. } => {
-                if let Some(at) = self.unread.iter().position(|u| u.task_id == task_id) {
+            Event::Delivered { .. } => {
+                // A result's `seq` is its task's number.
+                if let Some(at) = self.unread.iter().position(|u| u.seq == number) {
                     self.unread.remove(at);
                 }
             }
@@ -351,7 +394,12 @@ impl<'a> Tasks<'a> {
 
     /// The task `id` names, if the trace has shown it.
     pub fn get(&self, id: &str) -> Option<&Task<'a>> {
-        self.tasks.get(id)
+        self.tasks[self.index.task_number(id)?].as_ref()
+    }
+
+    /// Every task the trace has shown, in spawn order.
+    pub fn all(&self) -> impl Iterator<Item = &Task<'a>> {
+        self.tasks.iter().flatten()
     }
 
     /// The task id of the background child `alias`.
@@ -361,7 +409,7 @@ impl<'a> Tasks<'a> {
 
     /// Tasks queued or running.
     pub fn active(&self) -> usize {
-        self.tasks.values().filter(|t| t.state.active()).count()
+        self.all().filter(|t| t.state.active()).count()
     }
 
     /// Tasks queued or running, plus results not yet read: what holds a root's turn

@@ -43,7 +43,7 @@ pub(super) fn precedence(e: &Evidence, index: &Index, r: &mut Report) {
     approval(e, &index.agents, r);
     let rules = e.rules;
     let setup = e.setup;
-    let mut tasks = Tasks::default();
+    let mut tasks = Tasks::new(index);
     // Per agent: its catalog tools, in catalog order (unknown without the setup).
     let agents = &index.agents;
     let mut catalogs: PerAgent<Rc<Catalog>> = PerAgent::new(agents);

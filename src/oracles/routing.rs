@@ -51,7 +51,7 @@ pub(super) fn routing(e: &Evidence, index: &Index, r: &mut Report) {
             prov.inbound(index.agents.at(i), message.clone());
         }
     }
-    let mut tasks = Tasks::default();
+    let mut tasks = Tasks::new(index);
     let mut runs: PerAgent<Run> = PerAgent::new(&index.agents);
     let mut goals: PerAgent<(Start, String)> = PerAgent::new(&index.agents);
     let mut open: PerAgent<(&str, &serde_json::Value, usize)> = PerAgent::new(&index.agents);

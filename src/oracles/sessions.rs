@@ -45,7 +45,7 @@ struct Run<'a> {
 const NUDGE: &str = "System: step budget exhausted (";
 
 pub(super) fn sessions(e: &Evidence, index: &Index, r: &mut Report) {
-    let mut tasks = Tasks::default();
+    let mut tasks = Tasks::new(index);
     // Per name: what it recorded, and the alias of the run using it.
     let mut recorded: BTreeMap<String, Vec<Part>> = BTreeMap::new();
     let mut in_use: BTreeMap<String, &AgentId> = BTreeMap::new();

@@ -144,7 +144,7 @@ struct Open<'a> {
 pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
     let rules = e.rules;
     let root = index.agents.root();
-    let mut tasks = Tasks::default();
+    let mut tasks = Tasks::new(index);
     let mut loops: PerAgent<Loop> = PerAgent::new(&index.agents);
     let mut goals: PerAgent<String> = PerAgent::new(&index.agents);
     let mut open: PerAgent<Open> = PerAgent::new(&index.agents);
@@ -269,9 +269,8 @@ pub(super) fn texts(e: &Evidence, index: &Index, r: &mut Report) {
                 let family = FAMILY.contains(&tool.as_str());
                 let id = if family { string_arg(args, "task_id").map(str::trim).unwrap_or_default() } else { "" };
                 let target = if family { tasks.get(id).map(|t| (t.state, t.kind)) } else { None };
-                let in_use = |name: &str| {
-                    tasks.tasks.values().any(|t| t.kind == "named" && t.session == name && t.state.active())
-                };
+                let in_use =
+                    |name: &str| tasks.all().any(|t| t.kind == "named" && t.session == name && t.state.active());
                 let session_in_use = match tool.as_str() {
                     "subagent" => {
                         let (kind, name) = session_arg(args);

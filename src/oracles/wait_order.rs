@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::index::{Tasks, list_arg, seconds_arg, status_word};
+use super::index::{Index, Tasks, list_arg, seconds_arg, status_word};
 use super::{Oracle, Report, core_events};
 use crate::evidence::Evidence;
 use crate::sut::AgentId;
@@ -39,9 +39,9 @@ struct Wait<'a> {
     read: Vec<Read<'a>>,
 }
 
-pub(super) fn wait(e: &Evidence, r: &mut Report) {
+pub(super) fn wait(e: &Evidence, index: &Index, r: &mut Report) {
     let root = AgentId::root();
-    let mut tasks = Tasks::default();
+    let mut tasks = Tasks::new(index);
     let mut current: Option<Wait> = None;
     for (i, entry, event) in core_events(e.trace) {
         match event {
@@ -50,21 +50,15 @@ pub(super) fn wait(e: &Evidence, r: &mut Report) {
                 // `bub.wait.listed`, `bub.wait.without-ids`.
                 let mut covered: Vec<&str> = Vec::new();
                 if listed.is_empty() {
-                    covered.extend(
-                        tasks
-                            .tasks
-                            .iter()
-                            .filter(|(id, t)| t.state.active() || tasks.has_unread(id))
-                            .map(|(id, _)| *id),
-                    );
+                    covered.extend(tasks.all().filter(|t| t.state.active() || tasks.has_unread(t.id)).map(|t| t.id));
                 } else {
                     for id in &listed {
                         // An unknown id makes the call an error (oracle `texts`).
-                        let Some((known, _)) = tasks.tasks.get_key_value(id.trim()) else {
+                        let Some(known) = tasks.get(id.trim()).map(|t| t.id) else {
                             covered.clear();
                             break;
                         };
-                        if !covered.contains(known) {
+                        if !covered.contains(&known) {
                             covered.push(known);
                         }
                     }
