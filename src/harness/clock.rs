@@ -41,6 +41,9 @@ use super::schedule::Schedule;
 pub struct Now {
     /// Virtual time zero: the runtime's paused clock when the run began.
     start: OnceLock<Instant>,
+    /// The run's runtime: debug builds check readings made on it, and on no other.
+    #[cfg(debug_assertions)]
+    runtime: OnceLock<tokio::runtime::Id>,
     /// Nanoseconds from `start` to the virtual time of the runtime's last wake-up.
     since_start: AtomicU64,
 }
@@ -51,7 +54,9 @@ impl Now {
     pub fn elapsed(&self) -> Duration {
         let elapsed = Duration::from_nanos(self.since_start.load(Ordering::Relaxed));
         #[cfg(debug_assertions)]
-        if let (Some(start), Ok(_)) = (self.start.get(), tokio::runtime::Handle::try_current()) {
+        if let (Some(start), Ok(current)) = (self.start.get(), tokio::runtime::Handle::try_current())
+            && self.runtime.get() == Some(&current.id())
+        {
             assert_eq!(elapsed, Instant::now() - *start, "virtual time moved without the runtime waking up");
         }
         elapsed
@@ -76,7 +81,12 @@ impl Now {
 /// A fresh current-thread runtime with its clock paused, and the [`Now`] it keeps: a run's
 /// runtime.
 pub fn paused_runtime() -> (tokio::runtime::Runtime, Arc<Now>) {
-    let now = Arc::new(Now { start: OnceLock::new(), since_start: AtomicU64::new(0) });
+    let now = Arc::new(Now {
+        start: OnceLock::new(),
+        #[cfg(debug_assertions)]
+        runtime: OnceLock::new(),
+        since_start: AtomicU64::new(0),
+    });
     let hook = now.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -87,6 +97,8 @@ pub fn paused_runtime() -> (tokio::runtime::Runtime, Arc<Now>) {
     {
         let _on_runtime = runtime.enter();
         let _ = now.start.set(Instant::now());
+        #[cfg(debug_assertions)]
+        let _ = now.runtime.set(runtime.handle().id());
     }
     (runtime, now)
 }
@@ -182,7 +194,7 @@ impl Clock {
             };
             let Some(at) = next else { return Poll::Pending };
             // Moved only when the next instant changed: the timer already waits for it
-            // otherwise (and tokio files a timer moved to its own deadline anew).
+            // otherwise, and moving it saves nothing.
             if timer.deadline() != at {
                 timer.as_mut().reset(at);
             }
@@ -342,5 +354,18 @@ mod tests {
             assert_eq!(start.elapsed(), Duration::from_secs(30));
             driver.abort();
         });
+    }
+
+    #[test]
+    fn now_read_after_the_run_inside_another_runtime_is_the_runs() {
+        // A run started from inside another runtime's context: after its own runtime is gone,
+        // `Now` is the run's last wake-up, and the debug check does not compare it with the
+        // other runtime's clock.
+        let outer = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let _outer = outer.enter();
+        let (runtime, now) = paused_runtime();
+        runtime.block_on(async { tokio::time::sleep(Duration::from_millis(2500)).await });
+        drop(runtime);
+        assert_eq!(now.elapsed(), Duration::from_millis(2500));
     }
 }
