@@ -72,6 +72,11 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// `s` as a JSON string, whole (`"a\"b"`), written straight into one string.
+pub fn json_string(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
 /// A string quoted for a message (JSON quoting, control characters escaped), shortened in the
 /// middle past 160 characters as in the text trace.
 pub fn quoted(s: &str) -> String {
@@ -117,12 +122,11 @@ pub fn text_difference(expected: &str, got: &str) -> String {
 fn q(s: &str) -> String {
     let n = s.chars().count();
     if n <= 160 {
-        return serde_json::to_string(s).expect("a string serializes");
+        return json_string(s);
     }
     let head: String = s.chars().take(70).collect();
     let tail: String = s.chars().skip(n - 70).collect();
-    let head = serde_json::to_string(&head).expect("a string serializes");
-    let tail = serde_json::to_string(&tail).expect("a string serializes");
+    let (head, tail) = (json_string(&head), json_string(&tail));
     format!("{}…{} ({n} chars)", &head[..head.len() - 1], &tail[1..])
 }
 

@@ -23,7 +23,7 @@ use crate::evidence::Evidence;
 use crate::sut::AgentId;
 use crate::sut::event::{Event, OutcomeKind, Status, TaskStatus};
 use crate::sut::llm::{Message, Role, Transcript};
-use crate::trace::What;
+use crate::trace::{What, json_string};
 
 /// `roku.agent.empty-task`.
 const EMPTY_TASK: &str = "[Sub-agent error] No task provided.";
@@ -77,21 +77,19 @@ fn unknown_task(id: &str) -> String {
     format!("unknown task id: '{id}'")
 }
 
-/// A JSON string, as the immediate results write one (`"sub-1a2b3c4d"`).
-fn quoted(s: &str) -> String {
-    // Straight into one string: `Value::from(s).to_string()` copied `s` into a value first,
-    // then wrote it through `Display`.
-    serde_json::to_string(s).expect("a string serializes")
-}
-
 /// `bub.spawn.immediate-result` (and a continuation's, `bub.send.continue-named`).
 fn immediate(task_id: &str, status: &str, session: &str) -> String {
-    format!("{{\"task_id\":{},\"status\":{},\"session\":{}}}", quoted(task_id), quoted(status), quoted(session))
+    format!(
+        "{{\"task_id\":{},\"status\":{},\"session\":{}}}",
+        json_string(task_id),
+        json_string(status),
+        json_string(session)
+    )
 }
 
 /// `bub.send.to-active-task`, `bub.cancel.result`.
 fn task_status(task_id: &str, status: &str) -> String {
-    format!("{{\"task_id\":{},\"status\":{}}}", quoted(task_id), quoted(status))
+    format!("{{\"task_id\":{},\"status\":{}}}", json_string(task_id), json_string(status))
 }
 
 /// A text as a violation shows it: whole up to 200 characters (a JSON result is read to its
