@@ -9,6 +9,7 @@ mod fuzz_campaigns;
 mod golden;
 mod hostile;
 mod instants;
+mod junit_schema;
 mod library;
 mod logging;
 mod oracles;
