@@ -88,10 +88,72 @@ impl Run {
 /// One reason a scenario failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
+    /// What kind of check failed, for a machine reading the report (JSON `kind`, JUnit
+    /// `type`).
+    pub kind: FailureKind,
     /// What failed (the expectation, check or oracle), and how.
     pub what: String,
     /// The trace lines involved.
     pub lines: Vec<String>,
+    /// What the file expected and what the run gave, where one value says it (an expected
+    /// outcome, message, count or golden line); `None` when only the prose can.
+    pub expected: Option<String>,
+    /// See `expected`.
+    pub actual: Option<String>,
+}
+
+/// The kinds of [`Failure`], each named in reports by [`FailureKind::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// An expectation of the file (`turns[i].expect`, `expect.*`) did not hold.
+    Expectation,
+    /// A turn ended in an error no expectation names: the likely cause of what follows.
+    UnexpectedError,
+    /// An oracle (a rule of `docs/rules/`) was broken.
+    Oracle,
+    /// Two runs of the same order gave different traces.
+    Determinism,
+    /// A request check of the script (`expect_request`) failed.
+    Check,
+    /// Part of the script was never used.
+    UnusedScript,
+    /// The run was stopped (a run limit, an exhausted script).
+    Stopped,
+    /// The harness or the core broke an invariant.
+    Internal,
+    /// The trace differs from its golden file, or has none yet.
+    Snapshot,
+}
+
+impl FailureKind {
+    /// The kind's name in reports: `expectation`, `oracle`, `unused_script`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Expectation => "expectation",
+            FailureKind::UnexpectedError => "unexpected_error",
+            FailureKind::Oracle => "oracle",
+            FailureKind::Determinism => "determinism",
+            FailureKind::Check => "check",
+            FailureKind::UnusedScript => "unused_script",
+            FailureKind::Stopped => "stopped",
+            FailureKind::Internal => "internal",
+            FailureKind::Snapshot => "snapshot",
+        }
+    }
+}
+
+impl Failure {
+    /// A failure told in prose only.
+    pub fn new(kind: FailureKind, what: String, lines: Vec<String>) -> Failure {
+        Failure { kind, what, lines, expected: None, actual: None }
+    }
+
+    /// The same failure with the values that differ.
+    pub fn differing(mut self, expected: impl Into<String>, actual: impl Into<String>) -> Failure {
+        self.expected = Some(expected.into());
+        self.actual = Some(actual.into());
+        self
+    }
 }
 
 /// A judged run: the verdict on a scenario.
@@ -483,9 +545,7 @@ impl Prepared<'_, '_> {
                     format!("in {n} of {} tie orders ({}{more})", self.runner.explore, shown.join(", "))
                 }
             };
-            verdict
-                .failures
-                .push(Failure { what: format!("{which} (replay: {replay}): {}", failure.what), lines: failure.lines });
+            verdict.failures.push(Failure { what: format!("{which} (replay: {replay}): {}", failure.what), ..failure });
         }
         verdict.orders += self.runner.explore;
         if self.runner.explore > 0 {
@@ -499,7 +559,7 @@ impl Prepared<'_, '_> {
         let (mut verdict, second) = self.twice_then(Schedule::default_order(), |first| judge(self.scenario, first));
         if let Some(violation) = oracles::determinism(&verdict.run.trace, &second.trace) {
             let lines = verdict.run.trace.lines_at(&violation.lines);
-            verdict.failures.push(Failure { what: violation.to_string(), lines });
+            verdict.failures.push(Failure::new(FailureKind::Determinism, violation.to_string(), lines));
         }
         verdict
     }
@@ -522,7 +582,7 @@ impl Prepared<'_, '_> {
             self.twice_then(Schedule::seeded(seed), |first| judge_in(self.scenario, first, Order::Explored));
         if let Some(violation) = oracles::determinism(&verdict.run.trace, &second.trace) {
             let lines = verdict.run.trace.lines_at(&violation.lines);
-            verdict.failures.push(Failure { what: violation.to_string(), lines });
+            verdict.failures.push(Failure::new(FailureKind::Determinism, violation.to_string(), lines));
         }
         verdict
     }
@@ -811,12 +871,14 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
     let mut causes = Vec::new();
     let mut failures = Vec::new();
     let mut consequences = Vec::new();
-    let fail = |list: &mut Vec<Failure>, what: String, lines: Vec<String>| list.push(Failure { what, lines });
+    let fail = |list: &mut Vec<Failure>, what: String, lines: Vec<String>| {
+        list.push(Failure::new(FailureKind::Expectation, what, lines))
+    };
     for error in &run.internal_errors {
-        fail(&mut causes, format!("internal error: {error}"), trace.tail(6));
+        causes.push(Failure::new(FailureKind::Internal, format!("internal error: {error}"), trace.tail(6)));
     }
     for halt in &run.halts {
-        fail(&mut causes, format!("stopped: {halt}"), trace.tail(6));
+        causes.push(Failure::new(FailureKind::Stopped, format!("stopped: {halt}"), trace.tail(6)));
     }
     let task_ids = queued_task_ids(trace);
     // Turns that ended in an error no expectation mentions: the likely cause of what follows.
@@ -842,15 +904,16 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
             continue;
         }
         if outcome.status == crate::sut::event::Status::Error && e.outcome.is_none() && e.status.is_none() {
-            unexpected_errors.push(Failure {
-                what: format!(
+            unexpected_errors.push(Failure::new(
+                FailureKind::UnexpectedError,
+                format!(
                     "turns[{i}] ended with {} {}: {} (no expectation names this outcome; it is listed first as the likely cause)",
                     word(&outcome.kind),
                     word(&outcome.status),
                     quoted(&outcome.message)
                 ),
-                lines: turn_lines(),
-            });
+                turn_lines(),
+            ));
         }
         let mut mismatches = Vec::new();
         if let Some(want) = e.outcome {
@@ -861,15 +924,19 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
         }
         for (field, want, got) in mismatches.drain(..) {
             if want != got {
-                fail(&mut causes, format!("{place}.{field}: expected {want}, got {got}"), turn_lines());
+                let what = format!("{place}.{field}: expected {want}, got {got}");
+                causes.push(Failure::new(FailureKind::Expectation, what, turn_lines()).differing(want, got));
             }
         }
         if let Some(want) = &e.message {
             match with_task_ids(&want.render(), &task_ids) {
-                Ok(want) if *want != outcome.message => fail(
-                    &mut causes,
-                    format!("{place}.message: {}", text_difference(&want, &outcome.message)),
-                    turn_lines(),
+                Ok(want) if *want != outcome.message => causes.push(
+                    Failure::new(
+                        FailureKind::Expectation,
+                        format!("{place}.message: {}", text_difference(&want, &outcome.message)),
+                        turn_lines(),
+                    )
+                    .differing(want.as_ref(), outcome.message.as_str()),
                 ),
                 Ok(_) => {}
                 Err(reference) => {
@@ -879,14 +946,17 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
         }
         if let Some(want) = &e.message_contains {
             match with_task_ids(&want.render(), &task_ids) {
-                Ok(want) if !outcome.message.contains(want.as_ref()) => fail(
-                    &mut causes,
-                    format!(
-                        "{place}.message_contains: the final message does not contain {}; it is {}",
-                        quoted(&want),
-                        quoted(&outcome.message)
-                    ),
-                    turn_lines(),
+                Ok(want) if !outcome.message.contains(want.as_ref()) => causes.push(
+                    Failure::new(
+                        FailureKind::Expectation,
+                        format!(
+                            "{place}.message_contains: the final message does not contain {}; it is {}",
+                            quoted(&want),
+                            quoted(&outcome.message)
+                        ),
+                        turn_lines(),
+                    )
+                    .differing(want.as_ref(), outcome.message.as_str()),
                 ),
                 Ok(_) => {}
                 Err(reference) => fail(
@@ -904,7 +974,8 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
         }
         for (field, want, got) in mismatches {
             if want != got {
-                fail(&mut causes, format!("{place}.{field}: expected {want}, got {got}"), turn_lines());
+                let what = format!("{place}.{field}: expected {want}, got {got}");
+                causes.push(Failure::new(FailureKind::Expectation, what, turn_lines()).differing(want, got));
             }
         }
     }
@@ -912,11 +983,11 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
         // A run limit is the termination oracle's to judge, and already named as the stop.
         let stop = run.limit_hit.as_ref().is_some_and(|limit| violation.message.ends_with(limit.as_str()));
         if !(violation.oracle == oracles::Oracle::Termination && stop) {
-            fail(&mut failures, violation.to_string(), trace.lines_at(&violation.lines));
+            failures.push(Failure::new(FailureKind::Oracle, violation.to_string(), trace.lines_at(&violation.lines)));
         }
     }
     for check in &run.failed_checks {
-        fail(&mut failures, format!("check failed: {check}"), Vec::new());
+        failures.push(Failure::new(FailureKind::Check, format!("check failed: {check}"), Vec::new()));
     }
     // Expectations on the whole run the file holds to the default order are not checked in
     // an explored one.
@@ -927,10 +998,9 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
     if let Some(want) = scenario.expect.elapsed_ms.filter(|_| whole) {
         let got = run.elapsed.as_millis() as u64;
         if want != got {
-            fail(
-                &mut failures,
-                format!("expect.elapsed_ms: expected {want} ms of virtual time, got {got} ms"),
-                Vec::new(),
+            let what = format!("expect.elapsed_ms: expected {want} ms of virtual time, got {got} ms");
+            failures.push(
+                Failure::new(FailureKind::Expectation, what, Vec::new()).differing(want.to_string(), got.to_string()),
             );
         }
     }
@@ -938,11 +1008,11 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
         let want: Result<Vec<String>, String> =
             want.iter().map(|name| with_task_ids(name, &task_ids).map(|n| n.into_owned())).collect();
         match want {
-            Ok(want) if want != run.live_sessions => fail(
-                &mut failures,
-                format!("expect.live_sessions: expected {}, got {}", names(&want), names(&run.live_sessions)),
-                Vec::new(),
-            ),
+            Ok(want) if want != run.live_sessions => {
+                let (want, got) = (names(&want), names(&run.live_sessions));
+                let what = format!("expect.live_sessions: expected {want}, got {got}");
+                failures.push(Failure::new(FailureKind::Expectation, what, Vec::new()).differing(want, got))
+            }
             Ok(_) => {}
             Err(reference) => {
                 fail(&mut failures, unknown_task("expect.live_sessions", &reference, &task_ids), Vec::new())
@@ -1037,10 +1107,11 @@ fn unused_lanes(scenario: &Scenario, run: &Run) -> Vec<Failure> {
             } else {
                 String::new()
             };
-            out.push(Failure {
-                what: format!("unused script: lanes[{i}] ({}): {left} of its {of} not used{which}", lane.selector()),
-                lines: Vec::new(),
-            });
+            out.push(Failure::new(
+                FailureKind::UnusedScript,
+                format!("unused script: lanes[{i}] ({}): {left} of its {of} not used{which}", lane.selector()),
+                Vec::new(),
+            ));
             continue;
         }
         let agents = agents();
@@ -1074,14 +1145,15 @@ fn unused_lanes(scenario: &Scenario, run: &Run) -> Vec<Failure> {
             }
         };
         let hint = hint.map(|h| format!("; {h}")).unwrap_or_default();
-        out.push(Failure {
-            what: format!(
+        out.push(Failure::new(
+            FailureKind::UnusedScript,
+            format!(
                 "unused script: lanes[{i}] ({}) selected no agent, so none of its {} was used; {seen}{hint}",
                 printable(&lane.selector()),
                 plural(lane.replies.len(), "reply", "replies")
             ),
-            lines: Vec::new(),
-        });
+            Vec::new(),
+        ));
     }
     out
 }
@@ -1167,7 +1239,7 @@ fn fragments(scenario: &Scenario, trace: &Trace, task_ids: &[String]) -> Vec<Fai
     let resolve = |place: &str, fragment: &str, out: &mut Vec<Failure>| match with_task_ids(fragment, task_ids) {
         Ok(fragment) => Some(normalise_fragment(&fragment)),
         Err(reference) => {
-            out.push(Failure { what: unknown_task(place, &reference, task_ids), lines: Vec::new() });
+            out.push(Failure::new(FailureKind::Expectation, unknown_task(place, &reference, task_ids), Vec::new()));
             None
         }
     };
@@ -1186,7 +1258,9 @@ fn fragments(scenario: &Scenario, trace: &Trace, task_ids: &[String]) -> Vec<Fai
         let anywhere = find_from(&text, &wanted, 0, anchored).map(line_of);
         let after = match previous_line {
             None => "does not appear in the trace".to_string(),
-            Some(line) => format!("does not appear after expect.trace[{}] (found on trace line {})", i - 1, line + 1),
+            Some(line) => {
+                format!("does not appear after trace line {}, where expect.trace[{}] was found", line + 1, i - 1)
+            }
         };
         let earlier = anywhere.map(|l| format!("; it appears earlier, on trace line {}", l + 1)).unwrap_or_default();
         let anchor = if anchored { " (it starts with a time, so it must start a line)" } else { "" };
@@ -1198,7 +1272,7 @@ fn fragments(scenario: &Scenario, trace: &Trace, task_ids: &[String]) -> Vec<Fai
             what.push_str(&format!("; the nearest is trace line {}", near + 1));
             shown.push(lines[near].clone());
         }
-        out.push(Failure { what, lines: shown });
+        out.push(Failure::new(FailureKind::Expectation, what, shown));
     }
     for (i, fragment) in expect.trace_absent.iter().enumerate() {
         let place = format!("expect.trace_absent[{i}]");
@@ -1213,7 +1287,7 @@ fn fragments(scenario: &Scenario, trace: &Trace, task_ids: &[String]) -> Vec<Fai
             at = text[found..].find('\n').map_or(text.len(), |nl| found + nl + 1);
         }
         if !hits.is_empty() {
-            out.push(Failure { what: format!("{place}: {} appears", quoted(fragment)), lines: hits });
+            out.push(Failure::new(FailureKind::Expectation, format!("{place}: {} appears", quoted(fragment)), hits));
         }
     }
     out

@@ -64,6 +64,8 @@ pub(super) struct Reporter {
 struct Case {
     name: String,
     classname: String,
+    /// The run's virtual time (never the wall clock, so a report is the same on every run).
+    elapsed_ms: u64,
     /// `failure` or `error`, its message, its type and its text.
     problem: Option<(&'static str, String, &'static str, String)>,
 }
@@ -127,8 +129,7 @@ impl Reporter {
             Format::Text => {}
             Format::Json if shown => {
                 let run = &verdict.run;
-                let failures: Vec<_> =
-                    verdict.failures.iter().map(|f| json!({"what": f.what, "lines": f.lines})).collect();
+                let failures: Vec<_> = verdict.failures.iter().map(failure_record).collect();
                 let mut report = json!({
                     "type": "scenario",
                     "file": file.to_string_lossy(),
@@ -152,16 +153,18 @@ impl Reporter {
             }
             Format::Json => {}
             Format::Junit => {
-                let (element, kind) = if verdict.internal_error() {
-                    ("error", "rehearsal.internal")
-                } else {
-                    ("failure", "rehearsal.failure")
-                };
-                let problem = verdict
-                    .failures
-                    .first()
-                    .map(|first| (element, first.what.clone(), kind, verdict.report(Some(file))));
-                self.cases.push(Case { name: verdict.name.clone(), classname: classname(file), problem });
+                let element = if verdict.internal_error() { "error" } else { "failure" };
+                // A CI system shows one message per case: the first failure's, with a count
+                // of the rest; the text holds the whole report.
+                let problem = verdict.failures.first().map(|first| {
+                    let more = match verdict.failures.len() - 1 {
+                        0 => String::new(),
+                        n => format!(" (and {n} more)"),
+                    };
+                    (element, format!("{}{more}", first.what), first.kind.name(), verdict.report(Some(file)))
+                });
+                let elapsed_ms = verdict.run.elapsed.as_millis() as u64;
+                self.cases.push(Case { name: verdict.name.clone(), classname: classname(file), elapsed_ms, problem });
             }
         }
     }
@@ -183,8 +186,8 @@ impl Reporter {
             }
             Format::Junit => {
                 let name = file.file_stem().map_or_else(|| file.to_string_lossy(), |s| s.to_string_lossy());
-                let problem = Some(("error", error.to_string(), "rehearsal.bad_input", error.to_string()));
-                self.cases.push(Case { name: name.into_owned(), classname: classname(file), problem });
+                let problem = Some(("error", error.to_string(), "bad_input", error.to_string()));
+                self.cases.push(Case { name: name.into_owned(), classname: classname(file), elapsed_ms: 0, problem });
             }
         }
     }
@@ -255,10 +258,11 @@ impl Reporter {
                 if let Some(coverage) = coverage.as_ref().filter(|c| c.gate.any()) {
                     let problem = (!coverage.unmet.is_empty()).then(|| {
                         let text = coverage.unmet.join("\n");
-                        ("failure", text.clone(), "rehearsal.coverage", text)
+                        ("failure", text.clone(), "coverage", text)
                     });
                     failures += usize::from(problem.is_some());
-                    cases.push(Case { name: "rule coverage".into(), classname: "rehearsal.coverage".into(), problem });
+                    let classname = "rehearsal.coverage".into();
+                    cases.push(Case { name: "rule coverage".into(), classname, elapsed_ms: 0, problem });
                 }
                 let _ = write!(out, "{}", junit(&cases, failures, bad + internal));
             }
@@ -301,8 +305,34 @@ fn structured(error: &ScenarioError) -> serde_json::Value {
     value
 }
 
+/// One failure as a JSON record: its kind, the prose and trace lines, and what was expected
+/// and what the run gave where one value says it.
+fn failure_record(failure: &crate::runner::Failure) -> serde_json::Value {
+    let mut record = json!({"kind": failure.kind.name(), "what": failure.what, "lines": failure.lines});
+    if let (Some(expected), Some(actual)) = (&failure.expected, &failure.actual) {
+        record["expected"] = json!(expected);
+        record["actual"] = json!(actual);
+    }
+    record
+}
+
+/// A test case's class: the file's path without its extension, folders joined by dots
+/// (`scenarios.roku.agent-budget-from-30`), as Jenkins reads a class name: package, then class.
 fn classname(file: &Path) -> String {
-    file.to_string_lossy().replace('\\', "/")
+    let path = file.with_extension("");
+    let parts: Vec<String> = path
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(part) => Some(part.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    parts.join(".")
+}
+
+/// Virtual milliseconds as JUnit's seconds (`1.250`).
+fn seconds(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
 }
 
 /// The JUnit XML document: one `testsuite` of every scenario file, in the subset of the
@@ -312,11 +342,17 @@ fn classname(file: &Path) -> String {
 fn junit(cases: &[Case], failures: usize, errors: usize) -> String {
     let tests = cases.len();
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let counts = format!("tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\"");
+    let time = seconds(cases.iter().map(|c| c.elapsed_ms).sum());
+    let counts = format!("tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{time}\"");
     let _ = writeln!(xml, "<testsuites name=\"rehearsal\" {counts}>");
     let _ = writeln!(xml, "  <testsuite name=\"rehearsal\" {counts}>");
     for case in cases {
-        let head = format!("    <testcase name=\"{}\" classname=\"{}\"", escape(&case.name), escape(&case.classname));
+        let head = format!(
+            "    <testcase name=\"{}\" classname=\"{}\" time=\"{}\"",
+            escape(&case.name),
+            escape(&case.classname),
+            seconds(case.elapsed_ms)
+        );
         match &case.problem {
             None => {
                 let _ = writeln!(xml, "{head}/>");
@@ -325,7 +361,7 @@ fn junit(cases: &[Case], failures: usize, errors: usize) -> String {
                 let _ = writeln!(xml, "{head}>");
                 let _ = writeln!(
                     xml,
-                    "      <{element} message=\"{}\" type=\"{kind}\">{}</{element}>",
+                    "      <{element} message=\"{}\" type=\"rehearsal.{kind}\">{}</{element}>",
                     escape(message),
                     escape(text)
                 );

@@ -11,7 +11,7 @@ use super::{Exit, Format, Orders, RunArgs};
 use crate::coverage::{self, Reached, Tally};
 use crate::golden::{self, Compared, Store};
 use crate::jobs;
-use crate::runner::{self, Failure, Verdict};
+use crate::runner::{self, Failure, FailureKind, Verdict};
 use crate::scenario::{self, Scenario, ScenarioError};
 use crate::trace::printable;
 
@@ -336,20 +336,25 @@ fn name_matches(pattern: &str, name: &str) -> bool {
 fn snapshot_failure(compared: &Compared, name: &str) -> Option<Failure> {
     match compared {
         Compared::Same | Compared::Accepted { .. } => None,
-        Compared::Missing { pending } => Some(Failure {
-            what: format!(
+        Compared::Missing { pending } => Some(Failure::new(
+            FailureKind::Snapshot,
+            format!(
                 "snapshot {name}: no golden trace yet; this run's is in {} (review it with `cargo insta review`, or run again with --accept)",
                 pending.display()
             ),
-            lines: Vec::new(),
-        }),
-        Compared::Differs { pending, line, golden, now } => Some(Failure {
-            what: format!(
-                "snapshot {name}: the trace differs from its golden file at line {line}; this run's is in {} (review it with `cargo insta review`, or run again with --accept)",
-                pending.display()
-            ),
-            lines: vec![format!("golden: {golden}"), format!("now:    {now}")],
-        }),
+            Vec::new(),
+        )),
+        Compared::Differs { pending, line, golden, now } => Some(
+            Failure::new(
+                FailureKind::Snapshot,
+                format!(
+                    "snapshot {name}: the trace differs from its golden file at line {line}; this run's is in {} (review it with `cargo insta review`, or run again with --accept)",
+                    pending.display()
+                ),
+                vec![format!("golden: {golden}"), format!("now:    {now}")],
+            )
+            .differing(golden.as_str(), now.as_str()),
+        ),
     }
 }
 

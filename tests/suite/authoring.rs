@@ -214,6 +214,18 @@ fn fragment_starting_with_a_time_is_anchored_and_shows_the_nearest_line() {
     assert!(!out.stdout.contains("previous fragment"), "{}", out.both());
 }
 
+/// The message named the line of the previous fragment as "found on trace line 18", which read
+/// as if the missing fragment was there (issue 26).
+#[test]
+fn a_fragment_out_of_order_names_where_the_previous_one_was_found_and_where_it_is() {
+    let out = run("fragment-out-of-order.json", 1);
+    assert_contains(
+        &out.stdout,
+        "  - expect.trace[1]: \"main/1 task.queued\" does not appear after trace line 18, where expect.trace[0] was found; it appears earlier, on trace line 7",
+        &out.both(),
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Checks.
 

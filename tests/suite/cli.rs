@@ -96,6 +96,10 @@ fn json_format_prints_one_object_per_scenario_with_verdict_and_failures() {
     );
     let lines = failures[0]["lines"].as_array().expect("lines is an array");
     assert!(lines.iter().any(|l| l.as_str().is_some_and(|l| l.contains("turn.end       #1"))), "{fail}");
+    // Beside the prose, fields a CI bot can use without parsing it.
+    assert_eq!(failures[0]["kind"], "expectation", "{fail}");
+    assert_eq!(failures[0]["expected"], "The answer is 41.", "{fail}");
+    assert_eq!(failures[0]["actual"], "The answer is 42.", "{fail}");
 }
 
 #[test]

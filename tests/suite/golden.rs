@@ -112,6 +112,29 @@ fn the_junit_report_is_valid_junit_xml() {
     assert_eq!(cases.len(), files + 1, "one test case per file: {names:?}");
     assert!(failures >= 1 && errors >= 1, "a failing scenario and a bad file: {}", out.stdout);
     assert!(cases.iter().any(|c| c.attribute("name") == Some("agent-budget-from-30")));
+    // Each case's class is its path without the extension, which Jenkins would split at
+    // the dot; its time is the run's virtual time, so the report is the same on every run.
+    let budget = cases.iter().find(|c| c.attribute("name") == Some("agent-budget-from-30")).unwrap();
+    assert_eq!(budget.attribute("classname"), Some("scenarios.roku.agent-budget-from-30"));
+    assert!(cases.iter().all(|c| c.attribute("classname").is_some_and(|n| !n.contains(".json"))), "{names:?}");
+    let wrong = cases.iter().find(|c| c.attribute("name") == Some("fixture-wrong-message")).unwrap();
+    assert_eq!(wrong.attribute("time"), Some("0.100"), "the fixture's reply comes at 100 ms of virtual time");
+    assert!(cases.iter().all(|c| c.attribute("time").is_some()), "every case has a time");
+    let failure = wrong.children().find(|n| n.has_tag_name("failure")).expect("it fails");
+    assert_eq!(failure.attribute("type"), Some("rehearsal.expectation"));
+    assert_eq!(
+        failure.attribute("message"),
+        Some("turns[0].expect.message: expected \"The answer is 41.\", got \"The answer is 42.\"")
+    );
+    let again = rehearsal(&[
+        "run",
+        "tests/fixtures/mixed",
+        "tests/fixtures/failing",
+        "scenarios/roku/agent-budget-from-30.json",
+        "--format",
+        "junit",
+    ]);
+    assert_eq!(again.stdout, out.stdout, "the report is byte-identical across runs");
     // The validator can say no: a test case without a name is refused.
     // The check can say no (junit_schema's own tests break each rule): a test case without
     // a name is refused.
@@ -133,6 +156,7 @@ fn a_coverage_requirement_is_a_test_case_of_the_junit_report() {
     assert_eq!(case.attribute("classname"), Some("rehearsal.coverage"));
     let failure = case.children().find(|n| n.has_tag_name("failure")).expect("it fails");
     assert_eq!(failure.attribute("type"), Some("rehearsal.coverage"));
+    assert_eq!(case.attribute("time"), Some("0.000"), "a requirement takes no virtual time");
     assert!(failure.attribute("message").is_some_and(|m| m.contains("--coverage-min 100 needs 100%")), "{failure:?}");
     let suite = doc.descendants().find(|n| n.has_tag_name("testsuite")).unwrap();
     assert_eq!((suite.attribute("tests"), suite.attribute("failures")), (Some("2"), Some("1")));
