@@ -349,6 +349,198 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sut::event::TaskStatus;
+
+    /// One entry of every event, with the values docs/trace-format.md shows. The match has no
+    /// wildcard: a new event does not compile until it has a sample here, and then the page
+    /// test asks for its section.
+    fn samples() -> Vec<Entry> {
+        let main = AgentId::root();
+        let child = main.child(1);
+        let ms = Duration::from_millis;
+        let core = |at: u64, agent: &AgentId, event: Event| Entry {
+            at: ms(at),
+            agent: agent.clone(),
+            what: What::Core(event),
+        };
+        let events = vec![
+            core(0, &main, Event::TurnStarted { turn: 1, message: "go".into(), budget: 30 }),
+            core(0, &main, Event::LlmRequest { call: 1, messages: 1, tools: 7, budget: 30 }),
+            core(100, &main, Event::LlmReply { text: "".into(), calls: vec!["subagent".into()] }),
+            core(100, &main, Event::LlmFailed { error: "rate limited".into() }),
+            core(100, &main, Event::Denied { tool: "shell".into(), reason: "denied by the user".into(), budget: 29 }),
+            core(
+                100,
+                &main,
+                Event::ToolStarted {
+                    call_id: "call-1".into(),
+                    tool: "subagent".into(),
+                    args: std::sync::Arc::new(serde_json::json!({"prompt": "alpha"})),
+                },
+            ),
+            core(
+                100,
+                &main,
+                Event::Spawned {
+                    child: child.clone(),
+                    family: Family::Background,
+                    task: "alpha".into(),
+                    cost: 1,
+                    grant: 10,
+                    budget_before: 30,
+                    budget_after: 19,
+                },
+            ),
+            core(100, &child, Event::SessionOpened { name: "temp/sub-e220a839".into(), kind: "temp" }),
+            core(
+                100,
+                &child,
+                Event::TaskQueued {
+                    task_id: "sub-e220a839".into(),
+                    child: child.clone(),
+                    session: "temp/sub-e220a839".into(),
+                },
+            ),
+            core(
+                100,
+                &child,
+                Event::TaskStarted { task_id: "sub-e220a839".into(), child: child.clone(), timeout: Some(ms(30000)) },
+            ),
+            core(
+                100,
+                &main,
+                Event::ToolEnded {
+                    call_id: "call-1".into(),
+                    tool: "subagent".into(),
+                    is_error: false,
+                    result: "{\"task_id\":\"sub-e220a839\"}".into(),
+                    budget: 19,
+                    recovery: 5,
+                },
+            ),
+            core(100, &main, Event::StepCompleted { step_index: 0, budget: 19 }),
+            core(
+                100,
+                &child,
+                Event::AgentStarted {
+                    depth: 1,
+                    goal: "alpha".into(),
+                    budget: 10,
+                    request_id: "req-1-sub-e220a839".into(),
+                },
+            ),
+            core(200, &main, Event::Nudge { budget: 18, recovery: 4 }),
+            core(200, &main, Event::SpawnRefused { tool: "Agent".into(), reason: "depth limit 2 reached".into() }),
+            core(200, &main, Event::AwaitingChildren { unfinished: 1 }),
+            core(300, &main, Event::Steered { message: "hurry up".into() }),
+            core(30100, &main, Event::TimedOut { child: child.clone(), after: ms(30000) }),
+            core(
+                30100,
+                &main,
+                Event::ChildResult { child: child.clone(), is_error: false, chars: 4000, truncated_to: Some(2000) },
+            ),
+            core(
+                30100,
+                &child,
+                Event::AgentEnded {
+                    kind: OutcomeKind::FinalAnswer,
+                    status: Status::Ok,
+                    message: "ok".into(),
+                    steps: 0,
+                    budget: 9,
+                },
+            ),
+            core(
+                30100,
+                &child,
+                Event::TaskEnded {
+                    task_id: "sub-e220a839".into(),
+                    child: child.clone(),
+                    status: TaskStatus::Completed,
+                    body: "ok".into(),
+                },
+            ),
+            core(30100, &child, Event::SessionClosed { name: "temp/sub-e220a839".into(), kept: false }),
+            core(
+                30100,
+                &main,
+                Event::Delivered {
+                    task_id: "sub-e220a839".into(),
+                    status: TaskStatus::Completed,
+                    via: Via::Notification,
+                },
+            ),
+            core(
+                30200,
+                &main,
+                Event::TurnEnded { turn: 1, kind: OutcomeKind::FinalAnswer, status: Status::Ok, budget: 17 },
+            ),
+            Entry { at: ms(100), agent: main.clone(), what: What::Asked { tool: "shell".into(), approve: false } },
+            Entry { at: ms(900000), agent: main.clone(), what: What::Stopped("the run passed its horizon".into()) },
+        ];
+        // Exhaustive on purpose (see above).
+        for entry in &events {
+            if let What::Core(event) = &entry.what {
+                match event {
+                    Event::TurnStarted { .. }
+                    | Event::TurnEnded { .. }
+                    | Event::AgentStarted { .. }
+                    | Event::LlmRequest { .. }
+                    | Event::LlmReply { .. }
+                    | Event::LlmFailed { .. }
+                    | Event::Denied { .. }
+                    | Event::ToolStarted { .. }
+                    | Event::ToolEnded { .. }
+                    | Event::Nudge { .. }
+                    | Event::StepCompleted { .. }
+                    | Event::Spawned { .. }
+                    | Event::SpawnRefused { .. }
+                    | Event::ChildResult { .. }
+                    | Event::TimedOut { .. }
+                    | Event::AgentEnded { .. }
+                    | Event::TaskQueued { .. }
+                    | Event::TaskStarted { .. }
+                    | Event::TaskEnded { .. }
+                    | Event::Delivered { .. }
+                    | Event::Steered { .. }
+                    | Event::AwaitingChildren { .. }
+                    | Event::SessionOpened { .. }
+                    | Event::SessionClosed { .. } => {}
+                }
+            }
+        }
+        events
+    }
+
+    /// docs/trace-format.md has a section per event (`` ### `llm.reply` ``), and each section's
+    /// example is exactly what the renderer writes for the sample: a change to a line's format
+    /// fails here until the page says it.
+    #[test]
+    fn the_trace_format_page_shows_every_event_as_the_renderer_writes_it() {
+        let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/trace-format.md")).unwrap();
+        let sections: Vec<(&str, &str)> = page
+            .split("\n### `")
+            .skip(1)
+            .map(|section| section.split_once('`').expect("a heading names its event in backticks"))
+            .collect();
+        let samples = samples();
+        let mut names: Vec<&str> = samples.iter().map(|e| describe(&e.what).0).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), samples.len(), "one sample per event");
+        let mut documented: Vec<&str> = sections.iter().map(|(name, _)| *name).collect();
+        documented.sort_unstable();
+        assert_eq!(documented, names, "the page's sections are the renderer's events");
+        for entry in &samples {
+            let name = describe(&entry.what).0;
+            let (_, body) = sections.iter().find(|(n, _)| *n == name).unwrap();
+            let line = entry.line();
+            assert!(
+                body.lines().any(|l| l.strip_prefix("    ") == Some(line.as_str())),
+                "docs/trace-format.md's `{name}` section should show the line\n    {line}"
+            );
+        }
+    }
 
     #[test]
     fn short_differences_show_both_texts() {
