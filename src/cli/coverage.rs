@@ -136,7 +136,9 @@ fn counts(tally: &Tally) -> (usize, usize) {
 }
 
 /// The coverage table: a header, then a line per clause (only the unhit ones when `quiet`).
-pub(super) fn text(tally: &Tally, quiet: bool, paint: Paint) -> String {
+/// Unless `all`, only the clauses the files reached are listed, and one line counts the
+/// rest: a run of one file is about that file, not the whole catalogue.
+pub(super) fn text(tally: &Tally, quiet: bool, all: bool, paint: Paint) -> String {
     let lines = tally.lines();
     let (exercised, measurable) = counts(tally);
     let not_measurable = lines.len() - measurable;
@@ -148,6 +150,20 @@ pub(super) fn text(tally: &Tally, quiet: bool, paint: Paint) -> String {
         if tally.runs() == 1 { "" } else { "s" }
     );
     let width = lines.iter().map(|l| l.clause.id.len()).max().unwrap_or(0);
+    if !all {
+        for line in lines.iter().filter(|l| l.measure == Measure::Detected && l.runs > 0) {
+            if !quiet {
+                let example = printable(line.example.unwrap_or_default()).into_owned();
+                let _ = writeln!(out, "  {:<width$} {:>5}  {example}", line.clause.id, line.runs);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  ({} measurable clauses not reached and {not_measurable} not measurable are not listed; --coverage-all lists them)",
+            measurable - exercised
+        );
+        return out;
+    }
     for line in &lines {
         let id = line.clause.id;
         match line.measure {
@@ -170,11 +186,12 @@ pub(super) fn text(tally: &Tally, quiet: bool, paint: Paint) -> String {
     out
 }
 
-/// One JSON record per clause.
-pub(super) fn records(tally: &Tally) -> Vec<Value> {
+/// One JSON record per clause (unless `all`, per clause the files reached).
+pub(super) fn records(tally: &Tally, all: bool) -> Vec<Value> {
     tally
         .lines()
         .into_iter()
+        .filter(|line| all || (line.measure == Measure::Detected && line.runs > 0))
         .map(|line| match line.measure {
             Measure::Detected => json!({
                 "type": "clause", "id": line.clause.id, "page": line.clause.page, "measured": true,

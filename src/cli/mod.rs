@@ -97,6 +97,11 @@ struct RunArgs {
     /// exercised it (measured from each run's trace) and one of them.
     #[arg(long)]
     coverage: bool,
+    /// List every clause of docs/rules/ in the coverage table and records, also those the
+    /// files did not reach (the default lists only the reached ones and counts the rest;
+    /// --coverage-min and --require-coverage imply it). Implies --coverage.
+    #[arg(long)]
+    coverage_all: bool,
     /// Fail (exit 1) unless the passing scenarios exercised at least PERCENT of the
     /// measurable clauses; 100 fails on any unhit clause. Implies --coverage.
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]

@@ -27,6 +27,9 @@ pub(super) struct Style {
     pub(super) trace: bool,
     /// Only failures and the summary (`--quiet`).
     pub(super) quiet: bool,
+    /// Every clause in the coverage table, not only the reached ones (`--coverage-all`, or a
+    /// coverage requirement, whose unhit clauses matter).
+    pub(super) coverage_all: bool,
     /// Colour for stdout and for stderr.
     pub(super) out: Paint,
     pub(super) err: Paint,
@@ -212,7 +215,11 @@ impl Reporter {
         match self.style.format {
             Format::Text => {
                 if let Some(coverage) = &coverage {
-                    let _ = write!(out, "{}", rules_coverage::text(coverage.tally, self.style.quiet, self.style.out));
+                    let _ = write!(
+                        out,
+                        "{}",
+                        rules_coverage::text(coverage.tally, self.style.quiet, self.style.coverage_all, self.style.out)
+                    );
                 }
                 let paint = self.style.out;
                 let mut summary =
@@ -245,7 +252,7 @@ impl Reporter {
                     "exit_code": exit as u8,
                 });
                 if let Some(coverage) = &coverage {
-                    for record in rules_coverage::records(coverage.tally) {
+                    for record in rules_coverage::records(coverage.tally, self.style.coverage_all) {
                         let _ = writeln!(out, "{record}");
                     }
                     summary["coverage"] = rules_coverage::summary(coverage.tally, coverage.gate, &coverage.unmet);

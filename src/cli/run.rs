@@ -142,11 +142,13 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
         format: args.format,
         trace: args.trace,
         quiet: args.quiet,
+        coverage_all: args.coverage_all || args.coverage_min.is_some() || args.require_coverage.is_some(),
         out: if args.format == Format::Text { Paint::new(args.color, terminal.stdout) } else { Paint::default() },
         err: Paint::new(args.color, terminal.stderr),
     };
     let mut reporter = Reporter::new(style);
-    let with_coverage = args.coverage || args.coverage_min.is_some() || args.require_coverage.is_some();
+    let with_coverage =
+        args.coverage || args.coverage_all || args.coverage_min.is_some() || args.require_coverage.is_some();
     let gate = match Gate::new(args.coverage_min, args.require_coverage.as_deref()) {
         Ok(gate) => gate,
         Err(e) => {

@@ -19,7 +19,7 @@ fn json_lines(stdout: &str) -> Vec<Value> {
 
 #[test]
 fn run_scenarios_with_coverage_lists_every_clause_with_its_count() {
-    let out = rehearsal(&["run", "scenarios", "--coverage"]);
+    let out = rehearsal(&["run", "scenarios", "--coverage-all"]);
     assert_eq!(out.code, Some(0), "{}", out.both());
     let table: Vec<&str> = out.stdout.lines().skip_while(|l| !l.starts_with("rule coverage: ")).collect();
     assert!(table[0].contains(" measurable clauses exercised by "), "{}", table[0]);
@@ -136,7 +136,7 @@ fn a_coverage_requirement_names_only_measurable_clauses_of_the_docs() {
 
 #[test]
 fn json_coverage_is_a_record_per_clause_and_a_part_of_the_summary() {
-    let out = rehearsal(&["run", "scenarios/roku/agent-budget-from-5.json", "--coverage", "--format", "json"]);
+    let out = rehearsal(&["run", "scenarios/roku/agent-budget-from-5.json", "--coverage-all", "--format", "json"]);
     assert_eq!(out.code, Some(0), "{}", out.both());
     let records = json_lines(&out.stdout);
     let clauses: Vec<&Value> = records.iter().filter(|r| r["type"] == "clause").collect();
@@ -314,4 +314,24 @@ fn shards_reach_together_the_clauses_of_the_unsharded_campaign_first_at_the_same
         }
     }
     assert_eq!(merged, whole.reached, "each clause first reached at the same case, sharded or not");
+}
+
+/// `--coverage` on one file printed all 311 clauses, 232 of them `UNHIT` (issue 26): it now
+/// lists what the file reached and counts the rest; `--coverage-all` lists every clause.
+#[test]
+fn coverage_of_a_few_files_lists_what_they_reached_unless_every_clause_is_asked_for() {
+    let file = "scenarios/roku/agent-budget-from-30.json";
+    let out = rehearsal(&["run", file, "--coverage"]);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(!out.stdout.contains("UNHIT") && !out.stdout.contains("not measurable:"), "{}", out.both());
+    assert!(out.stdout.contains(&format!("  {file}\n")), "each listed clause names the file: {}", out.both());
+    assert!(out.stdout.contains("not listed; --coverage-all lists them)"), "{}", out.both());
+    let json = json_lines(&rehearsal(&["run", file, "--coverage", "--format", "json"]).stdout);
+    let clauses: Vec<_> = json.iter().filter(|r| r["type"] == "clause").collect();
+    assert!(!clauses.is_empty() && clauses.iter().all(|r| r["scenarios"] == 1), "only reached clauses: {clauses:?}");
+    let all = rehearsal(&["run", file, "--coverage-all"]);
+    assert_eq!(all.code, Some(0), "{}", all.both());
+    assert!(all.stdout.contains("UNHIT"), "{}", all.both());
+    let listed = |text: &str| text.lines().filter(|l| l.starts_with("  ") && !l.starts_with("  (")).count();
+    assert!(listed(&all.stdout) > listed(&out.stdout), "{}", all.both());
 }
