@@ -23,6 +23,7 @@ mod oracles_texts;
 mod oracles_wait;
 mod order_robust;
 mod own_runtime;
+mod readme;
 mod robustness;
 mod scenarios;
 mod support;
