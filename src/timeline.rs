@@ -708,6 +708,8 @@ const CW8: f64 = 4.9;
 /// Least horizontal distance between two markers of one row.
 const MARK_GAP: f64 = 7.0;
 
+/// Text labels carry a fill and never a stroke: a `paint-order: stroke` halo, which cairosvg
+/// and some other renderers ignore, drew the white stroke over the glyphs (white on white).
 const STYLE: &str = "\
 text{fill:#222}\
 .title{font-size:16px;font-weight:bold}\
@@ -730,9 +732,9 @@ text{fill:#222}\
 .cut{stroke:#d1495b;stroke-dasharray:3 2;stroke-width:1.2}\
 .in{font-size:9px;fill:#fff;pointer-events:none}\
 .inl{font-size:9px;fill:#333;pointer-events:none}\
-.ml{font-size:9px;fill:#333;paint-order:stroke;stroke:#fff;stroke-width:3px;stroke-linejoin:round}\
+.ml{font-size:9px;fill:#333}\
 .budget{fill:none;stroke:#b5651d;stroke-width:1.3}\
-.bl{font-size:8px;fill:#8a4b12;paint-order:stroke;stroke:#fff;stroke-width:2.5px;stroke-linejoin:round}\
+.bl{font-size:8px;fill:#8a4b12}\
 .a-spawn-fg{stroke:#6a5acd;fill:none;stroke-width:1.3}\
 .a-spawn-bg{stroke:#3a7d44;fill:none;stroke-width:1.3}\
 .a-notify{stroke:#c98a00;fill:none;stroke-width:1.3;stroke-dasharray:5 3}\

@@ -306,3 +306,60 @@ fn timeline_with_several_files_is_a_usage_error() {
     assert!(!path.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The declarations the picture's `<style>` gives a selector (`.ml`, `text`).
+fn declarations<'a>(css: &'a str, selector: &str) -> Vec<(&'a str, &'a str)> {
+    css.split('}')
+        .filter_map(|rule| rule.split_once('{'))
+        .filter(|(selectors, _)| selectors.split(',').any(|s| s.trim() == selector))
+        .flat_map(|(_, body)| body.split(';').filter_map(|d| d.split_once(':')))
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .collect()
+}
+
+/// Relative luminance of `#rgb` or `#rrggbb` (0 black, 1 white).
+fn luminance(colour: &str) -> f64 {
+    let hex = colour.strip_prefix('#').unwrap_or_else(|| panic!("a hex colour: {colour}"));
+    let hex: String = if hex.len() == 3 { hex.chars().flat_map(|c| [c, c]).collect() } else { hex.to_string() };
+    let channel = |i: usize| {
+        let c = f64::from(u8::from_str_radix(&hex[i..i + 2], 16).unwrap()) / 255.0;
+        if c <= 0.04045 { c / 12.92 } else { ((c + 0.055) / 1.055).powf(2.4) }
+    };
+    0.2126 * channel(0) + 0.7152 * channel(2) + 0.0722 * channel(4)
+}
+
+/// Labels read the same in browsers, rsvg and cairosvg (issue 26): no text has a stroke (a
+/// `paint-order: stroke` halo, which cairosvg ignores, drew white over white), and every label
+/// on the light background is dark enough to read; only `.in`, inside the dark model and tool
+/// bars, is white.
+#[test]
+fn every_label_is_a_fill_without_a_halo_and_dark_on_the_light_background() {
+    for file in [CAP4, FOREGROUND_TIMEOUT, THIRTY] {
+        let svg = picture(file);
+        let doc = parse(&svg);
+        let css: String = doc.descendants().filter(|n| n.has_tag_name("style")).filter_map(|n| n.text()).collect();
+        let default_fill = declarations(&css, "text").iter().find(|(k, _)| *k == "fill").map(|(_, v)| *v);
+        let texts: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("text")).collect();
+        assert!(!texts.is_empty(), "{file}");
+        for text in texts {
+            assert!(text.attribute("stroke").is_none() && text.attribute("paint-order").is_none(), "{file}: {text:?}");
+            let class = text.attribute("class").unwrap_or_default();
+            let own = class.split(' ').flat_map(|c| declarations(&css, &format!(".{c}"))).collect::<Vec<_>>();
+            for (property, value) in own.iter().chain(&declarations(&css, "text")) {
+                assert!(
+                    !property.starts_with("stroke") && *property != "paint-order",
+                    "{file}: text .{class} has {property}:{value}"
+                );
+            }
+            let fill = text
+                .attribute("fill")
+                .or(own.iter().rev().find(|(k, _)| *k == "fill").map(|(_, v)| *v))
+                .or(default_fill)
+                .unwrap_or("#000");
+            if class.split(' ').any(|c| c == "in") {
+                continue;
+            }
+            assert!(luminance(fill) < 0.35, "{file}: text .{class} is {fill}, too light to read on white");
+        }
+    }
+}
