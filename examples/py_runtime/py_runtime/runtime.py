@@ -452,6 +452,7 @@ class Runtime:
         task = Task(tid, prompt.strip(), mode, session, grant, limit, len(self.tasks), start,
                     tools, args.get("model") or None)
         task.history_ref = history  # only read by the fork_snapshot_late bug
+        task.parent_budget = budget  # only written by the budget_refund bug
         self.tasks[tid] = task
         task.queued_at = asyncio.get_running_loop().time()
         self.queue.append(task)
@@ -492,6 +493,7 @@ class Runtime:
         if task.mode == "named":
             history = [dict(m) for m in self.state.setdefault("sessions", {}).get(task.session, [])] + history
         budget = [task.grant]
+        task.child_budget = budget
         loop = self.run_loop(history, task.prompt, budget, 1, task.tools,
                              f"{self.request_id}-{task.task_id}", task, task.model)
         limit = task.limit
@@ -512,6 +514,8 @@ class Runtime:
         except asyncio.CancelledError:
             self.finish(task, "cancelled")
             raise
+        if bug("budget_refund"):
+            task.parent_budget[0] += task.child_budget[0]  # breaks core.budget.never-refunded
         self.finish(task, status)
         self.end_counter += 1
         self.results.append(Result(task, status, body, self.end_counter))
