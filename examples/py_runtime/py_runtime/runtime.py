@@ -381,11 +381,14 @@ class Runtime:
         args = parse_args(call)
         if name == "subagent":
             return self.spawn(args, budget, depth, history)
+        tid = str(args.get("task_id", "")).strip()  # bub.task-id.trimmed
+        task = self.tasks.get(tid)
+        if (name == "subagent.send" and task is not None and task.mode == "named"
+                and task.status not in ("queued", "running")):
+            return self.continue_named(task, str(args.get("message", "")), budget)
         budget[0] = max(0, budget[0] - 1)  # core.cost.family-calls-one
         if name == "subagent.wait":
             return await self.wait(args)
-        tid = str(args.get("task_id", "")).strip()  # bub.task-id.trimmed
-        task = self.tasks.get(tid)
         if task is None:
             return f"unknown task id: '{tid}'"
         if name == "subagent.cancel":
@@ -458,6 +461,26 @@ class Runtime:
         self.queue.append(task)
         self.fill_slots()
         return json.dumps({"task_id": tid, "status": task.status, "session": session},
+                          separators=(",", ":"))
+
+    def continue_named(self, task: Task, message: str, budget: list[int]) -> str:
+        """bub.send.continue-named: a new run of a finished named task, counted as a spawn."""
+        budget[0] = max(0, budget[0] - self.rules.spawn_cost)  # core.cost.family-calls-one
+        if not message.strip():
+            return "error: empty message"
+        busy = next((t for t in self.tasks.values() if t.session == task.session
+                     and t.mode == "named" and t.status in ("queued", "running")), None)
+        if busy is not None:
+            return f"session '{task.session}' is in use by task {busy.task_id}"
+        task.grant = min(budget[0], self.rules.child_step_cap)  # core.budget.continuation-fresh-grant
+        budget[0] -= task.grant
+        task.prompt = message  # bub.send.continue-keeps-launch: tools, model, limit stay
+        task.status = "queued"
+        task.parent_budget = budget
+        task.queued_at = asyncio.get_running_loop().time()
+        self.queue.append(task)
+        self.fill_slots()
+        return json.dumps({"task_id": task.task_id, "status": task.status, "session": task.session},
                           separators=(",", ":"))
 
     def child_tools(self, allowed: Any) -> list[dict[str, Any]] | str:

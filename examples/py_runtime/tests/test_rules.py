@@ -111,6 +111,53 @@ class Immediate(unittest.TestCase):
         self.assertEqual(len(truncate("x" * 5000, 4000)), 4048)
 
 
+class Sessions(unittest.TestCase):
+    def test_named_session_continued_by_send(self):
+        def root(n, body):
+            if n == 1:
+                return 0.0, "", [("subagent", {"prompt": "first", "session": "notes"})]
+            if n == 2:
+                return 0.0, "", [("subagent.wait", {})]
+            if n == 3:
+                return 0.0, "", [("subagent.send", {"task_id": " sub-e220a839\n", "message": "second"})]
+            return 0.0, "done", []
+        out, s = run_turn(children_answer({}, root), {})
+        self.assertEqual(out.message, "done")
+        runs = [r for r in s.requests if r["agent"] == "req-1-sub-e220a839"]
+        # bub.session.named-shared: the second run starts from what the first recorded.
+        self.assertEqual([(m["role"], m["content"]) for m in runs[1]["body"]["messages"]], [
+            ("system", "You are a helpful agent."), ("user", "first"),
+            ("assistant", "answer to first"), ("user", "second")])
+        self.assertEqual(last_root_notifications(s)[-1].split("\n")[1], "answer to second")
+
+    def test_unfinished_results_open_the_next_turn(self):
+        state: dict[str, Any] = {}
+
+        def script(agent, n, body):
+            if agent.startswith("req-1-"):
+                return 0.3, "late answer", []
+            if agent == "req-1":
+                return 0.0, "", [("subagent", {"prompt": "A"})] if n == 1 else [("fail", {"reason": "gave up"})]
+            return 0.0, "ok", []
+        server = FakeServer(script)
+        try:
+            async def go():
+                client = AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0)
+                outs = []
+                for msg in ("one", "two"):
+                    rt = Runtime(client, "m", Rules(), state, Path(tempfile.mkdtemp()))
+                    outs.append(await rt.turn(msg))
+                return outs
+            outs = asyncio.run(go())
+        finally:
+            server.close()
+        self.assertEqual([o.message for o in outs], ["gave up", "ok"])
+        first = [r for r in server.requests if r["agent"] == "req-2"][0]["body"]["messages"]
+        # bub.turn.unfinished-next-turn: the new user message, then the notifications.
+        self.assertEqual([m["content"] for m in first[-2:]][0], "two")
+        self.assertTrue(first[-1]["content"].startswith("<subagent-notification"))
+
+
 class Bugs(unittest.TestCase):
     """Each test asserts the correct behaviour, then that the switch changes what the model sees."""
 
