@@ -564,6 +564,8 @@ class Runtime:
         timeout = as_number(args.get("timeout_seconds"))
         timeout = WAIT_DEFAULT_SECONDS if timeout is None else timeout
         ids = args.get("task_ids")
+        if isinstance(ids, str):
+            ids = [ids]  # a model may send one id as a bare string
         if ids:
             covered = []
             for raw in ids:

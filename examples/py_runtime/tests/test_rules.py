@@ -106,6 +106,25 @@ class Immediate(unittest.TestCase):
         self.assertEqual(tools, ["error: empty prompt", "unknown task id: 'sub-00000000'",
                                  "unknown tool name(s): 'nope'"])
 
+    def test_terminal_call_stops_the_other_calls(self):
+        root = lambda n, b: (0.0, "", [("subagent", {"prompt": "A"}), ("final_answer", {"message": "fin"})])
+        out, s = run_turn(children_answer({}, root), {})
+        # roku.terminal.no-other-call-runs: the subagent listed first never starts.
+        self.assertEqual((out.message, list(s.counts)), ("fin", ["req-1"]))
+
+    def test_cancel_frees_the_slot_and_is_never_notified(self):
+        def root(n, body):
+            if n == 1:
+                return 0.0, "", [("subagent", {"prompt": "A"}), ("subagent", {"prompt": "B"}),
+                                 ("subagent.cancel", {"task_id": "sub-e220a839"})]
+            return 0.0, "done", []
+        _, s = run_turn(children_answer({"A": 1.0}, root), {"BUB_SUBAGENT_MAX_CONCURRENCY": "1"})
+        tools = [m["content"] for m in [r for r in s.requests if r["agent"] == "req-1"][1]["body"]["messages"]
+                 if m["role"] == "tool"]
+        self.assertEqual(tools[1], '{"task_id":"sub-6e789e6a","status":"queued","session":"temp/sub-6e789e6a"}')
+        self.assertEqual(tools[2], '{"task_id":"sub-e220a839","status":"cancelled"}')
+        self.assertEqual([n.split('"')[1] for n in last_root_notifications(s)], ["sub-6e789e6a"])
+
     def test_truncate_unit(self):
         self.assertEqual(truncate("a" * 11, 10), "a" * 10 + "...\n[Sub-agent response truncated to 10 chars]")
         self.assertEqual(len(truncate("x" * 5000, 4000)), 4048)
