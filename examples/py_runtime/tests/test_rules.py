@@ -187,11 +187,11 @@ class Bugs(unittest.TestCase):
 
     def test_timeout_from_queue(self):
         def check(buggy: bool, env):
-            script = children_answer({"A": 0.5, "B": 0.3}, spawn(
+            script = children_answer({"A": 0.5, "B": 0.4}, spawn(
                 {"prompt": "A", "timeout_seconds": 0.8}, {"prompt": "B", "timeout_seconds": 0.8}))
             _, s = run_turn(script, dict(env, BUB_SUBAGENT_MAX_CONCURRENCY="1"))
             statuses = [n.split('status="')[1].split('"')[0] for n in last_root_notifications(s)]
-            # bub.timeout.from-start: B waited 0.5 s in the queue, then needed 0.3 s of its 0.8 s.
+            # bub.timeout.from-start: B waited 0.5 s in the queue, then needed 0.4 s of its 0.8 s.
             self.assertEqual(statuses, ["completed", "timed_out"] if buggy else ["completed", "completed"])
         self.assertBug("timeout_from_queue", check)
 
