@@ -125,6 +125,14 @@ class Immediate(unittest.TestCase):
         self.assertEqual(tools[2], '{"task_id":"sub-e220a839","status":"cancelled"}')
         self.assertEqual([n.split('"')[1] for n in last_root_notifications(s)], ["sub-6e789e6a"])
 
+    def test_offered_tools(self):
+        _, s = run_turn(children_answer({}, spawn({"prompt": "A", "allowed_tools": " FS.READ ,, final_answer"})), {})
+        names = lambda r: [t["function"]["name"] for t in r["body"]["tools"]]
+        # bub.tools.family after the pseudo tools; bub.child.tools-default without family or ask_user
+        self.assertEqual(names(s.requests[0]), ["fs_read", "final_answer", "ask_user", "fail", "subagent",
+                                                "subagent.wait", "subagent.send", "subagent.cancel"])
+        self.assertEqual(names(child_by_prompt(s, "A")[0]), ["fs_read", "final_answer", "fail"])
+
     def test_truncate_unit(self):
         self.assertEqual(truncate("a" * 11, 10), "a" * 10 + "...\n[Sub-agent response truncated to 10 chars]")
         self.assertEqual(len(truncate("x" * 5000, 4000)), 4048)
