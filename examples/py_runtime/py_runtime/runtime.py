@@ -321,7 +321,9 @@ class Runtime:
             regular = False
             for c in calls:  # roku.calls.serial-in-order
                 name = c["function"]["name"]
-                if name in FAMILY and name in names:
+                # core.depth.subagent-root-only: a root not offered the family (depth limit 0)
+                # that calls `subagent` anyway meets the depth guard, not the unknown-tool answer.
+                if name in FAMILY and (name in names or (is_root and name == "subagent")):
                     history.append(tool_msg(c, await self.family_call(c, budget, depth, history)))
                     continue
                 regular = True

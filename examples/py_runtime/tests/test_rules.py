@@ -23,7 +23,7 @@ from openai import AsyncOpenAI  # noqa: E402
 from fakeserver import FakeServer  # noqa: E402
 from py_runtime.runtime import Rules, Runtime, truncate  # noqa: E402
 
-ENV_KEYS = ("PY_RUNTIME_BUG", "BUB_SUBAGENT_MAX_CONCURRENCY", "PY_RUNTIME_RESULT_LIMIT_CHARS",
+ENV_KEYS = ("PY_RUNTIME_BUG", "PY_RUNTIME_DEPTH_LIMIT", "BUB_SUBAGENT_MAX_CONCURRENCY", "PY_RUNTIME_RESULT_LIMIT_CHARS",
             "PY_RUNTIME_STEP_BUDGET", "BUB_SUBAGENT_TIMEOUT_SECONDS")
 
 
@@ -132,6 +132,12 @@ class Immediate(unittest.TestCase):
         self.assertEqual(names(s.requests[0]), ["fs_read", "final_answer", "ask_user", "fail", "subagent",
                                                 "subagent.wait", "subagent.send", "subagent.cancel"])
         self.assertEqual(names(child_by_prompt(s, "A")[0]), ["fs_read", "final_answer", "fail"])
+
+    def test_depth_limit_zero_guards_the_root(self):
+        _, s = run_turn(children_answer({}, spawn({"prompt": "A"})), {"PY_RUNTIME_DEPTH_LIMIT": "0"})
+        self.assertNotIn("subagent", [t["function"]["name"] for t in s.requests[0]["body"]["tools"]])
+        tool = [m for m in s.requests[1]["body"]["messages"] if m["role"] == "tool"][0]["content"]
+        self.assertEqual(tool, "[Sub-agent error] Sub-agents cannot spawn further sub-agents.")
 
     def test_truncate_unit(self):
         self.assertEqual(truncate("a" * 11, 10), "a" * 10 + "...\n[Sub-agent response truncated to 10 chars]")
