@@ -215,6 +215,27 @@ class Runtime:
         self.arrived = asyncio.Event()
         self.end_counter = 0
         self.request_id = f"req-{state.get('turn', 0) + 1}"
+        self.restore_tasks()
+
+    # --- tasks of earlier turns ----------------------------------------------------
+    def restore_tasks(self) -> None:
+        """Tasks of earlier turns (one process per turn) stay known to wait, send and cancel."""
+        by_name = {t["function"]["name"]: t for t in CATALOG + [PSEUDO["final_answer"], PSEUDO["fail"]]}
+        for d in self.state.get("tasks", []):
+            t = Task(d["task_id"], d["prompt"], d["mode"], d["session"], 0, d["limit"],
+                     len(self.tasks), [], [by_name[n] for n in d["tools"] if n in by_name],
+                     d["model"], status=d["status"])
+            self.tasks[t.task_id] = t
+            if d["had_result"]:
+                self.end_counter += 1
+                self.results.append(Result(t, d["status"], "", self.end_counter, read=True))
+
+    def save_tasks(self) -> None:
+        self.state["tasks"] = [
+            {"task_id": t.task_id, "prompt": t.prompt, "mode": t.mode, "session": t.session,
+             "limit": t.limit, "tools": [x["function"]["name"] for x in t.tools], "model": t.model,
+             "status": t.status, "had_result": any(r.task is t for r in self.results)}
+            for t in self.tasks.values()]
 
     # --- ids -----------------------------------------------------------------------
     def new_task_id(self) -> str:
@@ -630,6 +651,7 @@ class Runtime:
         pending = [r for r in self.results if not r.read]
         pending.sort(key=lambda r: (r.order, r.task.spawn_seq))
         self.state["pending"] = [notification(r) for r in pending]
+        self.save_tasks()
         self.state["turn"] = self.state.get("turn", 0) + 1
         return outcome
 

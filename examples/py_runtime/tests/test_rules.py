@@ -185,10 +185,35 @@ class Sessions(unittest.TestCase):
         finally:
             server.close()
         self.assertEqual([o.message for o in outs], ["gave up", "ok"])
+        self.assertEqual(state["tasks"][0]["status"], "completed")
         first = [r for r in server.requests if r["agent"] == "req-2"][0]["body"]["messages"]
         # bub.turn.unfinished-next-turn: the new user message, then the notifications.
         self.assertEqual([m["content"] for m in first[-2:]][0], "two")
         self.assertTrue(first[-1]["content"].startswith("<subagent-notification"))
+
+
+    def test_task_of_an_earlier_turn_is_known(self):
+        state: dict[str, Any] = {}
+
+        def script(agent, n, body):
+            if agent == "req-1":
+                return spawn({"prompt": "A"})(n, body)
+            if agent == "req-2":
+                return (0.0, "", [("subagent.cancel", {"task_id": "sub-e220a839"})]) if n == 1 \
+                    else (0.0, "ok", [])
+            return 0.0, "child", []
+        server = FakeServer(script)
+        try:
+            async def go():
+                client = AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0)
+                for msg in ("one", "two"):
+                    await Runtime(client, "m", Rules(), state, Path(tempfile.mkdtemp())).turn(msg)
+            asyncio.run(go())
+        finally:
+            server.close()
+        second = [r for r in server.requests if r["agent"] == "req-2"][1]["body"]["messages"]
+        # bub.cancel.finished-error, for a task started in the turn before.
+        self.assertEqual(second[-1]["content"], "task sub-e220a839 has already finished")
 
 
 class Bugs(unittest.TestCase):
