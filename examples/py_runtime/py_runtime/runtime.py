@@ -186,7 +186,6 @@ class Task:
     queued_at: float = 0.0
     inbox: list[str] = field(default_factory=list)
     handle: asyncio.Task | None = None
-    runs_with_result: int = 0
 
 
 @dataclass
