@@ -1,0 +1,1 @@
+"""A small Python agent runtime following Bub's background `subagent` rules (docs/rules/bub.md)."""
