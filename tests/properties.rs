@@ -4,7 +4,7 @@
 //! 256 cases per property by default; set `PROPTEST_CASES` for more. Failing cases are
 //! persisted under `proptest-regressions/` and replayed first on every run. A failure prints
 //! the shrunk scenario as JSON, ready to save as a file and replay with `rehearsal run`.
-//! `scripts/broken-variants` shows these properties catch deliberately broken rules.
+//! `scripts/broken-variants/run` shows these properties catch deliberately broken rules.
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;

@@ -79,9 +79,7 @@ impl Loop {
             catalog: self.catalog.clone(),
             skills: self.skills.clone(),
             ask_user: false,
-            // Broken variant (test-only build): the child shares its parent's inbox, so it
-            // reads the parent's steering.
-            inbox: if cfg!(broken = "steering_to_child") { self.inbox.clone() } else { Arc::new(Inbox::default()) },
+            inbox: Arc::new(Inbox::default()),
             children: 0,
             llm_calls: 0,
             offered: None,
@@ -285,8 +283,7 @@ impl Loop {
                 match call.name.as_str() {
                     "final_answer" => {
                         self.budget.spend(1);
-                        // Broken variant (test-only build): only a reply without calls is held.
-                        if !cfg!(broken = "final_answer_not_held") && self.hold_for_children(shared).await {
+                        if self.hold_for_children(shared).await {
                             continue;
                         }
                         let message = string_arg(&call.args, "message").unwrap_or_default();

@@ -288,11 +288,6 @@ impl Board {
     /// just ran out) has a wake-up pending, and is waited for. Children waiting for a later
     /// instant, or for a slot, have none, so this ends; it never moves the clock.
     pub async fn settle(&self) {
-        if cfg!(broken = "split_ties") {
-            // Broken variant (test-only build): the root acts on the first wake-up of an
-            // instant, splitting results due together across two requests.
-            return;
-        }
         // Two signs, because a task's wake-up may wait in the runtime's list of deferred
         // wake-ups (a cooperative yield) for a while: settled means a whole round of the
         // runtime passed in which no background task was due to run, and none ran.
@@ -345,12 +340,7 @@ impl Board {
     pub fn take_notifications(&self, shared: &Shared) -> Vec<String> {
         let mut st = self.lock();
         let st = &mut *st;
-        // Broken variant (test-only build): a result read by `wait` is notified again.
-        let mut ready: Vec<usize> = if cfg!(broken = "notify_twice") {
-            (0..st.results.len()).filter(|i| st.results[*i].read != Some(Via::Notification)).collect()
-        } else {
-            std::mem::take(&mut st.unread).into_iter().collect()
-        };
+        let mut ready: Vec<usize> = std::mem::take(&mut st.unread).into_iter().collect();
         ready.sort_by_key(|i| (st.results[*i].at, st.results[*i].seq));
         let mut out = Vec::new();
         for i in ready {
@@ -384,10 +374,9 @@ impl Board {
 
     /// Starts queued tasks while slots are free, in FIFO order.
     fn start_queued(st: &mut BoardState, shared: &Shared) {
-        // Broken variants (test-only builds): one slot too many; last-in first-out.
-        let cap = shared.rules.max_concurrency + usize::from(cfg!(broken = "cap_off_by_one"));
+        let cap = shared.rules.max_concurrency;
         while st.running < cap {
-            let next = if cfg!(broken = "lifo_queue") { st.queue.pop_back() } else { st.queue.pop_front() };
+            let next = st.queue.pop_front();
             let Some(id) = next else { return };
             let task = st.tasks.get_mut(&id).expect("queued task exists");
             let TaskState::Queued { start } = std::mem::replace(&mut task.state, TaskState::Running) else {
@@ -558,16 +547,12 @@ async fn run_task(
     timeout: Option<Duration>,
     started: oneshot::Receiver<()>,
 ) {
-    let queued_at = Instant::now();
     if started.await.is_err() {
         return;
     }
     // The clock starts when the task starts running, not while it was queued.
-    // Broken variant (test-only build): it starts at queueing.
-    let clock_start = if cfg!(broken = "timeout_from_queue") { queued_at } else { Instant::now() };
+    let clock_start = Instant::now();
     let alias = child.agent.clone();
-    #[cfg(broken = "fork_shares")]
-    let (snapshot_len, forked) = (child.history.len(), shared.board.lock().tasks[&id].session == SessionMode::Fork);
     let run = agent_loop::run(shared.clone(), child);
     let ended = match timeout {
         None => Some(run.await),
@@ -579,18 +564,8 @@ async fn run_task(
     };
     let (status, body, history) = match ended {
         Some((outcome, lp)) => {
-            #[cfg(broken = "fork_shares")]
-            if forked {
-                // Broken variant (test-only build): the fork shares the parent's session, so
-                // what the child writes shows up in the parent's conversation.
-                for message in lp.history.to_vec().into_iter().skip(snapshot_len) {
-                    shared.root_inbox.push(message);
-                }
-            }
             let status = if outcome.status == Status::Ok { TaskStatus::Completed } else { TaskStatus::Failed };
-            // Broken variant (test-only build): only completed runs are recorded.
-            let history =
-                Some(lp.history).filter(|_| !cfg!(broken = "failed_run_forgotten") || status == TaskStatus::Completed);
+            let history = Some(lp.history);
             (status, outcome.message, history)
         }
         None => {
@@ -752,8 +727,7 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
         model: string_arg(args, "model")
             .or_else(|| profile.and_then(|p| p.model.clone()))
             .map(Arc::from)
-            // Broken variant (test-only build): a child that names no model gets none.
-            .or_else(|| parent.model.clone().filter(|_| !cfg!(broken = "model_not_inherited"))),
+            .or_else(|| parent.model.clone()),
         reasoning_effort: string_arg(args, "reasoning_effort")
             .or_else(|| profile.and_then(|p| p.reasoning_effort.clone()))
             .map(Arc::from)
@@ -764,18 +738,10 @@ fn start(parent: &mut Loop, shared: &Shared, args: &Value, assistant_len: usize)
         skills,
         // The first source that gives a limit decides; a limit of 0 means none
         // (`bub.timeout.zero-is-none`, as for `Agent` children).
-        timeout: if cfg!(broken = "timeout_smallest") {
-            // Broken variant (test-only build): the smallest limit given wins, not the first.
-            [seconds_arg(args, "timeout_seconds"), profile.and_then(|p| p.timeout), rules.subagent_default_timeout]
-                .into_iter()
-                .flatten()
-                .min()
-        } else {
-            seconds_arg(args, "timeout_seconds")
-                .or_else(|| profile.and_then(|p| p.timeout))
-                .or(rules.subagent_default_timeout)
-        }
-        .filter(|limit| !limit.is_zero()),
+        timeout: seconds_arg(args, "timeout_seconds")
+            .or_else(|| profile.and_then(|p| p.timeout))
+            .or(rules.subagent_default_timeout)
+            .filter(|limit| !limit.is_zero()),
     };
     // A temp session starts empty, a fork session from the snapshot at the call (an O(1)
     // fork), a named one where it left off.
@@ -915,8 +881,7 @@ fn send(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
 /// `subagent.wait`: results of the listed tasks (or of every task not yet read), waiting at
 /// most `timeout_seconds` for all of them to finish.
 async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
-    // Broken variant (test-only build): waiting is free.
-    parent.budget.spend(u32::from(!cfg!(broken = "wait_free")));
+    parent.budget.spend(1);
     let listed = list_arg(args, "task_ids");
     let targets: Vec<String> = {
         let st = shared.board.lock();
@@ -971,12 +936,7 @@ async fn wait(parent: &mut Loop, shared: &Shared, args: &Value) -> ToolOutput {
     let mut results = Vec::new();
     let mut unread: Vec<usize> =
         unread_set.iter().copied().filter(|i| wanted.contains(finished[*i].task_id.as_str())).collect();
-    // Broken variant (test-only build): results listed in spawn order, not completion order.
-    if cfg!(broken = "wait_spawn_order") {
-        unread.sort_by_key(|i| finished[*i].seq);
-    } else {
-        unread.sort_by_key(|i| (finished[*i].at, finished[*i].seq));
-    }
+    unread.sort_by_key(|i| (finished[*i].at, finished[*i].seq));
     let mut answered = BTreeSet::new();
     for i in unread {
         unread_set.remove(&i);

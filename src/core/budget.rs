@@ -43,14 +43,6 @@ pub fn truncate_result(result: &str, limit: Option<usize>) -> (String, bool) {
     let Some(limit) = limit else {
         return (result.to_string(), false);
     };
-    if cfg!(broken = "truncate_bytes") {
-        // Broken variant (test-only build): counts bytes, cutting at the last char boundary.
-        if result.len() <= limit {
-            return (result.to_string(), false);
-        }
-        let cut = (0..=limit).rev().find(|i| result.is_char_boundary(*i)).unwrap_or(0);
-        return (format!("{}...\n[Sub-agent response truncated to {limit} chars]", &result[..cut]), true);
-    }
     match result.char_indices().nth(limit) {
         None => (result.to_string(), false),
         Some((cut, _)) => (format!("{}...\n[Sub-agent response truncated to {limit} chars]", &result[..cut]), true),

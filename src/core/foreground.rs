@@ -34,13 +34,7 @@ pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) ->
         tracing::warn!(alias = %parent.agent, reason, "spawn refused");
         error(reason)
     };
-    // Broken variant (test-only build): the guard lets one level too many through.
-    let at_limit = if cfg!(broken = "depth_off_by_one") {
-        parent.depth > rules.depth_limit
-    } else {
-        parent.depth >= rules.depth_limit
-    };
-    if at_limit {
+    if parent.depth >= rules.depth_limit {
         return refuse(DEPTH_ERROR);
     }
     let task = string_arg(&call.args, "task").unwrap_or_default();
@@ -69,9 +63,7 @@ pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) ->
 
     let child = parent.child(child_id.clone(), task, grant, shared);
     let run = OwnStack(agent_loop::run(shared.arc(), child));
-    // Broken variant (test-only build): a limit of 0 stops the child at once.
-    let outcome = match rules.agent_timeout.filter(|limit| cfg!(broken = "zero_timeout_immediate") || !limit.is_zero())
-    {
+    let outcome = match rules.agent_timeout.filter(|limit| !limit.is_zero()) {
         None => run.await.0,
         Some(limit) => match super::within_limit(tokio::time::Instant::now() + limit, run).await {
             Some((outcome, _)) => outcome,
@@ -82,11 +74,6 @@ pub(crate) async fn call(parent: &mut Loop, shared: &Shared, call: &ToolCall) ->
             }
         },
     };
-    #[cfg(broken = "refund")]
-    {
-        // Broken variant (test-only build): unused steps of the grant go back to the parent.
-        parent.budget.remaining += outcome.budget_left;
-    }
     hand_over(shared, parent, &child_id, &outcome)
 }
 
@@ -107,10 +94,6 @@ fn hand_over(shared: &Shared, parent: &Loop, child: &crate::sut::AgentId, outcom
 /// Seconds as Roku prints them: `120`, or `0.5` for a fractional limit (a whole `f64`
 /// prints without a fraction).
 pub(crate) fn seconds(d: Duration) -> String {
-    if cfg!(broken = "seconds_whole") {
-        // Broken variant (test-only build): the fraction of a limit is dropped.
-        return d.as_secs().to_string();
-    }
     d.as_secs_f64().to_string()
 }
 
