@@ -66,6 +66,12 @@ struct RunArgs {
     /// order `--explore` found).
     #[arg(long, value_name = "SEED", conflicts_with = "explore")]
     explore_seed: Option<u64>,
+    /// What judges each run: the core's events (`events`, the default), or the model's side
+    /// alone (`model-side`): the events and aliases are hidden, each request is attributed
+    /// from what a model endpoint sees, the model-side oracles judge, and the attribution is
+    /// compared with the aliases the core reported.
+    #[arg(long, value_enum, default_value_t = JudgeArg::Events)]
+    judge: JudgeArg,
     /// Threads that run scenario files (default: the number of cores). Each run keeps its
     /// own paused clock, so verdicts and output are the same for any number.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -247,6 +253,15 @@ pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: T
         Command::Schema => schema::schema(out),
         Command::New { name, preset } => new::new(&name, preset, out, err),
     }
+}
+
+/// `--judge`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum JudgeArg {
+    /// The core's events.
+    Events,
+    /// The model's side alone.
+    ModelSide,
 }
 
 /// Which tie orders `run` checks besides (or instead of) the default.
