@@ -97,6 +97,10 @@ pub struct SpawnTool {
     /// The argument naming the child's model, if any.
     #[serde(default)]
     pub model: Option<String>,
+    /// The argument listing the tools the child may have (a list, or one comma-separated
+    /// string): a call naming a tool its caller was not offered makes no child.
+    #[serde(default)]
+    pub tools: Option<String>,
     /// What the parent is handed for a child stopped by its time limit, `{seconds}` standing
     /// for the limit (`120`, `0.5`); `None`: the dialect does not say.
     #[serde(default)]
@@ -134,6 +138,9 @@ pub struct TerminalTool {
     pub name: String,
     /// The argument holding the loop's final text.
     pub text: String,
+    /// The final text when the argument is missing or empty, if the runtime writes one.
+    #[serde(default)]
+    pub default: Option<String>,
 }
 
 /// How an asynchronous result is written into the parent's conversation: a user message
@@ -202,6 +209,7 @@ fn roku_agent() -> SpawnTool {
         timeout_seconds: None,
         task_id_field: None,
         model: None,
+        tools: None,
         timeout_text: Some("[Sub-agent error] Timed out after {seconds} seconds.".into()),
     }
 }
@@ -218,6 +226,7 @@ fn bub_subagent() -> SpawnTool {
         timeout_seconds: Some("timeout_seconds".into()),
         task_id_field: Some("task_id".into()),
         model: Some("model".into()),
+        tools: Some("allowed_tools".into()),
         timeout_text: Some("Timed out after {seconds} seconds.".into()),
     }
 }
@@ -228,8 +237,8 @@ fn nudges() -> Vec<String> {
 
 fn terminals() -> Vec<TerminalTool> {
     vec![
-        TerminalTool { name: "final_answer".into(), text: "message".into() },
-        TerminalTool { name: "fail".into(), text: "reason".into() },
+        TerminalTool { name: "final_answer".into(), text: "message".into(), default: None },
+        TerminalTool { name: "fail".into(), text: "reason".into(), default: Some("LLM reported failure.".into()) },
     ]
 }
 
@@ -315,6 +324,7 @@ impl Dialect {
                     timeout_seconds: None,
                     task_id_field: None,
                     model: None,
+                    tools: None,
                     timeout_text: None,
                 }],
                 send: Vec::new(),
@@ -338,6 +348,7 @@ impl Dialect {
                     timeout_seconds: None,
                     task_id_field: None,
                     model: None,
+                    tools: None,
                     timeout_text: None,
                 }],
                 send: Vec::new(),
@@ -408,7 +419,11 @@ impl Dialect {
         }
         reply.tool_calls.iter().find_map(|c| {
             let terminal = self.terminal.iter().find(|t| t.name == c.name)?;
-            Some(c.args.get(&terminal.text).and_then(|v| v.as_str()).unwrap_or_default().to_string())
+            let text = c.args.get(&terminal.text).and_then(|v| v.as_str()).unwrap_or_default();
+            Some(match &terminal.default {
+                Some(default) if text.trim().is_empty() => default.clone(),
+                _ => text.to_string(),
+            })
         })
     }
 
@@ -428,6 +443,26 @@ impl SpawnTool {
     /// The prompt a call of this tool gives its child, trimmed (empty when absent).
     pub fn prompt_of<'a>(&self, args: &'a serde_json::Value) -> &'a str {
         args.get(&self.prompt).and_then(|p| p.as_str()).map(str::trim).unwrap_or_default()
+    }
+
+    /// Whether every tool a call of this tool grants its child was offered to the caller
+    /// (names matched trimmed, without regard to case, `.` and `_` alike; the terminal tools
+    /// `final_answer` and `fail` are every child's).
+    pub fn grants_within(&self, args: &serde_json::Value, offered: &[String]) -> bool {
+        let Some(arg) = &self.tools else { return true };
+        let names: Vec<String> = match args.get(arg) {
+            Some(serde_json::Value::Array(items)) => {
+                items.iter().filter_map(|v| v.as_str()).map(String::from).collect()
+            }
+            Some(serde_json::Value::String(s)) => s.split(',').map(String::from).collect(),
+            _ => return true,
+        };
+        let norm = |s: &str| s.trim().to_lowercase().replace('.', "_");
+        names
+            .iter()
+            .map(|n| norm(n))
+            .filter(|n| !n.is_empty())
+            .all(|n| n == "final_answer" || n == "fail" || offered.iter().any(|o| norm(o) == n))
     }
 
     /// Which conversation a call of this tool starts its child from.

@@ -248,7 +248,8 @@ impl Attributor {
         for (position, call) in reply.tool_calls.iter().enumerate() {
             let Some(tool) = self.dialect.spawn_tool(&call.name) else { continue };
             let prompt = tool.prompt_of(&call.args).to_string();
-            let refused = !offered.contains(&call.name) || prompt.is_empty();
+            let refused =
+                !offered.contains(&call.name) || prompt.is_empty() || !tool.grants_within(&call.args, offered);
             let profile = tool.profile.as_ref().and_then(|p| call.args.get(p)).and_then(|p| p.as_str());
             let timeout = tool.timeout_seconds.as_ref().and_then(|t| call.args.get(t)).and_then(|t| t.as_f64());
             calls.push(SpawnCall {
@@ -364,7 +365,9 @@ impl Attributor {
     fn new_child(&self, messages: &Transcript, goes_on: bool) -> Option<usize> {
         let first = messages.first()?;
         self.record.calls.iter().position(|c| {
-            let CallOutcome::Waiting { refused: false } = c.outcome else { return false };
+            if !matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made) {
+                return false;
+            }
             let prompt_at = |at: usize| messages.get(at).is_some_and(|m| m.role == Role::User && m.content == c.prompt);
             match &c.session {
                 SessionKind::Fresh => !goes_on && first.role == Role::User && first.content == c.prompt,

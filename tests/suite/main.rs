@@ -11,6 +11,7 @@ mod hostile;
 mod instants;
 mod library;
 mod logging;
+mod model_side;
 mod oracles;
 mod oracles_context;
 mod oracles_costs;
