@@ -76,6 +76,18 @@ fn judge(run: runner::Run, violations: Vec<Violation>) -> Verdict {
     if !run.internal_errors.is_empty() {
         return Verdict::Panics(run.internal_errors);
     }
+    // Judged from the model's side, a request no agent accounts for stops the run (no lane can
+    // answer it) and is a finding, not an invalid case.
+    if let Some(halt) = run.halts.iter().find(|h| h.starts_with("unattributed request")) {
+        let violation = Violation {
+            oracle: crate::oracles::Oracle::ModelSide,
+            agent: "?".to_string(),
+            at: run.elapsed,
+            message: format!("model-side attribution (oracle.model-side.attribution): {halt}"),
+            lines: Vec::new(),
+        };
+        return Verdict::Violates(vec![violation]);
+    }
     if let Some(halt) = run.halts.iter().find(|h| run.limit_hit.as_deref() != Some(h.as_str())) {
         return Verdict::Invalid(halt.clone());
     }
@@ -105,6 +117,8 @@ pub struct Options {
     pub shrink_steps: u32,
     /// Threads that run cases (at least 1).
     pub jobs: usize,
+    /// What judges each case: the core's events, or the model's side alone.
+    pub judge: crate::oracles::model_side::Judge,
 }
 
 /// A minimal reproduction of a violation or of a panic.
@@ -310,7 +324,7 @@ fn run_case(strategy: &impl Strategy<Value = Scenario>, options: &Options, case:
         Err(Verdict::Invalid(reason)) => return Outcome::Invalid(reason),
         Err(_) => return Outcome::Violates(Schedule::default_order()),
     };
-    let prepared = runner::Runner::new().prepare(&scenario, &profiles);
+    let prepared = runner::Runner::new().judge(options.judge).prepare(&scenario, &profiles);
     let mut reached = None;
     for schedule in schedules(options.seed ^ case, options.explore) {
         let (run, violations) = prepared.check_order(schedule);

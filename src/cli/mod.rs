@@ -134,6 +134,10 @@ enum Command {
         /// Which rule sets to draw from.
         #[arg(long, value_enum, default_value_t = FamilyArg::Any)]
         family: FamilyArg,
+        /// What judges each case: the core's events, or the model's side alone (as `run
+        /// --judge`).
+        #[arg(long, value_enum, default_value_t = JudgeArg::Events)]
+        judge: JudgeArg,
         /// Where to write the minimal scenario of a finding.
         #[arg(long, default_value = "fuzz-findings")]
         out: PathBuf,
@@ -233,7 +237,19 @@ pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
 pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
     match cli.command {
         Command::Run(args) => run::run(&args, out, err, terminal),
-        Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps, jobs, time, shard, progress_every } => {
+        Command::Fuzz {
+            cases,
+            seed,
+            explore,
+            family,
+            out: dir,
+            shrink_steps,
+            jobs,
+            time,
+            shard,
+            progress_every,
+            judge,
+        } => {
             let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
             let family = match family {
                 FamilyArg::Any => Family::Any,
@@ -241,7 +257,11 @@ pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: T
                 FamilyArg::Bub => Family::Bub,
             };
             let cases = cases.unwrap_or(if time.is_some() { u64::MAX } else { 1000 });
-            let options = crate::fuzz::Options { cases, seed, explore, family, shrink_steps, jobs };
+            let judge = match judge {
+                JudgeArg::Events => crate::oracles::model_side::Judge::Events,
+                JudgeArg::ModelSide => crate::oracles::model_side::Judge::ModelSide,
+            };
+            let options = crate::fuzz::Options { cases, seed, explore, family, shrink_steps, jobs, judge };
             let campaign = fuzz::Campaign {
                 options,
                 shard: shard.unwrap_or_default(),
