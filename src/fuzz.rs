@@ -61,8 +61,13 @@ fn case_profiles(scenario: &Scenario) -> Result<Vec<Profile>, Verdict> {
 
 /// Runs one case in one tie order and checks every oracle.
 pub fn check(scenario: &Scenario, schedule: Schedule) -> Verdict {
+    check_judged(scenario, schedule, crate::oracles::model_side::Judge::Events)
+}
+
+/// [`check`], judged as `judge` says.
+pub fn check_judged(scenario: &Scenario, schedule: Schedule, judge: crate::oracles::model_side::Judge) -> Verdict {
     match case_profiles(scenario) {
-        Ok(profiles) => check_prepared(&runner::Runner::new().prepare(scenario, &profiles), schedule),
+        Ok(profiles) => check_prepared(&runner::Runner::new().judge(judge).prepare(scenario, &profiles), schedule),
         Err(verdict) => verdict,
     }
 }
@@ -455,7 +460,8 @@ pub fn run_campaign(
                 let mut tree =
                     strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
                 let interrupted = || stop() == Some(Stop::Interrupted);
-                let (scenario, failure, cut) = shrink_until(&mut tree, schedule, options.shrink_steps, &interrupted);
+                let (scenario, failure, cut) =
+                    shrink_until(&mut tree, schedule, options.shrink_steps, &interrupted, options.judge);
                 shrink_cut = cut;
                 let (violations, panics) = failure.parts();
                 report.finding = Some(Finding { case, scenario, violations, panics, schedule });
@@ -514,7 +520,8 @@ pub fn shrink(
     schedule: Schedule,
     steps: u32,
 ) -> (Scenario, Vec<Violation>, Vec<String>) {
-    let (scenario, failure, _) = shrink_until(tree, schedule, steps, &|| false);
+    let (scenario, failure, _) =
+        shrink_until(tree, schedule, steps, &|| false, crate::oracles::model_side::Judge::Events);
     let (violations, panics) = failure.parts();
     (scenario, violations, panics)
 }
@@ -525,9 +532,11 @@ fn shrink_until(
     schedule: Schedule,
     steps: u32,
     cut: &dyn Fn() -> bool,
+    judge: crate::oracles::model_side::Judge,
 ) -> (Scenario, Failure, bool) {
     let mut was_cut = false;
     let mut best = tree.current();
+    let check = |s: &Scenario, schedule| check_judged(s, schedule, judge);
     let mut best_failure = Failure::of(check(&best, schedule)).expect("shrinking starts from a failing case");
     let failure_of = |s: &Scenario, like: &Failure| Failure::of(check(s, schedule)).filter(|f| f.same_kind(like));
     if tree.simplify() {
