@@ -432,7 +432,15 @@ fn fuzz_rate(cases: u64) {
     println!();
     println!("## Fuzzer rate on one core");
     for explore in [0, 2] {
-        let options = fuzz::Options { cases, seed: 1, explore, family: Family::Any, shrink_steps: 4096, jobs: 1 };
+        let options = fuzz::Options {
+            cases,
+            seed: 1,
+            explore,
+            family: Family::Any,
+            shrink_steps: 4096,
+            jobs: 1,
+            judge: Default::default(),
+        };
         let start = Instant::now();
         let report = fuzz::run(&options, |_| {});
         let elapsed = start.elapsed();

@@ -13,6 +13,8 @@
 //! read it); it depends on neither. It also holds the derived facts both need, such as what a
 //! fork child's first request must hold.
 
+pub mod attribution;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -61,8 +61,13 @@ fn case_profiles(scenario: &Scenario) -> Result<Vec<Profile>, Verdict> {
 
 /// Runs one case in one tie order and checks every oracle.
 pub fn check(scenario: &Scenario, schedule: Schedule) -> Verdict {
+    check_judged(scenario, schedule, crate::oracles::model_side::Judge::Events)
+}
+
+/// [`check`], judged as `judge` says.
+pub fn check_judged(scenario: &Scenario, schedule: Schedule, judge: crate::oracles::model_side::Judge) -> Verdict {
     match case_profiles(scenario) {
-        Ok(profiles) => check_prepared(&runner::Runner::new().prepare(scenario, &profiles), schedule),
+        Ok(profiles) => check_prepared(&runner::Runner::new().judge(judge).prepare(scenario, &profiles), schedule),
         Err(verdict) => verdict,
     }
 }
@@ -75,6 +80,18 @@ fn check_prepared(prepared: &runner::Prepared, schedule: Schedule) -> Verdict {
 fn judge(run: runner::Run, violations: Vec<Violation>) -> Verdict {
     if !run.internal_errors.is_empty() {
         return Verdict::Panics(run.internal_errors);
+    }
+    // Judged from the model's side, a request no agent accounts for stops the run (no lane can
+    // answer it) and is a finding, not an invalid case.
+    if let Some(halt) = run.halts.iter().find(|h| h.starts_with("unattributed request")) {
+        let violation = Violation {
+            oracle: crate::oracles::Oracle::ModelSide,
+            agent: "?".to_string(),
+            at: run.elapsed,
+            message: format!("model-side attribution (oracle.model-side.attribution): {halt}"),
+            lines: Vec::new(),
+        };
+        return Verdict::Violates(vec![violation]);
     }
     if let Some(halt) = run.halts.iter().find(|h| run.limit_hit.as_deref() != Some(h.as_str())) {
         return Verdict::Invalid(halt.clone());
@@ -105,6 +122,8 @@ pub struct Options {
     pub shrink_steps: u32,
     /// Threads that run cases (at least 1).
     pub jobs: usize,
+    /// What judges each case: the core's events, or the model's side alone.
+    pub judge: crate::oracles::model_side::Judge,
 }
 
 /// A minimal reproduction of a violation or of a panic.
@@ -310,7 +329,7 @@ fn run_case(strategy: &impl Strategy<Value = Scenario>, options: &Options, case:
         Err(Verdict::Invalid(reason)) => return Outcome::Invalid(reason),
         Err(_) => return Outcome::Violates(Schedule::default_order()),
     };
-    let prepared = runner::Runner::new().prepare(&scenario, &profiles);
+    let prepared = runner::Runner::new().judge(options.judge).prepare(&scenario, &profiles);
     let mut reached = None;
     for schedule in schedules(options.seed ^ case, options.explore) {
         let (run, violations) = prepared.check_order(schedule);
@@ -441,7 +460,8 @@ pub fn run_campaign(
                 let mut tree =
                     strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
                 let interrupted = || stop() == Some(Stop::Interrupted);
-                let (scenario, failure, cut) = shrink_until(&mut tree, schedule, options.shrink_steps, &interrupted);
+                let (scenario, failure, cut) =
+                    shrink_until(&mut tree, schedule, options.shrink_steps, &interrupted, options.judge);
                 shrink_cut = cut;
                 let (violations, panics) = failure.parts();
                 report.finding = Some(Finding { case, scenario, violations, panics, schedule });
@@ -500,7 +520,8 @@ pub fn shrink(
     schedule: Schedule,
     steps: u32,
 ) -> (Scenario, Vec<Violation>, Vec<String>) {
-    let (scenario, failure, _) = shrink_until(tree, schedule, steps, &|| false);
+    let (scenario, failure, _) =
+        shrink_until(tree, schedule, steps, &|| false, crate::oracles::model_side::Judge::Events);
     let (violations, panics) = failure.parts();
     (scenario, violations, panics)
 }
@@ -511,9 +532,11 @@ fn shrink_until(
     schedule: Schedule,
     steps: u32,
     cut: &dyn Fn() -> bool,
+    judge: crate::oracles::model_side::Judge,
 ) -> (Scenario, Failure, bool) {
     let mut was_cut = false;
     let mut best = tree.current();
+    let check = |s: &Scenario, schedule| check_judged(s, schedule, judge);
     let mut best_failure = Failure::of(check(&best, schedule)).expect("shrinking starts from a failing case");
     let failure_of = |s: &Scenario, like: &Failure| Failure::of(check(s, schedule)).filter(|f| f.same_kind(like));
     if tree.simplify() {

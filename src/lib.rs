@@ -13,7 +13,10 @@
 //!   and hints, and its JSON Schema (derived from the same types).
 //! - [`profiles`]: agent profile files (`.agents/agents/*.md`), read before a run.
 //! - [`trace`]: the record of a run, one line per event, as text and as JSON lines.
-//! - [`evidence`]: what the oracles judge: the trace plus the exchanges the model saw.
+//! - [`dialect`]: how a runtime spells sub-agents to the model (spawn tools, prompts, results), as
+//!   data: what attribution and the model-side oracles read.
+//! - [`evidence`]: what the oracles judge: the trace plus the exchanges the model saw, and
+//!   [`evidence::attribution`], which puts each exchange down to an agent from the model's side.
 //! - [`harness`]: what plugs into the boundary under test: the scripted mock LLM
 //!   ([`harness::mock_llm`]), simulated tools ([`harness::sim_tools`]), the scripted approval
 //!   answers ([`harness::asker`]), the trace recorder and exchange log, and the one object that
@@ -51,6 +54,7 @@
 pub mod cli;
 pub mod core;
 pub mod coverage;
+pub mod dialect;
 pub mod evidence;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;

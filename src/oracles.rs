@@ -14,6 +14,7 @@ mod context;
 mod costs;
 mod index;
 mod launch;
+pub mod model_side;
 mod precedence;
 mod presets;
 mod profiles;
@@ -78,6 +79,9 @@ pub enum Oracle {
     /// A named session serves one run at a time, and each run starts from what the earlier
     /// completed or failed runs recorded.
     Sessions,
+    /// A rule judged from the model's side alone ([`model_side`]); not one of [`Oracle::ALL`],
+    /// which are the oracles on the core's events.
+    ModelSide,
 }
 
 impl Oracle {
@@ -120,6 +124,7 @@ impl Oracle {
             Oracle::Context => "context",
             Oracle::Routing => "routing",
             Oracle::Sessions => "sessions",
+            Oracle::ModelSide => "model-side",
         }
     }
 }

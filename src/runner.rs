@@ -24,6 +24,7 @@ use crate::harness::panics;
 use crate::harness::recorder::Recorder;
 use crate::harness::schedule::Schedule;
 use crate::harness::sim_tools::{Declared, SimTool};
+use crate::oracles::model_side::Judge;
 use crate::oracles::{self, Violation};
 use crate::profiles;
 use crate::scenario::with_task_ids;
@@ -66,6 +67,8 @@ pub struct Run {
     pub limit_hit: Option<String>,
     /// Tokio tasks still alive once the session quit.
     pub alive_tasks: usize,
+    /// In model-side mode: the run as the model saw it, each exchange attributed.
+    pub model_side: Option<crate::evidence::attribution::ModelSide>,
 }
 
 impl Run {
@@ -288,11 +291,12 @@ pub struct Runner<'a> {
     parallel: bool,
     explore: u32,
     only_order: Option<u64>,
+    judge: Judge,
 }
 
 impl Default for Runner<'static> {
     fn default() -> Runner<'static> {
-        Runner { sut: &Builtin, parallel: false, explore: 0, only_order: None }
+        Runner { sut: &Builtin, parallel: false, explore: 0, only_order: None, judge: Judge::Events }
     }
 }
 
@@ -304,7 +308,23 @@ impl<'a> Runner<'a> {
 
     /// Runs scenarios on `sut` instead.
     pub fn on<'b>(self, sut: &'b dyn SystemUnderTest) -> Runner<'b> {
-        Runner { sut, parallel: self.parallel, explore: self.explore, only_order: self.only_order }
+        Runner { sut, parallel: self.parallel, explore: self.explore, only_order: self.only_order, judge: self.judge }
+    }
+
+    /// Judges from the core's events (the default) or from the model's side alone
+    /// (`oracles::model_side`). A core that reports no events is judged from the model's side
+    /// whatever this says.
+    pub fn judge(self, judge: Judge) -> Runner<'a> {
+        Runner { judge, ..self }
+    }
+
+    /// How this runner judges its core: `judge`, or the model's side for a core that reports
+    /// no events.
+    pub fn judging(&self) -> Judge {
+        match self.sut.reports() {
+            crate::sut::Reports::NoEvents => Judge::ModelSide,
+            crate::sut::Reports::Events => self.judge,
+        }
     }
 
     /// [`Runner::check`] also runs each scenario in `k` seeded orders of same-instant events
@@ -322,6 +342,13 @@ impl<'a> Runner<'a> {
     /// Whether the two runs of a verification run on two threads at once.
     pub fn parallel(self, parallel: bool) -> Runner<'a> {
         Runner { parallel, ..self }
+    }
+
+    /// The dialect the core speaks (its `SystemUnderTest::dialect`); `generic` when that
+    /// names neither a built-in dialect nor a readable file.
+    pub fn dialect(&self) -> Arc<crate::dialect::Dialect> {
+        let dialect = crate::dialect::Dialect::load(&self.sut.dialect());
+        Arc::new(dialect.unwrap_or_else(|_| crate::dialect::Dialect::builtin("generic").expect("a built-in dialect")))
     }
 
     /// The core scenarios run on.
@@ -443,7 +470,8 @@ impl Prepared<'_, '_> {
         let recorder = Arc::new(Recorder::new(max_events, entries, stop.clone(), now.clone()));
         let log = Arc::new(ExchangeLog::with_capacity(exchanges));
         let parts = Parts { stop: stop.clone(), recorder: recorder.clone(), log: log.clone(), now };
-        let prepared = PreparedParts { script: self.script.clone(), tools: &self.tools };
+        let dialect = (self.runner.judging() == Judge::ModelSide).then(|| self.runner.dialect());
+        let prepared = PreparedParts { script: self.script.clone(), tools: &self.tools, dialect };
         let run = run_paused(parts, self.runner.sut, self.scenario, prepared, self.profiles, schedule);
         let run = match std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(run))) {
             Ok(run) => run,
@@ -471,6 +499,7 @@ impl Prepared<'_, '_> {
                     session_ended: false,
                     limit_hit: None,
                     alive_tasks: 0,
+                    model_side: None,
                 }
             }
         };
@@ -567,10 +596,17 @@ impl Prepared<'_, '_> {
     /// [`Runner::check_order`].
     pub fn check_order(&self, schedule: Schedule) -> (Run, Vec<Violation>) {
         let ((first, mut violations), second) = self.twice_then(schedule, |first| {
-            let violations = oracles::check(&first.evidence());
+            let violations = match &first.model_side {
+                Some(side) => model_side_violations(side, &first),
+                None => oracles::check(&first.evidence()),
+            };
             (first, violations)
         });
-        violations.extend(oracles::determinism(&first.trace, &second.trace));
+        match (&first.model_side, &second.model_side) {
+            (Some(a), Some(b)) => violations
+                .extend(crate::oracles::model_side::determinism(a, b).map(|f| model_side_violation(&first, f))),
+            _ => violations.extend(oracles::determinism(&first.trace, &second.trace)),
+        }
         (first, violations)
     }
 
@@ -659,6 +695,8 @@ struct Parts {
 struct PreparedParts<'p> {
     script: Arc<Script>,
     tools: &'p [Arc<Declared>],
+    /// Model-side mode: the dialect the attribution reads.
+    dialect: Option<Arc<crate::dialect::Dialect>>,
 }
 
 async fn run_paused(
@@ -670,11 +708,15 @@ async fn run_paused(
     schedule: Schedule,
 ) -> Run {
     let Parts { stop, recorder, log, now } = parts;
-    let PreparedParts { script, tools: declared } = prepared;
+    let PreparedParts { script, tools: declared, dialect } = prepared;
     let clock = Clock::new(schedule, now);
     let clock_driver = tokio::spawn(clock.clone().drive());
     let mock = ScriptedLlm::new(script, stop.clone(), clock.clone(), log.clone(), recorder.clone())
         .explored(schedule.seed().is_some());
+    let mock = match dialect {
+        Some(dialect) => mock.model_side(dialect),
+        None => mock,
+    };
     let mock = Arc::new(mock);
     let mut tools = ToolCatalog::new();
     for declared in declared {
@@ -816,6 +858,7 @@ async fn run_paused(
         session_ended: progress.session_ended && halts_empty,
         limit_hit,
         alive_tasks,
+        model_side: mock.model_side_record(),
     }
 }
 
@@ -843,6 +886,33 @@ pub fn default_only(scenario: &Scenario) -> Vec<String> {
     }
     note("expect".to_string(), &scenario.expect.order_dependent);
     out
+}
+
+/// The model-side findings of a run as violations: the model-side oracles, and, for a core
+/// that reports its aliases, whether the attribution gave each exchange the core's alias.
+fn model_side_violations(side: &crate::evidence::attribution::ModelSide, run: &Run) -> Vec<Violation> {
+    let mut findings = crate::oracles::model_side::check(side, &run.rules, &dialect_of(side));
+    findings.extend(crate::oracles::model_side::proof(side, &run.exchanges));
+    findings.into_iter().map(|f| model_side_violation(run, f)).collect()
+}
+
+fn model_side_violation(run: &Run, f: crate::oracles::model_side::Finding) -> Violation {
+    let at = run.model_side.as_ref().and_then(|s| s.exchanges.get(f.exchange)).map_or(Duration::ZERO, |e| e.arrived);
+    Violation {
+        oracle: oracles::Oracle::ModelSide,
+        agent: f.agent.clone(),
+        at,
+        message: f.to_string(),
+        lines: Vec::new(),
+    }
+}
+
+/// The dialect a model-side record was attributed with.
+fn dialect_of(side: &crate::evidence::attribution::ModelSide) -> crate::dialect::Dialect {
+    side.dialect
+        .as_deref()
+        .cloned()
+        .unwrap_or_else(|| crate::dialect::Dialect::builtin("rehearsal").expect("a built-in dialect"))
 }
 
 /// Which tie order a run was in, for what its judgement skips.
@@ -979,7 +1049,14 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
             }
         }
     }
-    for violation in oracles::check(&run.evidence()) {
+    // Judged from the model's side, the core's events are hidden: the model-side oracles
+    // judge the exchanges, and no oracle or trace expectation reads the trace.
+    let model_side = run.model_side.as_ref().map(|side| model_side_violations(side, &run));
+    for violation in model_side.iter().flatten() {
+        fail(&mut failures, violation.message.clone(), Vec::new());
+    }
+    let events = if model_side.is_some() { Vec::new() } else { oracles::check(&run.evidence()) };
+    for violation in events {
         // A run limit is the termination oracle's to judge, and already named as the stop.
         let stop = run.limit_hit.as_ref().is_some_and(|limit| violation.message.ends_with(limit.as_str()));
         if !(violation.oracle == oracles::Oracle::Termination && stop) {
@@ -992,7 +1069,7 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
     // Expectations on the whole run the file holds to the default order are not checked in
     // an explored one.
     let whole = !(explored && scenario.expect.order_dependent.is_some());
-    if whole {
+    if whole && model_side.is_none() {
         failures.extend(fragments(scenario, trace, &task_ids));
     }
     if let Some(want) = scenario.expect.elapsed_ms.filter(|_| whole) {

@@ -66,6 +66,12 @@ struct RunArgs {
     /// order `--explore` found).
     #[arg(long, value_name = "SEED", conflicts_with = "explore")]
     explore_seed: Option<u64>,
+    /// What judges each run: the core's events (`events`, the default), or the model's side
+    /// alone (`model-side`): the events and aliases are hidden, each request is attributed
+    /// from what a model endpoint sees, the model-side oracles judge, and the attribution is
+    /// compared with the aliases the core reported.
+    #[arg(long, value_enum, default_value_t = JudgeArg::Events)]
+    judge: JudgeArg,
     /// Threads that run scenario files (default: the number of cores). Each run keeps its
     /// own paused clock, so verdicts and output are the same for any number.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -133,6 +139,10 @@ enum Command {
         /// Which rule sets to draw from.
         #[arg(long, value_enum, default_value_t = FamilyArg::Any)]
         family: FamilyArg,
+        /// What judges each case: the core's events, or the model's side alone (as `run
+        /// --judge`).
+        #[arg(long, value_enum, default_value_t = JudgeArg::Events)]
+        judge: JudgeArg,
         /// Where to write the minimal scenario of a finding.
         #[arg(long, default_value = "fuzz-findings")]
         out: PathBuf,
@@ -232,7 +242,19 @@ pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
 pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
     match cli.command {
         Command::Run(args) => run::run(&args, out, err, terminal),
-        Command::Fuzz { cases, seed, explore, family, out: dir, shrink_steps, jobs, time, shard, progress_every } => {
+        Command::Fuzz {
+            cases,
+            seed,
+            explore,
+            family,
+            out: dir,
+            shrink_steps,
+            jobs,
+            time,
+            shard,
+            progress_every,
+            judge,
+        } => {
             let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
             let family = match family {
                 FamilyArg::Any => Family::Any,
@@ -240,7 +262,11 @@ pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: T
                 FamilyArg::Bub => Family::Bub,
             };
             let cases = cases.unwrap_or(if time.is_some() { u64::MAX } else { 1000 });
-            let options = crate::fuzz::Options { cases, seed, explore, family, shrink_steps, jobs };
+            let judge = match judge {
+                JudgeArg::Events => crate::oracles::model_side::Judge::Events,
+                JudgeArg::ModelSide => crate::oracles::model_side::Judge::ModelSide,
+            };
+            let options = crate::fuzz::Options { cases, seed, explore, family, shrink_steps, jobs, judge };
             let campaign = fuzz::Campaign {
                 options,
                 shard: shard.unwrap_or_default(),
@@ -252,6 +278,15 @@ pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: T
         Command::Schema => schema::schema(out),
         Command::New { name, preset } => new::new(&name, preset, out, err),
     }
+}
+
+/// `--judge`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum JudgeArg {
+    /// The core's events.
+    Events,
+    /// The model's side alone.
+    ModelSide,
 }
 
 /// Which tie orders `run` checks besides (or instead of) the default.

@@ -207,6 +207,9 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
     // Threads go to files first; with fewer files than threads, the two runs of each
     // verification take two.
     let mut runner = runner::Runner::new().parallel(files.len() < jobs).explore(orders.explore);
+    if args.judge == super::JudgeArg::ModelSide {
+        runner = runner.judge(crate::oracles::model_side::Judge::ModelSide);
+    }
     if let Some(seed) = orders.seed {
         runner = runner.only_order(seed);
     }

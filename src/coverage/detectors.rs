@@ -1605,6 +1605,18 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         })
     }),
     // --- §6: the oracles (each check had something to check) ---
+    // --- §6, oracle 17: the model's side (each had something to judge) ---
+    ("oracle.model-side.attribution", |f| !f.e.exchanges.is_empty()),
+    ("oracle.model-side.depth", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
+    ("oracle.model-side.truncation", |f| f.any(|e| matches!(e, Event::ChildResult { .. }))),
+    ("oracle.model-side.fork-snapshot", |f| f.bg_children().any(|(r, ..)| r.session.starts_with("fork/"))),
+    ("oracle.model-side.isolation", |f| !f.spawns.is_empty()),
+    ("oracle.model-side.append-only", |f| f.root_requests().len() >= 2),
+    ("oracle.model-side.concurrency", |f| f.runs.iter().any(|r| r.started.is_some())),
+    ("oracle.model-side.budget", |f| !f.spawns.is_empty()),
+    ("oracle.model-side.timeouts", |f| f.any(|e| matches!(e, Event::TimedOut { .. }))),
+    ("oracle.model-side.delivery", |f| f.runs.iter().any(|r| !r.delivered.is_empty())),
+    ("oracle.model-side.context", |f| !f.spawns.is_empty()),
     ("oracle.depth.no-agent-beyond-limit", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
     ("oracle.depth.refused-at-limit", |f| f.calls_to("Agent").any(|c| c.agent.depth() == f.rules.depth_limit)),
     ("oracle.depth.not-refused-below-limit", |f| f.fg_spawns().next().is_some()),

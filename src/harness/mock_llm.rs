@@ -18,6 +18,8 @@ use aho_corasick::AhoCorasick;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::dialect::Dialect;
+use crate::evidence::attribution::{Attribution, Attributor, ModelSide};
 use crate::evidence::fork_mismatch;
 use crate::scenario::{Check, Lane, Reply, Text, When, with_task_ids};
 use crate::sut::AgentId;
@@ -39,6 +41,16 @@ struct State {
     /// Per lane, per reply: the requests it answered.
     uses: Vec<Vec<usize>>,
     seen: BTreeMap<AgentId, Seen>,
+    /// In model-side mode: the calls numbered so far (their ids carry no alias).
+    calls: usize,
+}
+
+/// Who a request is from, as the lanes select: the core's report in the default mode, the
+/// attribution's in model-side mode.
+pub(crate) struct Who {
+    alias: AgentId,
+    goal: Arc<str>,
+    profile: Option<Arc<str>>,
 }
 
 /// A scenario's lanes, prepared once and shared by every run of the scenario: the selectors
@@ -110,6 +122,8 @@ pub struct ScriptedLlm {
     recorder: Arc<Recorder>,
     /// The run is in an explored tie order: checks marked `order_dependent` are skipped.
     explored: bool,
+    /// Model-side mode: lanes are chosen by the attributed alias, and call ids carry none.
+    attributor: Option<Mutex<Attributor>>,
 }
 
 impl ScriptedLlm {
@@ -127,7 +141,25 @@ impl ScriptedLlm {
         let cursor = used.clone();
         let uses = script.lanes.iter().map(|l| vec![0; l.replies.len()]).collect();
         let state = Mutex::new(State { used, cursor, uses, ..State::default() });
-        ScriptedLlm { script, state, stop, clock, log, recorder, explored: false }
+        ScriptedLlm { script, state, stop, clock, log, recorder, explored: false, attributor: None }
+    }
+
+    /// The same engine in model-side mode: each request is put down to an agent by an
+    /// [`Attributor`] reading `dialect`, from what a model endpoint sees (never the alias the
+    /// core reports), its lane is chosen by that alias, and the calls' ids are `call_1`,
+    /// `call_2`, ... in the order the replies are given, so that they tell no alias.
+    pub fn model_side(self, dialect: Arc<Dialect>) -> ScriptedLlm {
+        ScriptedLlm { attributor: Some(Mutex::new(Attributor::new(dialect, Vec::new()))), ..self }
+    }
+
+    /// In model-side mode, the run as the model saw it, with the attributions.
+    pub fn model_side_record(&self) -> Option<ModelSide> {
+        let attributor = self.attributor.as_ref()?;
+        Some(attributor.lock().expect("attributor lock poisoned").record().clone())
+    }
+
+    fn attributor(&self) -> Option<std::sync::MutexGuard<'_, Attributor>> {
+        self.attributor.as_ref().map(|a| a.lock().expect("attributor lock poisoned"))
     }
 
     /// The same engine for a run in an explored tie order: request checks marked
@@ -147,25 +179,25 @@ impl ScriptedLlm {
     }
 
     /// Binds the request's agent to its lane and takes the lane's next reply.
-    fn next(&self, request: &LlmRequest) -> Result<(usize, usize, Option<usize>, Chosen<'_>), String> {
+    fn next(&self, request: &LlmRequest, who: &Who) -> Result<(usize, usize, Option<usize>, Chosen<'_>), String> {
         let mut st = self.state.lock().expect("mock lock poisoned");
-        let lane = match st.bindings.get(&request.agent) {
+        let lane = match st.bindings.get(&who.alias) {
             Some(lane) => *lane,
             None => {
-                let matching = self.script.selectors.matching(request);
+                let matching = self.script.selectors.matching(who);
                 match matching[..] {
                     [lane] => {
-                        st.bindings.insert(request.agent.clone(), lane);
+                        st.bindings.insert(who.alias.clone(), lane);
                         lane
                     }
-                    [] => return Err(self.no_lane(request, &st)),
+                    [] => return Err(self.no_lane(request, who, &st)),
                     [a, b, ..] => {
                         return Err(format!(
                             "lanes[{a}] ({}) and lanes[{b}] ({}) both select agent {} (task {}); make the selectors exclusive",
                             self.script.lanes[a].selector(),
                             self.script.lanes[b].selector(),
-                            request.agent,
-                            quoted(&request.goal)
+                            who.alias,
+                            quoted(&who.goal)
                         ));
                     }
                 }
@@ -195,7 +227,7 @@ impl ScriptedLlm {
                 Some(why) => {
                     return Err(format!(
                         "lanes[{lane}].replies[{index}].when does not hold for {} request #{call}: {why}{}",
-                        request.agent,
+                        who.alias,
                         if passed.is_empty() { String::new() } else { format!("; passed over: {}", passed.join(", ")) }
                     ));
                 }
@@ -209,7 +241,7 @@ impl ScriptedLlm {
                 return Err(format!(
                     "lanes[{lane}] ({}) is exhausted: {} asked for call {call}, but the lane scripts {}{}",
                     self.script.lanes[lane].selector(),
-                    request.agent,
+                    who.alias,
                     plural(self.script.lanes[lane].replies.len(), "reply", "replies"),
                     if passed.is_empty() {
                         String::new()
@@ -239,30 +271,27 @@ impl ScriptedLlm {
             );
         }
         for (place, failure) in failures {
-            self.stop.check_failed(format!("{place}: {} request #{call}: {failure}", request.agent));
+            self.stop.check_failed(format!("{place}: {} request #{call}: {failure}", who.alias));
         }
         Ok((lane, call, chosen, reply))
     }
 
     /// Why no lane selects the request's agent, with the lanes there are and the nearest
     /// alias lane that has selected no agent yet.
-    fn no_lane(&self, request: &LlmRequest, st: &State) -> String {
+    fn no_lane(&self, _request: &LlmRequest, who: &Who, st: &State) -> String {
         let lanes = &self.script.lanes;
         let mut message = format!(
             "lanes: no lane selects agent {} (task {}); add a lane with `agent`, `task_contains` or `profile` that selects it",
-            request.agent,
-            quoted(&request.goal)
+            who.alias,
+            quoted(&who.goal)
         );
         let selectors: Vec<String> =
             lanes.iter().enumerate().map(|(i, l)| format!("lanes[{i}] {}", l.selector())).collect();
         message.push_str(&format!(" (the lanes: {})", selectors.join(", ")));
         // An alias lane that has not selected anyone is the likely slip.
         let idle = lanes.iter().enumerate().filter(|(i, _)| st.used[*i] == 0).filter_map(|(_, l)| l.agent.as_deref());
-        if let Some(alias) = crate::scenario::nearest_name(request.agent.as_str(), idle) {
-            message.push_str(&format!(
-                "; the lane for `{alias}` has selected no agent: did you mean `{}`?",
-                request.agent
-            ));
+        if let Some(alias) = crate::scenario::nearest_name(who.alias.as_str(), idle) {
+            message.push_str(&format!("; the lane for `{alias}` has selected no agent: did you mean `{}`?", who.alias));
         }
         message
     }
@@ -513,13 +542,11 @@ impl Selectors {
 
     /// The lanes that select the request's agent, in lane order: by alias, and for a child by
     /// a text its task contains or by its profile.
-    fn matching(&self, request: &LlmRequest) -> Vec<usize> {
-        let mut lanes: Vec<usize> = self.by_agent.get(request.agent.as_str()).cloned().unwrap_or_default();
-        if request.agent.depth() > 0 {
-            lanes.extend(
-                self.tasks.find_overlapping_iter(&*request.goal).map(|m| self.task_lanes[m.pattern().as_usize()]),
-            );
-            if let Some(profile) = request.profile.as_deref() {
+    fn matching(&self, who: &Who) -> Vec<usize> {
+        let mut lanes: Vec<usize> = self.by_agent.get(who.alias.as_str()).cloned().unwrap_or_default();
+        if who.alias.depth() > 0 {
+            lanes.extend(self.tasks.find_overlapping_iter(&*who.goal).map(|m| self.task_lanes[m.pattern().as_usize()]));
+            if let Some(profile) = who.profile.as_deref() {
                 lanes.extend(self.by_profile.get(profile).into_iter().flatten());
             }
         }
@@ -624,6 +651,13 @@ fn call_id(agent: &str, call: usize, n: usize) -> String {
     id
 }
 
+/// The id of the run's `n`-th call in model-side mode: `call_n`, which tells no alias.
+fn anonymous_call_id(n: usize) -> String {
+    let mut id = String::from("call_");
+    push_number(&mut id, n);
+    id
+}
+
 /// Appends `n` in decimal.
 fn push_number(out: &mut String, mut n: usize) {
     let mut digits = [0u8; 20];
@@ -677,16 +711,61 @@ fn resolve_task_refs(args: &serde_json::Value, ids: &[String]) -> Result<serde_j
 impl Llm for ScriptedLlm {
     fn complete<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<LlmReply, LlmError>> {
         Box::pin(async move {
-            let (lane, call, index, reply) = match self.next(request) {
+            let mut number = None;
+            let attributed = self.attributor().map(|mut attributor| {
+                let tools = request.tools.iter().map(|t| t.name.clone()).collect();
+                attributor.request(
+                    &request.messages,
+                    tools,
+                    request.model.as_deref().map(String::from),
+                    self.recorder.elapsed(),
+                )
+            });
+            let who = match attributed {
+                None => {
+                    Who { alias: request.agent.clone(), goal: request.goal.clone(), profile: request.profile.clone() }
+                }
+                Some((n, attribution)) => {
+                    number = Some(n);
+                    match attribution {
+                        Attribution::Agent(a) => Who { alias: a.alias, goal: a.goal, profile: a.profile },
+                        Attribution::Side(_) => return Ok(LlmReply::default()),
+                        Attribution::Unattributed(why) => {
+                            self.stop.halt(format!("unattributed request: {why}"));
+                            return std::future::pending().await;
+                        }
+                    }
+                }
+            };
+            let answer = self.answer(request, &who).await;
+            if let Some(number) = number
+                && let Some(mut attributor) = self.attributor()
+            {
+                match &answer {
+                    Ok(reply) => attributor.replied(
+                        number,
+                        &Message::assistant(reply.text.clone(), reply.tool_calls.clone()),
+                        self.recorder.elapsed(),
+                    ),
+                    Err(_) => attributor.failed(number),
+                }
+            }
+            answer
+        })
+    }
+}
+
+impl ScriptedLlm {
+    async fn answer(&self, request: &LlmRequest, who: &Who) -> Result<LlmReply, LlmError> {
+        {
+            let (lane, call, index, reply) = match self.next(request, who) {
                 Ok(next) => next,
                 Err(message) => {
                     self.stop.halt(message);
                     return std::future::pending().await;
                 }
             };
-            self.clock
-                .sleep(Duration::from_millis(reply.latency_ms), || format!("llm {} #{call}", request.agent))
-                .await;
+            self.clock.sleep(Duration::from_millis(reply.latency_ms), || format!("llm {} #{call}", who.alias)).await;
             if reply.hang {
                 return std::future::pending().await;
             }
@@ -708,11 +787,18 @@ impl Llm for ScriptedLlm {
             let task_ids = if prepared.iter().any(|(_, refers)| *refers) {
                 let known = self.recorder.task_ids();
                 let mut st = self.state.lock().expect("mock lock poisoned");
-                st.seen.entry(request.agent.clone()).or_default().update(&request.messages, &known)
+                st.seen.entry(who.alias.clone()).or_default().update(&request.messages, &known)
             } else {
                 Vec::new()
             };
             let mut tool_calls = Vec::new();
+            let first_call = if self.attributor.is_some() {
+                let mut st = self.state.lock().expect("mock lock poisoned");
+                st.calls += reply.calls.len();
+                Some(st.calls - reply.calls.len())
+            } else {
+                None
+            };
             for (i, (c, (args, refers))) in reply.calls.iter().zip(prepared).enumerate() {
                 let resolved =
                     if *refers { resolve_task_refs(args, &task_ids).map(Arc::new) } else { Ok(args.clone()) };
@@ -731,13 +817,16 @@ impl Llm for ScriptedLlm {
                     }
                 };
                 tool_calls.push(ToolCall {
-                    id: call_id(request.agent.as_str(), call, i + 1),
+                    id: match first_call {
+                        None => call_id(who.alias.as_str(), call, i + 1),
+                        Some(before) => anonymous_call_id(before + i + 1),
+                    },
                     name: c.tool.clone(),
                     args,
                 });
             }
             Ok(LlmReply { text: reply.text.as_ref().map(|t| t.render()).unwrap_or_default(), tool_calls })
-        })
+        }
     }
 }
 

@@ -295,6 +295,29 @@ pub trait SystemUnderTest: Send + Sync {
     /// Starts a session with the harness's parts. Called inside the run's paused-clock
     /// runtime. The error explains a configuration the core refuses.
     fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, String>;
+
+    /// What this core reports through its `Observer`. A core that reports no events (or not
+    /// with the built-in core's semantics) says [`Reports::NoEvents`] and is judged from its
+    /// traffic with the model alone (`oracles::model_side`).
+    fn reports(&self) -> Reports {
+        Reports::Events
+    }
+
+    /// How this core spells sub-agents to the model: the name of a built-in dialect
+    /// (`rehearsal`, `roku`, `bub`, `bub-0.5.1`, `generic`) or the path of a dialect file
+    /// (`crate::dialect`). Read only when the run is judged from the model's side.
+    fn dialect(&self) -> String {
+        "rehearsal".to_string()
+    }
+}
+
+/// What evidence a core reports besides its traffic with the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reports {
+    /// Every event of `docs/evidence.md`, with its semantics.
+    Events,
+    /// Nothing the oracles can rely on: the run is judged from the model's side alone.
+    NoEvents,
 }
 
 #[cfg(test)]

@@ -279,6 +279,7 @@ fn the_fuzzer_reports_the_clauses_its_campaign_reached_whatever_its_threads() {
         family: rehearsal::generate::Family::Any,
         shrink_steps: 64,
         jobs,
+        judge: Default::default(),
     };
     let one = run_campaign(&options(1), Shard::WHOLE, || None, |_| {});
     let three = run_campaign(&options(3), Shard::WHOLE, || None, |_| {});
@@ -295,8 +296,15 @@ fn the_fuzzer_reports_the_clauses_its_campaign_reached_whatever_its_threads() {
 #[test]
 fn shards_reach_together_the_clauses_of_the_unsharded_campaign_first_at_the_same_cases() {
     use rehearsal::fuzz::{Options, Shard, run_campaign};
-    let options =
-        Options { cases: 90, seed: 3, explore: 0, family: rehearsal::generate::Family::Any, shrink_steps: 64, jobs: 2 };
+    let options = Options {
+        cases: 90,
+        seed: 3,
+        explore: 0,
+        family: rehearsal::generate::Family::Any,
+        shrink_steps: 64,
+        jobs: 2,
+        judge: Default::default(),
+    };
     let whole = run_campaign(&options, Shard::WHOLE, || None, |_| {});
     assert!(whole.reached.iter().flatten().any(|case| *case > 0), "later cases reach clauses too");
     let mut merged = vec![None; whole.reached.len()];

@@ -19,7 +19,7 @@ const SEED: u64 = 3;
 const CASES: u64 = 121;
 
 fn options(cases: u64) -> Options {
-    Options { cases, seed: SEED, explore: 0, family: Family::Any, shrink_steps: 64, jobs: 2 }
+    Options { cases, seed: SEED, explore: 0, family: Family::Any, shrink_steps: 64, jobs: 2, judge: Default::default() }
 }
 
 fn campaign(cases: u64, shard: Shard) -> Report {

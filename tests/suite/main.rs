@@ -12,6 +12,7 @@ mod instants;
 mod junit_schema;
 mod library;
 mod logging;
+mod model_side;
 mod oracles;
 mod oracles_context;
 mod oracles_costs;

@@ -1,0 +1,522 @@
+//! Dialects: how one agent runtime spells sub-agents to the model, as data.
+//!
+//! A model endpoint sees only requests and replies. To put each request down to an agent
+//! (`evidence::attribution`) and to judge it (`oracles::model_side`), the harness must know how
+//! the runtime under test writes a few things: which tools spawn a child and which argument is
+//! the child's prompt, whether a spawn call answers with the child's result (synchronous) or
+//! with a task id whose result comes later (asynchronous), which argument picks a forked or
+//! named conversation, which tools end a loop and where their final text stands, which
+//! results mean "no child was made", how a late result is written into the parent's
+//! conversation, and whether the runtime compacts history. A [`Dialect`] holds exactly that.
+//!
+//! The name is chosen so that it is not confused with the two other kinds of configuration of
+//! this crate: agent *profiles* (`profiles`, what a child is told) and rule *presets*
+//! (`rules`, the knobs of a family). A dialect says nothing about limits; the rules do.
+//!
+//! API:
+//! - [`Dialect::builtin`]`(name)`: the built-in dialects: `roku` (the built-in core's `Agent`
+//!   family), `bub` (the built-in core's `subagent` family), `rehearsal` (both, as the built-in
+//!   core offers them when a scenario mixes the families), `bub-0.5.1` (the real `bub` 0.5.1
+//!   from PyPI: one synchronous `subagent` tool with `prompt`, `allowed_tools`, `session`) and
+//!   `generic` (a synchronous `spawn_agent{prompt}`, for runtimes that wrote their own).
+//! - [`Dialect::from_json`]`(text, file)`: a dialect a user wrote, in the JSON form of
+//!   [`Dialect`] (field names as below; unknown fields are an error naming line and column).
+//! - [`Dialect::load`]`(name_or_path)`: a built-in name, or a `.json` file.
+//!
+//! What this module deliberately does not do: parse requests, or decide anything about a run.
+//! It is the vocabulary the attribution and the model-side oracles read, and the one place
+//! the wire's runtime descriptions read it from.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// How one runtime spells sub-agents to the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dialect {
+    /// The dialect's name, for messages.
+    pub name: String,
+    /// The tools that start a child.
+    pub spawn: Vec<SpawnTool>,
+    /// The tools that hand a message to an existing child's task, or continue it.
+    #[serde(default)]
+    pub send: Vec<SendTool>,
+    /// The tools that end a loop, and the argument holding the loop's final text. A reply
+    /// without calls ends a loop too, its text being the final text.
+    #[serde(default)]
+    pub terminal: Vec<TerminalTool>,
+    /// Result texts (prefixes) that mean a spawn call made no child.
+    #[serde(default)]
+    pub refusals: Vec<String>,
+    /// How an asynchronous child's result is written into its parent's conversation.
+    #[serde(default)]
+    pub notification: Option<Notification>,
+    /// Whether, and how, the runtime compacts an agent's history. `None`: it never does, so
+    /// every request of an agent extends its previous one.
+    #[serde(default)]
+    pub compaction: Option<Compaction>,
+    /// How the user messages the runtime itself writes into a loop begin (budget nudges):
+    /// the only user messages a child's loop may gain besides what is sent to it.
+    #[serde(default)]
+    pub notices: Vec<String>,
+    /// The tool that waits for asynchronous results and returns them as a JSON array of
+    /// `{"task_id":…,"status":…,"result":…}`, if any.
+    #[serde(default)]
+    pub wait: Option<String>,
+}
+
+/// A tool that starts a child.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnTool {
+    /// The tool's name, as the model calls it.
+    pub name: String,
+    /// The argument whose text (trimmed) is the child's prompt: its first user message.
+    pub prompt: String,
+    /// How the child's result comes back.
+    pub result: ResultMode,
+    /// The argument naming the child's conversation (`temp`, `fork`, or a name), if any.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The values of `session` that start the child from its parent's conversation.
+    #[serde(default)]
+    pub fork_values: Vec<String>,
+    /// The values of `session` that start the child from nothing (besides the absent one).
+    #[serde(default)]
+    pub temp_values: Vec<String>,
+    /// The argument naming the child's profile, if any.
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// The argument giving the child's time limit in seconds, if any.
+    #[serde(default)]
+    pub timeout_seconds: Option<String>,
+    /// For an asynchronous tool: the field of its JSON result holding the task id.
+    #[serde(default)]
+    pub task_id_field: Option<String>,
+    /// The argument naming the child's model, if any.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The argument listing the tools the child may have (a list, or one comma-separated
+    /// string): a call naming a tool its caller was not offered makes no child.
+    #[serde(default)]
+    pub tools: Option<String>,
+    /// What the parent is handed for a child stopped by its time limit, `{seconds}` standing
+    /// for the limit (`120`, `0.5`); `None`: the dialect does not say.
+    #[serde(default)]
+    pub timeout_text: Option<String>,
+}
+
+/// How a spawn call's result comes back to the parent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultMode {
+    /// The call waits for the child; its tool result is the child's hand-over.
+    Sync,
+    /// The call returns a task id at once; the hand-over comes later, as a notification or
+    /// the answer of a waiting tool.
+    Async,
+}
+
+/// A tool that hands a message to a child's task (or continues a finished one).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendTool {
+    /// The tool's name.
+    pub name: String,
+    /// The argument holding the task id.
+    pub task_id: String,
+    /// The argument holding the message.
+    pub message: String,
+}
+
+/// A tool that ends a loop.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalTool {
+    /// The tool's name.
+    pub name: String,
+    /// The argument holding the loop's final text.
+    pub text: String,
+    /// The final text when the argument is missing or empty, if the runtime writes one.
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
+/// How an asynchronous result is written into the parent's conversation: a user message
+/// `{open}{task id}{middle}{status}{close_open}\n{body}\n{close}`, as Bub writes
+/// `<subagent-notification task_id="sub-1" status="completed">\nbody\n</subagent-notification>`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Notification {
+    /// The text before the task id.
+    pub open: String,
+    /// The text between the task id and the status.
+    pub middle: String,
+    /// The text after the status, before the newline and the body.
+    pub close_open: String,
+    /// The text after the body and its newline.
+    pub close: String,
+}
+
+/// A declared compaction: the runtime may replace the start of an agent's history by one user
+/// message beginning with `summary_prefix`; everything after the replaced part is kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compaction {
+    /// How the summary message begins.
+    pub summary_prefix: String,
+}
+
+/// A notification read out of a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notified<'a> {
+    /// The task id.
+    pub task_id: &'a str,
+    /// The status word.
+    pub status: &'a str,
+    /// The body.
+    pub body: &'a str,
+}
+
+/// A dialect file that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DialectError(pub String);
+
+impl std::fmt::Display for DialectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DialectError {}
+
+/// The names of the built-in dialects.
+pub const BUILTIN: [&str; 5] = ["roku", "bub", "rehearsal", "bub-0.5.1", "generic"];
+
+/// The depth error of `core.depth.guard-error`, a refusal in every built-in dialect.
+const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
+
+fn roku_agent() -> SpawnTool {
+    SpawnTool {
+        name: "Agent".into(),
+        prompt: "task".into(),
+        result: ResultMode::Sync,
+        session: None,
+        fork_values: Vec::new(),
+        temp_values: Vec::new(),
+        profile: None,
+        timeout_seconds: None,
+        task_id_field: None,
+        model: None,
+        tools: None,
+        timeout_text: Some("[Sub-agent error] Timed out after {seconds} seconds.".into()),
+    }
+}
+
+fn bub_subagent() -> SpawnTool {
+    SpawnTool {
+        name: "subagent".into(),
+        prompt: "prompt".into(),
+        result: ResultMode::Async,
+        session: Some("session".into()),
+        fork_values: vec!["fork".into(), "inherit".into()],
+        temp_values: vec!["temp".into()],
+        profile: Some("agent".into()),
+        timeout_seconds: Some("timeout_seconds".into()),
+        task_id_field: Some("task_id".into()),
+        model: Some("model".into()),
+        tools: Some("allowed_tools".into()),
+        timeout_text: Some("Timed out after {seconds} seconds.".into()),
+    }
+}
+
+fn nudges() -> Vec<String> {
+    vec!["System: step budget exhausted".into()]
+}
+
+fn terminals() -> Vec<TerminalTool> {
+    vec![
+        TerminalTool { name: "final_answer".into(), text: "message".into(), default: None },
+        TerminalTool { name: "fail".into(), text: "reason".into(), default: Some("LLM reported failure.".into()) },
+    ]
+}
+
+/// The refusals of the built-in core: the depth guard, an empty task, a denied call, and the
+/// refusals of a `subagent` call (`bub.spawn.*`, `bub.session.named-one-at-a-time`). The
+/// unknown-tool answers of both presets are refusals too.
+fn builtin_refusals() -> Vec<String> {
+    [
+        DEPTH_ERROR,
+        "[Sub-agent error] No task provided.",
+        "[Tool denied]",
+        "tool `Agent` is not enabled",
+        "tool `subagent` is not enabled",
+        "Unknown tool name: Agent.",
+        "Unknown tool name: subagent.",
+        "error: empty prompt",
+        "unknown agent profile: ",
+        "unknown tool name(s): ",
+        "unknown skill name(s): ",
+        "session '",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+impl Dialect {
+    /// The built-in dialect called `name` (one of [`BUILTIN`]).
+    pub fn builtin(name: &str) -> Option<Dialect> {
+        let bub_send =
+            || SendTool { name: "subagent.send".into(), task_id: "task_id".into(), message: "message".into() };
+        let notification = || Notification {
+            open: "<subagent-notification task_id=\"".into(),
+            middle: "\" status=\"".into(),
+            close_open: "\">".into(),
+            close: "</subagent-notification>".into(),
+        };
+        Some(match name {
+            "roku" => Dialect {
+                name: name.into(),
+                spawn: vec![roku_agent()],
+                send: Vec::new(),
+                terminal: terminals(),
+                refusals: builtin_refusals(),
+                notification: None,
+                compaction: None,
+                notices: nudges(),
+                wait: None,
+            },
+            "bub" => Dialect {
+                name: name.into(),
+                spawn: vec![bub_subagent()],
+                send: vec![bub_send()],
+                terminal: terminals(),
+                refusals: builtin_refusals(),
+                notification: Some(notification()),
+                compaction: None,
+                notices: nudges(),
+                wait: Some("subagent.wait".into()),
+            },
+            "rehearsal" => Dialect {
+                name: name.into(),
+                spawn: vec![roku_agent(), bub_subagent()],
+                send: vec![bub_send()],
+                terminal: terminals(),
+                refusals: builtin_refusals(),
+                notification: Some(notification()),
+                compaction: None,
+                notices: nudges(),
+                wait: Some("subagent.wait".into()),
+            },
+            // bub 0.5.1 as shipped on PyPI: `subagent` runs the child to its end and returns
+            // its output; `session` picks the child's tape; no task ids, no notifications.
+            "bub-0.5.1" => Dialect {
+                name: name.into(),
+                spawn: vec![SpawnTool {
+                    name: "subagent".into(),
+                    prompt: "prompt".into(),
+                    result: ResultMode::Sync,
+                    session: Some("session".into()),
+                    fork_values: vec!["inherit".into()],
+                    temp_values: vec!["temp".into()],
+                    profile: None,
+                    timeout_seconds: None,
+                    task_id_field: None,
+                    model: None,
+                    tools: None,
+                    timeout_text: None,
+                }],
+                send: Vec::new(),
+                terminal: Vec::new(),
+                refusals: vec!["Error:".into()],
+                notification: None,
+                compaction: None,
+                notices: Vec::new(),
+                wait: None,
+            },
+            "generic" => Dialect {
+                name: name.into(),
+                spawn: vec![SpawnTool {
+                    name: "spawn_agent".into(),
+                    prompt: "prompt".into(),
+                    result: ResultMode::Sync,
+                    session: None,
+                    fork_values: Vec::new(),
+                    temp_values: Vec::new(),
+                    profile: None,
+                    timeout_seconds: None,
+                    task_id_field: None,
+                    model: None,
+                    tools: None,
+                    timeout_text: None,
+                }],
+                send: Vec::new(),
+                terminal: Vec::new(),
+                refusals: Vec::new(),
+                notification: None,
+                compaction: None,
+                notices: Vec::new(),
+                wait: None,
+            },
+            _ => return None,
+        })
+    }
+
+    /// A dialect written as JSON; `file` names it in errors.
+    pub fn from_json(text: &str, file: &str) -> Result<Dialect, DialectError> {
+        let dialect: Dialect = serde_json::from_str(text)
+            .map_err(|e| DialectError(format!("{file}:{}:{}: not a dialect: {e}", e.line(), e.column())))?;
+        if dialect.spawn.is_empty() {
+            return Err(DialectError(format!("{file}: `spawn` names no tool; a dialect needs at least one")));
+        }
+        for (i, tool) in dialect.spawn.iter().enumerate() {
+            if tool.result == ResultMode::Async && tool.task_id_field.is_none() {
+                return Err(DialectError(format!(
+                    "{file}: spawn[{i}] ({}) is async but has no `task_id_field`: its results could not be told apart",
+                    tool.name
+                )));
+            }
+        }
+        Ok(dialect)
+    }
+
+    /// A built-in dialect by name, or a dialect file.
+    pub fn load(name_or_path: &str) -> Result<Dialect, DialectError> {
+        if let Some(dialect) = Dialect::builtin(name_or_path) {
+            return Ok(dialect);
+        }
+        let path = Path::new(name_or_path);
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            DialectError(format!(
+                "{name_or_path}: neither a built-in dialect ({}) nor a readable file: {e}",
+                BUILTIN.join(", ")
+            ))
+        })?;
+        Dialect::from_json(&text, name_or_path)
+    }
+
+    /// The spawn tool called `name`.
+    pub fn spawn_tool(&self, name: &str) -> Option<&SpawnTool> {
+        self.spawn.iter().find(|t| t.name == name)
+    }
+
+    /// The send tool called `name`.
+    pub fn send_tool(&self, name: &str) -> Option<&SendTool> {
+        self.send.iter().find(|t| t.name == name)
+    }
+
+    /// Whether a spawn call's result `text` says it made no child.
+    pub fn is_refusal(&self, text: &str) -> bool {
+        self.refusals.iter().any(|r| text.starts_with(r.as_str()))
+    }
+
+    /// The final text of a reply that ends a loop: the text argument of its first terminal
+    /// call, or its own text when it has no calls; `None` when the reply does not end a loop.
+    pub fn final_text(&self, reply: &crate::sut::llm::Message) -> Option<String> {
+        if reply.tool_calls.is_empty() {
+            return Some(reply.content.clone());
+        }
+        reply.tool_calls.iter().find_map(|c| {
+            let terminal = self.terminal.iter().find(|t| t.name == c.name)?;
+            let text = c.args.get(&terminal.text).and_then(|v| v.as_str()).unwrap_or_default();
+            Some(match &terminal.default {
+                Some(default) if text.trim().is_empty() => default.clone(),
+                _ => text.to_string(),
+            })
+        })
+    }
+
+    /// The notification `text` holds, if it is one.
+    pub fn notified<'a>(&self, text: &'a str) -> Option<Notified<'a>> {
+        let n = self.notification.as_ref()?;
+        let rest = text.strip_prefix(n.open.as_str())?;
+        let (task_id, rest) = rest.split_once(n.middle.as_str())?;
+        let (status, rest) = rest.split_once(n.close_open.as_str())?;
+        let body = rest.strip_prefix('\n')?.strip_suffix(n.close.as_str())?;
+        let body = body.strip_suffix('\n').unwrap_or(body);
+        Some(Notified { task_id, status, body })
+    }
+}
+
+impl SpawnTool {
+    /// The prompt a call of this tool gives its child, trimmed (empty when absent).
+    pub fn prompt_of<'a>(&self, args: &'a serde_json::Value) -> &'a str {
+        args.get(&self.prompt).and_then(|p| p.as_str()).map(str::trim).unwrap_or_default()
+    }
+
+    /// Whether every tool a call of this tool grants its child was offered to the caller
+    /// (names matched trimmed, without regard to case, `.` and `_` alike; the terminal tools
+    /// `final_answer` and `fail` are every child's).
+    pub fn grants_within(&self, args: &serde_json::Value, offered: &[String]) -> bool {
+        let Some(arg) = &self.tools else { return true };
+        let names: Vec<String> = match args.get(arg) {
+            Some(serde_json::Value::Array(items)) => {
+                items.iter().filter_map(|v| v.as_str()).map(String::from).collect()
+            }
+            Some(serde_json::Value::String(s)) => s.split(',').map(String::from).collect(),
+            _ => return true,
+        };
+        let norm = |s: &str| s.trim().to_lowercase().replace('.', "_");
+        names
+            .iter()
+            .map(|n| norm(n))
+            .filter(|n| !n.is_empty())
+            .all(|n| n == "final_answer" || n == "fail" || offered.iter().any(|o| norm(o) == n))
+    }
+
+    /// Which conversation a call of this tool starts its child from.
+    pub fn session_of(&self, args: &serde_json::Value) -> SessionKind {
+        let Some(arg) = &self.session else { return SessionKind::Fresh };
+        match args.get(arg).and_then(|s| s.as_str()).map(str::trim) {
+            None | Some("") => SessionKind::Fresh,
+            Some(v) if self.fork_values.iter().any(|f| f == v) => SessionKind::Fork,
+            Some(v) if self.temp_values.iter().any(|t| t == v) => SessionKind::Fresh,
+            Some(name) => SessionKind::Named(name.to_string()),
+        }
+    }
+}
+
+/// Which conversation a spawn call starts its child from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionKind {
+    /// From nothing: the prompt is its first message.
+    Fresh,
+    /// From the parent's conversation as of the call.
+    Fork,
+    /// From what the named conversation recorded (nothing, the first time).
+    Named(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_loads_and_round_trips_through_json() {
+        for name in BUILTIN {
+            let dialect = Dialect::builtin(name).unwrap();
+            let text = serde_json::to_string_pretty(&dialect).unwrap();
+            assert_eq!(Dialect::from_json(&text, "x.json").unwrap(), dialect, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_bad_dialect_file_names_line_and_column() {
+        let err = Dialect::from_json("{\n  \"name\": \"x\",\n  \"spawns\": []\n}", "my.json").unwrap_err();
+        assert!(err.0.starts_with("my.json:3:"), "{err}");
+        assert!(err.0.contains("spawns"), "{err}");
+        let err = Dialect::from_json(r#"{"name":"x","spawn":[]}"#, "my.json").unwrap_err();
+        assert!(err.0.contains("at least one"), "{err}");
+    }
+
+    #[test]
+    fn notifications_read_back() {
+        let d = Dialect::builtin("bub").unwrap();
+        let n = d.notified(
+            "<subagent-notification task_id=\"sub-1\" status=\"completed\">\nhi\nthere\n</subagent-notification>",
+        );
+        assert_eq!(n, Some(Notified { task_id: "sub-1", status: "completed", body: "hi\nthere" }));
+        assert_eq!(d.notified("plain"), None);
+    }
+}

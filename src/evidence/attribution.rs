@@ -1,0 +1,478 @@
+//! Attribution: putting each model request down to one agent, from what a model endpoint sees.
+//!
+//! API (stable; the wire's server uses it as the in-process mock does):
+//!
+//! ```text
+//! let mut a = Attributor::new(dialect, side_patterns);
+//! let (number, attribution) = a.request(messages, tools_offered, model, arrived); // online
+//! a.replied(number, &reply_as_assistant_message, at);                         // the reply given
+//! a.failed(number);                                                           // no reply will come
+//! let record: ModelSide = a.finish();                                         // for the oracles
+//! ```
+//!
+//! [`Attributor::request`] decides when a request arrives, because a model must choose its
+//! reply then: it answers [`Attribution::Agent`] (the alias by the rules' numbering, the
+//! child's goal and profile as its spawn call gave them), [`Attribution::Side`] (a declared
+//! side request: a title or summary call matched by a pattern, answered and not attributed) or
+//! [`Attribution::Unattributed`] (no agent accounts for it: a finding, never a guess).
+//!
+//! How it decides, in this order:
+//! 1. **A new child.** Each spawn call the model was made to give (learned by
+//!    [`Attributor::replied`], read with the [`Dialect`]) waits for its child. A request is that
+//!    child's first when it starts as the call's session says: a fresh child's first message is
+//!    the user message `prompt` (trimmed); a forked child's request is the parent's request that
+//!    led to the call, the reply holding it (calls compared by name and arguments, never by id),
+//!    then the prompt; a named session's run starts from what the session's last run saw. Among
+//!    the waiting calls that fit, the earliest call wins. **Two spawn calls with the same
+//!    prompt** (and the same start) therefore give their children in call order: the first
+//!    child to ask is taken for the earlier call. A runtime that starts such children out of
+//!    call order gets their aliases swapped; their first requests are identical, so nothing a
+//!    model sees tells them apart, and the scripted lanes cannot differ for them either.
+//! 2. **An agent going on.** Otherwise the request belongs to the agent, with no request
+//!    open, whose last request and the reply it was given are the start of this one (the
+//!    longest such start wins). This covers later steps, later turns of the root, and the
+//!    continued runs of a named task (`subagent.send`), which keep their alias.
+//! 3. **An agent whose history broke.** Otherwise, the agent (no request open) that shares the
+//!    longest start with it, at least its first message; the attribution then says the
+//!    request does not extend the agent's last one, which the append-only oracle reports.
+//!
+//! Numbering follows `core.alias.numbering`: a child is `<parent>/<n>`, `n` counting the
+//! parent's spawn calls, in call order across turns, that made a child. A call made no child
+//! when its result (seen in the parent's next request) is one of the dialect's refusals, when
+//! the request that led to it did not offer the tool, when its prompt is empty, or, for a
+//! synchronous tool, when a later call of the same reply has a child already (the calls of a
+//! reply run one after another, so an earlier child would have asked first). A call whose
+//! outcome nothing shows yet counts as having made a child. Task ids are read from the
+//! results the runtime gave (the dialect's `task_id_field`), never from call ids, whose form is
+//! the runtime's.
+//!
+//! What it deliberately does not do: read aliases, goals or any event a core reports, parse
+//! call ids, or revise an attribution once given.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::dialect::{Dialect, ResultMode, SessionKind};
+use crate::sut::AgentId;
+use crate::sut::llm::{Message, Role, Transcript};
+
+use super::same_reply;
+
+/// One exchange as a model endpoint saw it: no alias, no goal, nothing a core reported.
+#[derive(Clone, Debug)]
+pub struct ModelExchange {
+    /// When the request arrived (virtual time since the run began).
+    pub arrived: Duration,
+    /// The request's messages.
+    pub messages: Transcript,
+    /// The names of the tools the request offered, in order.
+    pub tools: Vec<String>,
+    /// The model the request asked for, if it named one.
+    pub model: Option<String>,
+    /// The reply given, as an assistant message; `None` when none was (a failure, a hang).
+    pub reply: Option<Message>,
+    /// When the reply was given.
+    pub replied: Option<Duration>,
+}
+
+/// Who a request is from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attribution {
+    /// An agent's request.
+    Agent(Attributed),
+    /// A declared side request (the index of the pattern it matched).
+    Side(usize),
+    /// No agent accounts for it; why.
+    Unattributed(String),
+}
+
+/// A request put down to an agent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attributed {
+    /// The agent's alias.
+    pub alias: AgentId,
+    /// Its goal: the root's first user message, or the prompt of the call that made it.
+    pub goal: Arc<str>,
+    /// The profile its spawn call named, if any.
+    pub profile: Option<Arc<str>>,
+    /// Whether the request begins with the agent's previous request and the reply given to it
+    /// (always true of a first request).
+    pub extends: bool,
+    /// Its number among the agent's requests, from 1.
+    pub number: usize,
+}
+
+/// A spawn call the model was made to give, and what became of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpawnCall {
+    /// The exchange whose reply made it.
+    pub exchange: usize,
+    /// Its place among that reply's calls.
+    pub position: usize,
+    /// The calling agent.
+    pub parent: AgentId,
+    /// The tool's name.
+    pub tool: String,
+    /// Its prompt, trimmed.
+    pub prompt: String,
+    /// The conversation it starts its child from.
+    pub session: SessionKind,
+    /// Whether its result comes back synchronously.
+    pub sync: bool,
+    /// The profile it names.
+    pub profile: Option<String>,
+    /// Its time limit argument, in seconds, if it gave a number.
+    pub timeout_seconds: Option<f64>,
+    /// What became of it.
+    pub outcome: CallOutcome,
+    /// The id the runtime gave the call in the parent's next request, once seen.
+    pub runtime_id: Option<String>,
+    /// The task id its result carried, once seen.
+    pub task_id: Option<String>,
+    /// Its result text, once seen.
+    pub result: Option<(String, bool)>,
+}
+
+/// What became of a spawn call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallOutcome {
+    /// Nothing shows yet; `refused` when the attributor predicts it made no child.
+    Waiting {
+        /// Predicted to make no child.
+        refused: bool,
+    },
+    /// Its child asked the model: that agent.
+    Child(AgentId),
+    /// Its result shows it made a child that has not asked (queued, or granted nothing).
+    Made,
+    /// It made no child.
+    Refused,
+}
+
+/// The record of a run as the model saw it, with each exchange's attribution.
+#[derive(Clone, Debug, Default)]
+pub struct ModelSide {
+    /// Every exchange, in arrival order.
+    pub exchanges: Vec<ModelExchange>,
+    /// Each exchange's attribution.
+    pub attributions: Vec<Attribution>,
+    /// Every spawn call, in the order the replies gave them.
+    pub calls: Vec<SpawnCall>,
+    /// The dialect the record was read with.
+    pub dialect: Option<Arc<Dialect>>,
+}
+
+impl ModelSide {
+    /// The alias of exchange `i`, if it was put down to an agent.
+    pub fn alias(&self, i: usize) -> Option<&AgentId> {
+        match &self.attributions[i] {
+            Attribution::Agent(a) => Some(&a.alias),
+            _ => None,
+        }
+    }
+
+    /// The exchanges of `alias`, in order, with their indices.
+    pub fn of<'a>(&'a self, alias: &'a AgentId) -> impl Iterator<Item = (usize, &'a ModelExchange)> + 'a {
+        self.exchanges.iter().enumerate().filter(move |(i, _)| self.alias(*i) == Some(alias))
+    }
+}
+
+#[derive(Debug)]
+struct Agent {
+    alias: AgentId,
+    goal: Arc<str>,
+    profile: Option<Arc<str>>,
+    /// Its last exchange.
+    last: usize,
+    open: bool,
+    requests: usize,
+}
+
+/// The online attributor (see the module doc).
+pub struct Attributor {
+    dialect: Arc<Dialect>,
+    side: Vec<String>,
+    record: ModelSide,
+    agents: Vec<Agent>,
+    /// Per named session, the agent of its last run.
+    sessions: BTreeMap<String, usize>,
+}
+
+impl Attributor {
+    /// An attributor reading spawn calls as `dialect` spells them; requests whose last message
+    /// contains one of `side` are side requests.
+    pub fn new(dialect: Arc<Dialect>, side: Vec<String>) -> Attributor {
+        let record = ModelSide { dialect: Some(dialect.clone()), ..ModelSide::default() };
+        Attributor { dialect, side, record, agents: Vec::new(), sessions: BTreeMap::new() }
+    }
+
+    /// The dialect it reads.
+    pub fn dialect(&self) -> &Arc<Dialect> {
+        &self.dialect
+    }
+
+    /// A request arrives: its number (arrival order, from 0) and who it is from.
+    pub fn request(
+        &mut self,
+        messages: &Transcript,
+        tools: Vec<String>,
+        model: Option<String>,
+        arrived: Duration,
+    ) -> (usize, Attribution) {
+        let number = self.record.exchanges.len();
+        self.record.exchanges.push(ModelExchange {
+            arrived,
+            messages: messages.clone(),
+            tools,
+            model,
+            reply: None,
+            replied: None,
+        });
+        let attribution = self.attribute(number);
+        self.record.attributions.push(attribution.clone());
+        (number, attribution)
+    }
+
+    /// The reply given to request `number`, as an assistant message, at virtual time `at`.
+    pub fn replied(&mut self, number: usize, reply: &Message, at: Duration) {
+        let exchange = &mut self.record.exchanges[number];
+        exchange.reply = Some(reply.clone());
+        exchange.replied = Some(at);
+        let Some(Attribution::Agent(who)) = self.record.attributions.get(number).cloned() else { return };
+        if let Some(agent) = self.agents.iter_mut().find(|a| a.alias == who.alias) {
+            agent.open = false;
+        }
+        let offered = &self.record.exchanges[number].tools;
+        let mut calls = Vec::new();
+        for (position, call) in reply.tool_calls.iter().enumerate() {
+            let Some(tool) = self.dialect.spawn_tool(&call.name) else { continue };
+            let prompt = tool.prompt_of(&call.args).to_string();
+            let refused =
+                !offered.contains(&call.name) || prompt.is_empty() || !tool.grants_within(&call.args, offered);
+            let profile = tool.profile.as_ref().and_then(|p| call.args.get(p)).and_then(|p| p.as_str());
+            let timeout = tool.timeout_seconds.as_ref().and_then(|t| call.args.get(t)).and_then(|t| t.as_f64());
+            calls.push(SpawnCall {
+                exchange: number,
+                position,
+                parent: who.alias.clone(),
+                tool: call.name.clone(),
+                prompt,
+                session: tool.session_of(&call.args),
+                sync: tool.result == ResultMode::Sync,
+                profile: profile.map(str::trim).filter(|p| !p.is_empty()).map(String::from),
+                timeout_seconds: timeout,
+                outcome: CallOutcome::Waiting { refused },
+                runtime_id: None,
+                task_id: None,
+                result: None,
+            });
+        }
+        self.record.calls.extend(calls);
+    }
+
+    /// No reply will come for request `number` (the model call failed).
+    pub fn failed(&mut self, number: usize) {
+        if let Some(Attribution::Agent(who)) = self.record.attributions.get(number)
+            && let Some(agent) = self.agents.iter_mut().find(|a| a.alias == who.alias)
+        {
+            agent.open = false;
+        }
+    }
+
+    /// The record of the run so far.
+    pub fn record(&self) -> &ModelSide {
+        &self.record
+    }
+
+    /// The record of the run, for the oracles.
+    pub fn finish(self) -> ModelSide {
+        self.record
+    }
+
+    fn attribute(&mut self, number: usize) -> Attribution {
+        let messages = self.record.exchanges[number].messages.clone();
+        if let Some(last) = messages.last()
+            && let Some(i) = self.side.iter().position(|p| last.content.contains(p.as_str()))
+        {
+            return Attribution::Side(i);
+        }
+        if self.agents.is_empty() {
+            let goal: Arc<str> = messages.iter().find(|m| m.role == Role::User).map_or("", |m| &m.content).into();
+            return self.take(None, AgentId::root(), goal, None, number, true);
+        }
+        // An agent going on, the longest start first; else one whose history broke.
+        let mut best: Option<(usize, usize, bool)> = None;
+        for (i, agent) in self.agents.iter().enumerate().filter(|(_, a)| !a.open) {
+            let last = &self.record.exchanges[agent.last];
+            let (len, extends) = match extension(last, &messages) {
+                Some(len) => (len, true),
+                None => (common_start(&last.messages, &messages), false),
+            };
+            let better = match best {
+                None => len > 0 || extends,
+                Some((_, l, e)) => (extends, len) > (e, l),
+            };
+            if better {
+                best = Some((i, len, extends));
+            }
+        }
+        // A fresh child's first request goes on from no exchange; a forked one's does, and is
+        // told from its parent's own next request by the prompt after the reply.
+        let goes_on = best.is_some_and(|(_, _, extends)| extends);
+        if let Some(call) = self.new_child(&messages, goes_on) {
+            let parent = self.record.calls[call].parent.clone();
+            let n = 1 + self.record.calls[..call]
+                .iter()
+                .filter(|d| d.parent == parent)
+                .filter(|d| self.counted(d, &self.record.calls[call]))
+                .count();
+            let alias = parent.child(u32::try_from(n).expect("fewer than 2^32 children"));
+            let c = &self.record.calls[call];
+            let (goal, profile) = (Arc::from(c.prompt.as_str()), c.profile.as_deref().map(Arc::from));
+            return self.take(Some(call), alias, goal, profile, number, true);
+        }
+        let Some((i, _, extends)) = best else {
+            return Attribution::Unattributed(format!(
+                "request #{number} ({} messages) starts no child of a spawn call and goes on from no agent's last request",
+                messages.len()
+            ));
+        };
+        self.learn_results(i, &messages);
+        let agent = &mut self.agents[i];
+        agent.last = number;
+        agent.open = true;
+        agent.requests += 1;
+        Attribution::Agent(Attributed {
+            alias: agent.alias.clone(),
+            goal: agent.goal.clone(),
+            profile: agent.profile.clone(),
+            extends,
+            number: agent.requests,
+        })
+    }
+
+    /// Whether an earlier call `d` of the same parent as `call` counts as having made a child.
+    fn counted(&self, d: &SpawnCall, call: &SpawnCall) -> bool {
+        match d.outcome {
+            CallOutcome::Child(_) | CallOutcome::Made => true,
+            CallOutcome::Refused => false,
+            CallOutcome::Waiting { refused } => !(refused || d.sync && call.sync && d.exchange == call.exchange),
+        }
+    }
+
+    /// The earliest waiting spawn call whose child `messages` starts.
+    fn new_child(&self, messages: &Transcript, goes_on: bool) -> Option<usize> {
+        let first = messages.first()?;
+        self.record.calls.iter().position(|c| {
+            if !matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made) {
+                return false;
+            }
+            let prompt_at = |at: usize| messages.get(at).is_some_and(|m| m.role == Role::User && m.content == c.prompt);
+            match &c.session {
+                SessionKind::Fresh => !goes_on && first.role == Role::User && first.content == c.prompt,
+                SessionKind::Fork => {
+                    let e = &self.record.exchanges[c.exchange];
+                    extension(e, messages).is_some_and(&prompt_at)
+                }
+                SessionKind::Named(name) => match self.sessions.get(name) {
+                    None => !goes_on && first.role == Role::User && first.content == c.prompt,
+                    Some(&agent) => {
+                        let e = &self.record.exchanges[self.agents[agent].last];
+                        extension(e, messages).is_some_and(|len| (len..messages.len()).any(prompt_at))
+                    }
+                },
+            }
+        })
+    }
+
+    fn take(
+        &mut self,
+        call: Option<usize>,
+        alias: AgentId,
+        goal: Arc<str>,
+        profile: Option<Arc<str>>,
+        number: usize,
+        extends: bool,
+    ) -> Attribution {
+        let index = self.agents.len();
+        if let Some(call) = call {
+            let c = &mut self.record.calls[call];
+            c.outcome = CallOutcome::Child(alias.clone());
+            let (exchange, sync) = (c.exchange, c.sync);
+            if let SessionKind::Named(name) = &c.session {
+                self.sessions.insert(name.clone(), index);
+            }
+            // The calls of one reply run in order: an earlier synchronous call that has no
+            // child by now made none.
+            if sync {
+                for d in &mut self.record.calls[..call] {
+                    if d.exchange == exchange && d.sync && matches!(d.outcome, CallOutcome::Waiting { .. }) {
+                        d.outcome = CallOutcome::Refused;
+                    }
+                }
+            }
+        }
+        self.agents.push(Agent {
+            alias: alias.clone(),
+            goal: goal.clone(),
+            profile: profile.clone(),
+            last: number,
+            open: true,
+            requests: 1,
+        });
+        Attribution::Agent(Attributed { alias, goal, profile, extends, number: 1 })
+    }
+
+    /// Reads, in agent `i`'s new request, the results of the spawn calls of its last reply.
+    fn learn_results(&mut self, i: usize, messages: &Transcript) {
+        let last = self.agents[i].last;
+        let at = self.record.exchanges[last].messages.len();
+        let Some(kept) = messages.get(at) else { return };
+        if kept.role != Role::Assistant {
+            return;
+        }
+        for c in self.record.calls.iter_mut().filter(|c| c.exchange == last) {
+            let Some(id) = kept.tool_calls.get(c.position).map(|k| k.id.clone()) else { continue };
+            let Some(result) =
+                messages.iter().skip(at + 1).find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&*id))
+            else {
+                continue;
+            };
+            c.runtime_id = Some(id);
+            c.result = Some((result.content.clone(), result.is_error));
+            let refused = self.dialect.is_refusal(&result.content);
+            if refused && !matches!(c.outcome, CallOutcome::Child(_)) {
+                c.outcome = CallOutcome::Refused;
+                continue;
+            }
+            if matches!(c.outcome, CallOutcome::Waiting { .. }) {
+                c.outcome = CallOutcome::Made;
+            }
+            let field = self.dialect.spawn_tool(&c.tool).and_then(|t| t.task_id_field.clone());
+            if let Some(field) = field
+                && let Ok(value) = serde_json::from_str::<serde_json::Value>(&result.content)
+                && let Some(task) = value.get(&field).and_then(|t| t.as_str())
+            {
+                c.task_id = Some(task.to_string());
+            }
+        }
+    }
+}
+
+/// When `messages` begins with `e`'s request and the reply it was given (the reply compared
+/// as a runtime keeps it: calls by name and arguments), how long that start is.
+pub fn extension(e: &ModelExchange, messages: &Transcript) -> Option<usize> {
+    let reply = e.reply.as_ref()?;
+    let n = e.messages.len();
+    if messages.len() <= n || !messages.starts_with(&e.messages) {
+        return None;
+    }
+    let kept = messages.get(n)?;
+    same_reply(kept, reply).then_some(n + 1)
+}
+
+/// How many messages `a` and `b` share from the start.
+pub fn common_start(a: &Transcript, b: &Transcript) -> usize {
+    a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count()
+}

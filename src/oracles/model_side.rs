@@ -1,0 +1,920 @@
+//! The model-side oracles: rules judged from a run's exchanges alone, as a model endpoint saw
+//! them ([`ModelSide`]: each request's messages, tools and model, when it arrived, the reply
+//! given and when), each exchange put down to an agent by the attribution. No event of the
+//! core is read, nor any alias or goal it reported: a core that reports nothing
+//! (`sut::Reports::NoEvents`) is judged by these alone, and `rehearsal run --judge model-side`
+//! judges the built-in core this way to prove them where the truth is known.
+//!
+//! Each oracle is one clause `oracle.model-side.*` of `docs/rules/core.md`; a finding cites the
+//! exchange (agent, the agent's request number, the run's exchange number, the message that
+//! breaks the rule), never a trace line. Which rules cannot be judged from this side, and why,
+//! is written in `docs/evidence.md` ("judged from the model's side").
+//!
+//! What this module deliberately does not do: read the trace, the setup's profiles, or any
+//! budget the core reports; a rule that needs them is left to the event oracles.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use crate::dialect::{Dialect, SessionKind};
+use crate::evidence::attribution::{Attribution, CallOutcome, ModelExchange, ModelSide, SpawnCall, extension};
+use crate::evidence::same_reply;
+use crate::rules::Rules;
+use crate::sut::AgentId;
+use crate::sut::llm::{Message, Role};
+
+use super::expected_result;
+use super::index::seconds_text;
+
+/// How a run is judged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Judge {
+    /// From the events the core reports (every oracle of `docs/rules/core.md` §6).
+    #[default]
+    Events,
+    /// From the model's side alone: the core's events and aliases are hidden from the judge,
+    /// and the mock's call ids carry no alias.
+    ModelSide,
+}
+
+/// The model-side oracles, by name, in the order they run: what a verdict judged from the
+/// model's side says applied.
+pub const ORACLES: [&str; 11] = [
+    "attribution",
+    "depth",
+    "truncation",
+    "fork-snapshot",
+    "isolation",
+    "append-only",
+    "concurrency",
+    "budget",
+    "timeouts",
+    "delivery",
+    "context",
+];
+
+/// One broken rule, as the model saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The oracle (one of [`ORACLES`]).
+    pub oracle: &'static str,
+    /// Its clause in `docs/rules/core.md`.
+    pub clause: &'static str,
+    /// The agent, or `?` for a request put down to none.
+    pub agent: String,
+    /// The agent's request number (from 1); 0 when none applies.
+    pub request: usize,
+    /// The run's exchange number (arrival order, from 0).
+    pub exchange: usize,
+    /// What is wrong.
+    pub message: String,
+    /// The offending message, shortened, when one stands out.
+    pub offending: Option<String>,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "model-side {} ({}): {}", self.oracle, self.clause, self.agent)?;
+        if self.request > 0 {
+            write!(f, " request #{}", self.request)?;
+        }
+        write!(f, " (exchange {}): {}", self.exchange, self.message)?;
+        if let Some(m) = &self.offending {
+            write!(f, "; the message: {m}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A message as a finding shows it: role and text, cut to 160 characters.
+fn show(m: &Message) -> String {
+    let text: String = m.content.chars().take(160).collect();
+    let cut = if m.content.chars().count() > 160 { "…" } else { "" };
+    let calls: Vec<&str> = m.tool_calls.iter().map(|c| c.name.as_str()).collect();
+    let calls = if calls.is_empty() { String::new() } else { format!(" calls [{}]", calls.join(", ")) };
+    format!("{:?} {:?}{cut}{calls}", m.role, text)
+}
+
+/// The run's exchanges grouped per agent, in arrival order: (exchange number, request number).
+struct Agents<'a> {
+    side: &'a ModelSide,
+    of: BTreeMap<AgentId, Vec<(usize, usize)>>,
+}
+
+impl<'a> Agents<'a> {
+    fn new(side: &'a ModelSide) -> Agents<'a> {
+        let mut of: BTreeMap<AgentId, Vec<(usize, usize)>> = BTreeMap::new();
+        for (i, a) in side.attributions.iter().enumerate() {
+            if let Attribution::Agent(a) = a {
+                of.entry(a.alias.clone()).or_default().push((i, a.number));
+            }
+        }
+        Agents { side, of }
+    }
+
+    fn exchanges(&self, alias: &AgentId) -> &[(usize, usize)] {
+        self.of.get(alias).map_or(&[], Vec::as_slice)
+    }
+
+    fn ex(&self, i: usize) -> &'a ModelExchange {
+        &self.side.exchanges[i]
+    }
+}
+
+struct Out<'a> {
+    findings: Vec<Finding>,
+    agents: &'a Agents<'a>,
+}
+
+impl Out<'_> {
+    fn at(
+        &mut self,
+        oracle: &'static str,
+        clause: &'static str,
+        exchange: usize,
+        message: String,
+        offending: Option<&Message>,
+    ) {
+        let (agent, request) = match &self.agents.side.attributions[exchange] {
+            Attribution::Agent(a) => (a.alias.to_string(), a.number),
+            _ => ("?".to_string(), 0),
+        };
+        self.findings.push(Finding {
+            oracle,
+            clause,
+            agent,
+            request,
+            exchange,
+            message,
+            offending: offending.map(show),
+        });
+    }
+}
+
+/// Every model-side oracle on `side`, under `rules`, reading spawn calls as `dialect` spells
+/// them.
+pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect) -> Vec<Finding> {
+    let agents = Agents::new(side);
+    let mut out = Out { findings: Vec::new(), agents: &agents };
+    attribution(side, &mut out);
+    depth(side, rules, dialect, &mut out);
+    truncation(side, rules, dialect, &mut out);
+    fork_snapshot(side, &mut out);
+    isolation(side, dialect, &mut out);
+    append_only(side, dialect, &mut out);
+    concurrency(side, rules, dialect, &mut out);
+    budget(side, rules, dialect, &mut out);
+    timeouts(side, rules, dialect, &mut out);
+    delivery(side, dialect, &mut out);
+    context(side, dialect, &mut out);
+    out.findings
+}
+
+/// `oracle.model-side.attribution`: every request is some agent's (or a declared side request).
+fn attribution(side: &ModelSide, out: &mut Out) {
+    for (i, a) in side.attributions.iter().enumerate() {
+        if let Attribution::Unattributed(why) = a {
+            let last = side.exchanges[i].messages.last().cloned();
+            out.at(
+                "attribution",
+                "oracle.model-side.attribution",
+                i,
+                format!("unattributed request: {why}"),
+                last.as_ref(),
+            );
+        }
+    }
+}
+
+/// The child a call made, if it asked the model.
+fn child_of(c: &SpawnCall) -> Option<&AgentId> {
+    match &c.outcome {
+        CallOutcome::Child(a) => Some(a),
+        _ => None,
+    }
+}
+
+/// `oracle.model-side.depth`.
+fn depth(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
+    let limit = rules.depth_limit;
+    for (alias, list) in &out.agents.of.clone() {
+        let d = alias.depth();
+        for &(i, _) in list {
+            let e = &side.exchanges[i];
+            if d > limit {
+                out.at(
+                    "depth",
+                    "oracle.model-side.depth",
+                    i,
+                    format!("an agent at depth {d} asks the model; the depth limit is {limit}"),
+                    e.messages.first(),
+                );
+                break;
+            }
+            if d == limit
+                && let Some(t) = e.tools.iter().find(|t| dialect.spawn_tool(t).is_some())
+            {
+                out.at(
+                    "depth",
+                    "oracle.model-side.depth",
+                    i,
+                    format!("an agent at the depth limit ({limit}) is offered the spawn tool `{t}`"),
+                    None,
+                );
+            }
+        }
+    }
+    for c in &side.calls {
+        if c.parent.depth() < limit {
+            continue;
+        }
+        let made = matches!(c.outcome, CallOutcome::Child(_) | CallOutcome::Made);
+        let answered = c.result.as_ref().is_some_and(|(text, _)| !dialect.is_refusal(text));
+        if made || answered {
+            let what = match (&c.outcome, &c.result) {
+                (CallOutcome::Child(a), _) => format!("made the child {a}"),
+                (_, Some((text, _))) => format!("was answered {:?}, not a refusal", text),
+                _ => "made a child".to_string(),
+            };
+            let reply = side.exchanges[c.exchange].reply.clone();
+            out.at(
+                "depth",
+                "oracle.model-side.depth",
+                c.exchange,
+                format!(
+                    "its `{}` call (call {} of the reply), made at the depth limit {limit}, {what}",
+                    c.tool,
+                    c.position + 1
+                ),
+                reply.as_ref(),
+            );
+        }
+    }
+}
+
+/// A child's runs: its exchanges split after each reply that ends its loop.
+fn runs(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> Vec<Vec<(usize, usize)>> {
+    let mut runs = vec![Vec::new()];
+    for &(i, n) in agents.exchanges(alias) {
+        runs.last_mut().expect("one run at least").push((i, n));
+        if agents.ex(i).reply.as_ref().is_some_and(|r| dialect.final_text(r).is_some()) {
+            runs.push(Vec::new());
+        }
+    }
+    runs.retain(|r| !r.is_empty());
+    runs
+}
+
+/// What the parent received for task `task`: each delivered (status, body), from its last
+/// request (a conversation only grows, so the last holds every delivery), with the exchange.
+fn deliveries(
+    side: &ModelSide,
+    agents: &Agents,
+    parent: &AgentId,
+    task: &str,
+    dialect: &Dialect,
+) -> Option<(usize, Vec<(String, String)>)> {
+    let &(last, _) = agents.exchanges(parent).last()?;
+    let mut got = Vec::new();
+    for m in side.exchanges[last].messages.iter() {
+        if m.role == Role::User
+            && let Some(n) = dialect.notified(&m.content)
+            && n.task_id == task
+        {
+            got.push((n.status.to_string(), n.body.to_string()));
+        }
+        if m.role == Role::Tool && m.content.starts_with('[') {
+            for entry in wait_entries(&m.content) {
+                if entry.0 == task
+                    && let Some(result) = entry.2
+                {
+                    got.push((entry.1, result));
+                }
+            }
+        }
+    }
+    Some((last, got))
+}
+
+/// The entries of a wait tool's answer: (task id, status, result if it carries one).
+fn wait_entries(text: &str) -> Vec<(String, String, Option<String>)> {
+    let Ok(serde_json::Value::Array(items)) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|e| {
+            let id = e.get("task_id")?.as_str()?.to_string();
+            let status = e.get("status").and_then(|s| s.as_str()).unwrap_or_default().to_string();
+            let result = e.get("result").and_then(|r| r.as_str()).map(String::from);
+            Some((id, status, result))
+        })
+        .collect()
+}
+
+/// Whether the parent sent messages to `task` (a continuation or a hand-over).
+fn sent_to(side: &ModelSide, dialect: &Dialect, task: &str) -> Vec<String> {
+    let mut sent = Vec::new();
+    for e in &side.exchanges {
+        for c in e.reply.iter().flat_map(|r| &r.tool_calls) {
+            if let Some(t) = dialect.send_tool(&c.name)
+                && c.args.get(&t.task_id).and_then(|v| v.as_str()).map(str::trim) == Some(task)
+            {
+                sent.push(c.args.get(&t.message).and_then(|v| v.as_str()).unwrap_or_default().to_string());
+            }
+        }
+    }
+    sent
+}
+
+/// `oracle.model-side.truncation`.
+fn truncation(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
+    for c in &side.calls {
+        let Some(child) = child_of(c) else { continue };
+        let Some(&(last, _)) = out.agents.exchanges(child).last() else { continue };
+        let Some(final_text) = side.exchanges[last].reply.as_ref().and_then(|r| dialect.final_text(r)) else {
+            continue;
+        };
+        let want = expected_result(&final_text, rules.result_limit_chars);
+        if c.sync {
+            let Some((got, _)) = &c.result else { continue };
+            if *got != want {
+                let at = out.agents.exchanges(&c.parent).iter().find(|(i, _)| *i > last).map_or(c.exchange, |x| x.0);
+                let shown = Message::tool(c.runtime_id.as_deref().unwrap_or(""), got.clone(), false);
+                out.at(
+                    "truncation",
+                    "oracle.model-side.truncation",
+                    at,
+                    format!(
+                        "the result of the `{}` call that made {child} is not {child}'s final reply cut as the rules say ({} characters, limit {:?}): expected {:?}",
+                        c.tool,
+                        final_text.chars().count(),
+                        rules.result_limit_chars,
+                        short(&want)
+                    ),
+                    Some(&shown),
+                );
+            }
+            continue;
+        }
+        let Some(task) = &c.task_id else { continue };
+        if !sent_to(side, dialect, task).is_empty() {
+            continue;
+        }
+        let Some((at, got)) = deliveries(side, out.agents, &c.parent, task, dialect) else { continue };
+        for (status, body) in got {
+            if (status == "completed" || status == "failed") && body != want {
+                out.at(
+                    "truncation",
+                    "oracle.model-side.truncation",
+                    at,
+                    format!(
+                        "the result of task {task} ({child}) is {:?}, not {child}'s final reply cut as the rules say: expected {:?}",
+                        short(&body),
+                        short(&want)
+                    ),
+                    None,
+                );
+            }
+        }
+    }
+}
+
+fn short(text: &str) -> String {
+    let cut: String = text.chars().take(120).collect();
+    if text.chars().count() > 120 { format!("{cut}…") } else { cut }
+}
+
+/// `oracle.model-side.fork-snapshot`.
+fn fork_snapshot(side: &ModelSide, out: &mut Out) {
+    for c in &side.calls {
+        if c.session != SessionKind::Fork {
+            continue;
+        }
+        let Some(child) = child_of(c) else { continue };
+        let Some(&(first, _)) = out.agents.exchanges(child).first() else { continue };
+        let parent = &side.exchanges[c.exchange];
+        let got = &side.exchanges[first].messages;
+        let ok = extension(parent, got).is_some_and(|n| {
+            got.get(n).is_some_and(|m| m.role == Role::User && m.content == c.prompt)
+                && got.iter().skip(n + 1).all(|m| m.role == Role::User)
+        });
+        if !ok {
+            let at = (0..got.len()).find(|&k| {
+                let want = if k < parent.messages.len() {
+                    parent.messages.get(k).cloned()
+                } else if k == parent.messages.len() {
+                    parent.reply.clone()
+                } else {
+                    None
+                };
+                match want {
+                    Some(w) if k == parent.messages.len() => !got.get(k).is_some_and(|g| same_reply(g, &w)),
+                    Some(w) => got.get(k) != Some(&w),
+                    None => k == parent.messages.len() + 1 && got.get(k).is_none_or(|g| g.content != c.prompt),
+                }
+            });
+            out.at(
+                "fork-snapshot",
+                "oracle.model-side.fork-snapshot",
+                first,
+                format!(
+                    "the forked child's first request is not its parent's request #{} as of the call, the reply holding it and the prompt{}",
+                    out.agents.exchanges(&c.parent).iter().find(|(i, _)| *i == c.exchange).map_or(0, |x| x.1),
+                    at.map_or(String::new(), |k| format!(" (it differs at message {k})"))
+                ),
+                at.and_then(|k| got.get(k)),
+            );
+        }
+    }
+}
+
+/// A reply's identity as a core keeps it: text, call names and arguments (never ids).
+fn reply_key(m: &Message) -> (String, Vec<(String, String)>) {
+    (m.content.clone(), m.tool_calls.iter().map(|c| (c.name.clone(), c.args.to_string())).collect())
+}
+
+/// `oracle.model-side.isolation`.
+fn isolation(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
+    let replies_of = |alias: &AgentId| -> BTreeSet<(String, Vec<(String, String)>)> {
+        out.agents
+            .exchanges(alias)
+            .iter()
+            .filter_map(|(i, _)| side.exchanges[*i].reply.as_ref())
+            .map(reply_key)
+            .collect()
+    };
+    let mut findings = Vec::new();
+    for c in &side.calls {
+        let Some(child) = child_of(c) else { continue };
+        if matches!(c.session, SessionKind::Named(_)) {
+            continue;
+        }
+        let list = out.agents.exchanges(child);
+        let Some(&(first, _)) = list.first() else { continue };
+        let own = replies_of(child);
+        let sent: Vec<String> = c.task_id.as_deref().map(|t| sent_to(side, dialect, t)).unwrap_or_default();
+        // Where the child's own conversation begins: past its prompt (and its snapshot).
+        let start = side.exchanges[first].messages.iter().position(|m| m.role == Role::User && m.content == c.prompt);
+        let Some(start) = start else { continue };
+        if c.session == SessionKind::Fresh && start != 0 {
+            findings.push((
+                first,
+                "a fresh child's first request holds messages before its prompt".to_string(),
+                side.exchanges[first].messages.first().cloned(),
+            ));
+        }
+        'requests: for &(i, _) in list {
+            let messages: Vec<&Message> = side.exchanges[i].messages.iter().collect();
+            let mut ids: BTreeSet<&str> = BTreeSet::new();
+            for m in messages.iter().skip(start + 1) {
+                let fine = match m.role {
+                    Role::Assistant => {
+                        ids.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
+                        own.contains(&reply_key(m))
+                    }
+                    Role::Tool => m.tool_call_id.as_deref().is_some_and(|id| ids.contains(id)),
+                    Role::User => {
+                        dialect.notices.iter().any(|n| m.content.starts_with(n.as_str())) || sent.contains(&m.content)
+                    }
+                };
+                if !fine {
+                    findings.push((
+                        i,
+                        format!(
+                            "{child}'s request holds a message its own loop did not make nor was sent (a {:?} message)",
+                            m.role
+                        ),
+                        Some((*m).clone()),
+                    ));
+                    break 'requests;
+                }
+            }
+        }
+        // The parent never sees the child's own replies.
+        let parent_own = replies_of(&c.parent);
+        for &(i, _) in out.agents.exchanges(&c.parent) {
+            if side.exchanges[i].arrived < side.exchanges[first].arrived {
+                continue;
+            }
+            if let Some(m) = side.exchanges[i].messages.iter().find(|m| {
+                m.role == Role::Assistant && !parent_own.contains(&reply_key(m)) && own.contains(&reply_key(m))
+            }) {
+                findings.push((
+                    i,
+                    format!("{}'s request holds a reply of its child {child}", c.parent),
+                    Some(m.clone()),
+                ));
+                break;
+            }
+        }
+    }
+    for (i, message, m) in findings {
+        out.at("isolation", "oracle.model-side.isolation", i, message, m.as_ref());
+    }
+}
+
+/// `oracle.model-side.append-only`.
+fn append_only(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
+    let mut findings = Vec::new();
+    for list in out.agents.of.values() {
+        for pair in list.windows(2) {
+            let (a, b) = (&side.exchanges[pair[0].0], &side.exchanges[pair[1].0]);
+            let Some(reply) = &a.reply else { continue };
+            if extension(a, &b.messages).is_some() {
+                continue;
+            }
+            // A run that started again from an earlier record of a named session goes on from
+            // an earlier exchange of the same agent, or from a declared compaction.
+            let from_earlier = list
+                .iter()
+                .take_while(|x| x.0 < pair[0].0)
+                .any(|x| extension(&side.exchanges[x.0], &b.messages).is_some());
+            let compacted = dialect.compaction.as_ref().is_some_and(|c| {
+                b.messages.first().is_some_and(|m| m.role == Role::User && m.content.starts_with(&c.summary_prefix))
+            });
+            if from_earlier || compacted {
+                continue;
+            }
+            let mut expected: Vec<Message> = a.messages.to_vec();
+            expected.push(reply.clone());
+            let at = (0..expected.len()).find(|&k| match (expected.get(k), b.messages.get(k)) {
+                (Some(w), Some(g)) if k == a.messages.len() => !same_reply(g, w),
+                (Some(w), Some(g)) => w != g,
+                _ => true,
+            });
+            let k = at.unwrap_or(expected.len());
+            findings.push((
+                pair[1].0,
+                format!(
+                    "request #{} does not begin with request #{} and the reply it was given: message {k} is {}, expected {}",
+                    pair[1].1,
+                    pair[0].1,
+                    b.messages.get(k).map_or("missing".to_string(), show),
+                    expected.get(k).map_or("nothing".to_string(), show)
+                ),
+                b.messages.get(k).cloned(),
+            ));
+        }
+    }
+    for (i, message, m) in findings {
+        out.at("append-only", "oracle.model-side.append-only", i, message, m.as_ref());
+    }
+}
+
+/// Each asynchronous child's runs as (call, first exchange, start, end): from its first
+/// request to its final reply (or, for a run cut short, its last request).
+fn open_runs<'a>(
+    side: &'a ModelSide,
+    agents: &Agents,
+    dialect: &Dialect,
+) -> Vec<(&'a SpawnCall, usize, Duration, Duration)> {
+    let mut out = Vec::new();
+    for c in side.calls.iter().filter(|c| !c.sync) {
+        let Some(child) = child_of(c) else { continue };
+        for run in runs(agents, child, dialect) {
+            let (first, last) = (run[0].0, run[run.len() - 1].0);
+            let e = &side.exchanges[last];
+            out.push((c, first, side.exchanges[first].arrived, e.replied.unwrap_or(e.arrived)));
+        }
+    }
+    out
+}
+
+/// `oracle.model-side.concurrency`: the cap, and first-come first-started.
+fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
+    let runs = open_runs(side, out.agents, dialect);
+    let cap = rules.max_concurrency;
+    for (k, (_, first, start, _)) in runs.iter().enumerate() {
+        let open = runs
+            .iter()
+            .enumerate()
+            .filter(|(j, (_, f, s, e))| (*s < *start || (*s == *start && f <= first)) && *e > *start || *j == k)
+            .count();
+        if open > cap {
+            out.at(
+                "concurrency",
+                "oracle.model-side.concurrency",
+                *first,
+                format!("{open} children have their run open at {:?} (from their first request to their final reply); the cap is {cap}", start),
+                side.exchanges[*first].messages.first(),
+            );
+            break;
+        }
+    }
+    // Children start in the order of the calls that made them: a later call's child never
+    // asks first at an earlier instant (first runs only; continued runs are queued anew).
+    let mut firsts: Vec<(&SpawnCall, usize, Duration)> = Vec::new();
+    for (c, first, start, _) in &runs {
+        if !firsts.iter().any(|(d, _, _)| std::ptr::eq(*d, *c)) {
+            firsts.push((c, *first, *start));
+        }
+    }
+    for (k, (c, first, start)) in firsts.iter().enumerate() {
+        if let Some((d, _, s)) = firsts[k + 1..].iter().find(|(d, _, s)| d.parent == c.parent && s < start) {
+            let later = child_of(d).map_or(String::new(), ToString::to_string);
+            out.at(
+                "concurrency",
+                "oracle.model-side.concurrency",
+                *first,
+                format!("this child first asks at {:?}, after {later}, whose call came later, asked at {:?}: the queue is first come, first started", start, s),
+                None,
+            );
+            break;
+        }
+    }
+}
+
+/// `oracle.model-side.budget`: a child never asks more often in one run than its grant can
+/// allow (`child_step_cap`; each request needs a step left).
+fn budget(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
+    let _ = side;
+    let mut findings = Vec::new();
+    for alias in out.agents.of.keys().filter(|a| a.depth() > 0) {
+        for run in runs(out.agents, alias, dialect) {
+            if run.len() > rules.child_step_cap as usize {
+                let (i, n) = run[rules.child_step_cap as usize];
+                findings.push((
+                    i,
+                    format!(
+                        "request #{n} is the run's {}th; a child is granted at most {} steps",
+                        rules.child_step_cap + 1,
+                        rules.child_step_cap
+                    ),
+                ));
+            }
+        }
+    }
+    for (i, message) in findings {
+        out.at("budget", "oracle.model-side.budget", i, message, None);
+    }
+}
+
+/// The time limit of the child of `c`, as the model side can know it: `None` when it has
+/// none, `Err(())` when the model side cannot tell (a profile may set it).
+fn limit_of(c: &SpawnCall, rules: &Rules) -> Result<Option<Duration>, ()> {
+    let limit = if c.sync {
+        rules.agent_timeout
+    } else if let Some(s) = c.timeout_seconds.filter(|s| *s >= 0.0) {
+        Some(Duration::from_secs_f64(s.min(1e9)))
+    } else if c.profile.is_some() {
+        return Err(());
+    } else {
+        rules.subagent_default_timeout
+    };
+    Ok(limit.filter(|l| !l.is_zero()))
+}
+
+/// `oracle.model-side.timeouts`.
+fn timeouts(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
+    let mut findings = Vec::new();
+    for c in &side.calls {
+        let Some(tool) = dialect.spawn_tool(&c.tool) else { continue };
+        let Some(template) = &tool.timeout_text else { continue };
+        let Ok(limit) = limit_of(c, rules) else { continue };
+        let prefix = template.split("{seconds}").next().unwrap_or_default();
+        // What the parent was handed, and the exchange it first stands in.
+        let handed: Vec<(String, usize)> = if c.sync {
+            let first = out.agents.exchanges(&c.parent).iter().map(|x| x.0).find(|&i| {
+                side.exchanges[i]
+                    .messages
+                    .iter()
+                    .any(|m| m.role == Role::Tool && m.tool_call_id == c.runtime_id && c.runtime_id.is_some())
+            });
+            c.result.iter().zip(first).map(|((t, _), i)| (t.clone(), i)).collect()
+        } else {
+            let Some(task) = &c.task_id else { continue };
+            let mut got = Vec::new();
+            for &(i, _) in out.agents.exchanges(&c.parent) {
+                for m in side.exchanges[i].messages.iter() {
+                    if let Some(n) = dialect.notified(&m.content)
+                        && n.task_id == task
+                        && n.status == "timed_out"
+                        && !got.iter().any(|(b, _): &(String, usize)| b == n.body)
+                    {
+                        got.push((n.body.to_string(), i));
+                    }
+                }
+            }
+            got
+        };
+        let child = child_of(c);
+        let start = child.and_then(|a| out.agents.exchanges(a).first()).map(|x| side.exchanges[x.0].arrived);
+        for (text, at) in handed {
+            if !text.starts_with(prefix) || prefix.is_empty() {
+                continue;
+            }
+            match limit {
+                None => findings.push((
+                    at,
+                    "the parent is told its child timed out, but the child has no time limit".to_string(),
+                    text,
+                )),
+                Some(limit) => {
+                    let want = template.replace("{seconds}", &seconds_text(limit));
+                    if text != want {
+                        findings.push((
+                            at,
+                            format!("the timeout is reported as {:?}, expected {:?}", text, want),
+                            text.clone(),
+                        ));
+                    }
+                    if let Some(start) = start
+                        && side.exchanges[at].arrived < start + limit
+                    {
+                        findings.push((
+                            at,
+                            format!(
+                                "the parent hears at {:?} that a child timed out, before its limit of {} s from its first request at {:?}",
+                                side.exchanges[at].arrived,
+                                seconds_text(limit),
+                                start
+                            ),
+                            text,
+                        ));
+                    }
+                }
+            }
+        }
+        // A child never asks the model after its limit.
+        if let (Some(child), Some(start), Some(limit)) = (child, start, limit) {
+            if let Some(&(i, _)) =
+                out.agents.exchanges(child).iter().find(|(i, _)| side.exchanges[*i].arrived > start + limit)
+            {
+                if runs(out.agents, child, dialect).len() == 1 {
+                    findings.push((
+                        i,
+                        format!("{child} asks the model after its time limit of {} s", seconds_text(limit)),
+                        String::new(),
+                    ));
+                }
+            }
+        }
+    }
+    for (i, message, text) in findings {
+        let m = (!text.is_empty()).then(|| Message::user(text));
+        out.at("timeouts", "oracle.model-side.timeouts", i, message, m.as_ref());
+    }
+}
+
+/// `oracle.model-side.delivery`: each result at most once per run, results due at one instant
+/// together, a wait's results in completion order.
+fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
+    let mut findings = Vec::new();
+    let runs = open_runs(side, out.agents, dialect);
+    for c in side.calls.iter().filter(|c| !c.sync) {
+        let Some(task) = &c.task_id else { continue };
+        let Some((at, got)) = deliveries(side, out.agents, &c.parent, task, dialect) else { continue };
+        let allowed = 1 + sent_to(side, dialect, task).len();
+        if got.len() > allowed {
+            findings.push((
+                at,
+                format!(
+                    "the result of task {task} reaches the parent {} times; it ran at most {allowed} times",
+                    got.len()
+                ),
+            ));
+        }
+    }
+    // Ties: results whose final replies were given in one instant reach the parent together.
+    let done_at = |task: &str| -> Option<Duration> {
+        let c = side.calls.iter().find(|c| c.task_id.as_deref() == Some(task))?;
+        let (_, _, _, end) = runs.iter().find(|(d, ..)| std::ptr::eq(*d, c))?;
+        Some(*end)
+    };
+    for (parent, list) in &out.agents.of {
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for &(i, n) in list {
+            let e = &side.exchanges[i];
+            let mut here: BTreeSet<String> = BTreeSet::new();
+            let mut wait_orders: Vec<Vec<String>> = Vec::new();
+            for m in e.messages.iter() {
+                if let Some(x) = dialect.notified(&m.content) {
+                    here.insert(x.task_id.to_string());
+                }
+                if m.role == Role::Tool && m.content.starts_with('[') {
+                    let read: Vec<String> =
+                        wait_entries(&m.content).into_iter().filter(|x| x.2.is_some()).map(|x| x.0).collect();
+                    here.extend(read.iter().cloned());
+                    wait_orders.push(read);
+                }
+            }
+            let new: Vec<&String> = here.iter().filter(|t| !seen.contains(*t)).collect();
+            for t in &new {
+                let Some(when) = done_at(t) else { continue };
+                for c in side.calls.iter().filter(|c| !c.sync && &c.parent == parent) {
+                    let Some(other) = &c.task_id else { continue };
+                    let finished_final = child_of(c).and_then(|a| out.agents.exchanges(a).last()).is_some_and(|x| {
+                        side.exchanges[x.0].reply.as_ref().is_some_and(|r| dialect.final_text(r).is_some())
+                    });
+                    if other != *t
+                        && finished_final
+                        && done_at(other) == Some(when)
+                        && !here.contains(other)
+                        && !seen.contains(other)
+                        && sent_to(side, dialect, other).is_empty()
+                        && e.arrived >= when
+                    {
+                        findings.push((i, format!("request #{n} holds the result of task {t} but not that of task {other}, whose child gave its final reply in the same instant ({when:?})")));
+                    }
+                }
+            }
+            for order in wait_orders {
+                let times: Vec<(Duration, usize)> = order
+                    .iter()
+                    .filter_map(|t| {
+                        Some((done_at(t)?, side.calls.iter().position(|c| c.task_id.as_deref() == Some(t))?))
+                    })
+                    .collect();
+                if times.windows(2).any(|w| w[0] > w[1]) {
+                    findings.push((i, format!("a wait answer in request #{n} lists its results out of completion order (ties in call order): {}", order.join(", "))));
+                }
+            }
+            seen.extend(here);
+        }
+    }
+    findings.sort();
+    findings.dedup();
+    for (i, message) in findings {
+        out.at("delivery", "oracle.model-side.delivery", i, message, None);
+    }
+}
+
+/// `oracle.model-side.context`: a child asks for the model its call named, else its parent's.
+fn context(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
+    let mut findings = Vec::new();
+    for c in &side.calls {
+        let Some(child) = child_of(c) else { continue };
+        if c.profile.is_some() {
+            continue;
+        }
+        let parent = &side.exchanges[c.exchange];
+        let named = dialect.spawn_tool(&c.tool).and_then(|t| t.model.as_ref()).and_then(|arg| {
+            parent.reply.as_ref()?.tool_calls.get(c.position)?.args.get(arg)?.as_str().map(String::from)
+        });
+        let want = named.or_else(|| parent.model.clone());
+        if let Some(&(i, n)) = out.agents.exchanges(child).first()
+            && side.exchanges[i].model != want
+        {
+            findings.push((
+                i,
+                format!(
+                    "{child}'s request #{n} asks for model {:?}; its call names {:?} and its parent asked for {:?}",
+                    side.exchanges[i].model, want, parent.model
+                ),
+            ));
+        }
+    }
+    for (i, message) in findings {
+        out.at("context", "oracle.model-side.context", i, message, None);
+    }
+}
+
+/// The proof on a core that reports its aliases (the built-in core under `--judge
+/// model-side`): every exchange's attribution is the alias the core put on the request.
+/// Reads `exchanges` (the harness's record, with the core's aliases) only to compare.
+pub fn proof(side: &ModelSide, exchanges: &[crate::evidence::Exchange]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (i, e) in exchanges.iter().enumerate() {
+        let got = match side.attributions.get(i) {
+            Some(Attribution::Agent(a)) => a.alias.to_string(),
+            Some(Attribution::Side(_)) => "a side request".to_string(),
+            Some(Attribution::Unattributed(_)) | None => continue,
+        };
+        if got != e.request.agent.as_str() {
+            out.push(Finding {
+                oracle: "attribution",
+                clause: "oracle.model-side.attribution",
+                agent: e.request.agent.to_string(),
+                request: 0,
+                exchange: i,
+                message: format!("the request is put down to {got}, but the core sent it as {}", e.request.agent),
+                offending: e.request.messages.last().map(show),
+            });
+        }
+    }
+    out
+}
+
+/// Two runs of one scenario and seed as the model saw them: the same requests, attributed
+/// alike, in the same order.
+pub fn determinism(a: &ModelSide, b: &ModelSide) -> Option<Finding> {
+    let at =
+        (0..a.exchanges.len().max(b.exchanges.len())).find(|&i| match (a.exchanges.get(i), b.exchanges.get(i)) {
+            (Some(x), Some(y)) => {
+                x.messages != y.messages || x.arrived != y.arrived || a.attributions[i] != b.attributions[i]
+            }
+            _ => true,
+        })?;
+    Some(Finding {
+        oracle: "determinism",
+        clause: "oracle.determinism.byte-identical",
+        agent: a.alias(at.min(a.exchanges.len().saturating_sub(1))).map_or("?".to_string(), ToString::to_string),
+        request: 0,
+        exchange: at,
+        message: "two runs of the same scenario and seed differ as the model saw them from this exchange on"
+            .to_string(),
+        offending: None,
+    })
+}
