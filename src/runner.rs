@@ -720,7 +720,7 @@ async fn run_paused(
     let mock = Arc::new(mock);
     let mut tools = ToolCatalog::new();
     for declared in declared {
-        tools.add(Arc::new(SimTool::new(declared.clone(), clock.clone())));
+        tools.add(Arc::new(SimTool::new(declared.clone(), clock.clone(), stop.clone())));
     }
     let asker = ScriptedAsker::new(scenario.approval.answers.clone(), recorder.clone(), stop.clone());
     let harness = Harness {
@@ -830,7 +830,7 @@ async fn run_paused(
     let halts = stop.halts();
     let internal_errors = stop.internal_errors();
     if limit_hit.is_none() {
-        limit_hit = halts.iter().find(|h| h.contains("event limit")).cloned();
+        limit_hit = halts.iter().find(|h| crate::harness::is_run_limit(h)).cloned();
     }
     if let Some(error) = internal_errors.first() {
         recorder.record(&AgentId::root(), What::Stopped(format!("internal error: {error}")));

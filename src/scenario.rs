@@ -357,6 +357,16 @@ impl From<String> for Text {
 }
 
 impl Text {
+    /// The length in bytes of the text [`Text::render`] builds, without building it (`None`
+    /// past `usize::MAX`): the harness asks before it makes a text, against the run budget.
+    pub fn byte_len(&self) -> Option<usize> {
+        match self {
+            Text::Plain(s) => Some(s.len()),
+            Text::Repeat { repeat, count } => repeat.len().checked_mul(*count),
+            Text::Parts(parts) => parts.iter().try_fold(0usize, |sum, part| sum.checked_add(part.byte_len()?)),
+        }
+    }
+
     /// The text it stands for.
     pub fn render(&self) -> String {
         match self {
@@ -772,13 +782,17 @@ pub struct Limits {
     /// [`MAX_VIRTUAL_MS`]).
     #[serde(default = "default_horizon_ms")]
     pub horizon_ms: u64,
-    /// Trace events after which the run is stopped (default 10,000; at least 1).
+    /// Trace events after which the run is stopped (default 10,000; at least 1, at most
+    /// [`Ceilings::max_events`]).
     #[serde(default = "default_max_events")]
     pub max_events: usize,
-    /// Longest text (in characters) a `repeat` or a literal may stand for (default 1,000,000).
+    /// Longest text (in characters) a `repeat` or a literal may stand for (default 1,000,000;
+    /// at most [`Ceilings::max_text_chars`]). All the texts of a file's request checks together
+    /// may stand for no more either.
     #[serde(default = "default_max_text_chars")]
     pub max_text_chars: usize,
-    /// Most tool calls in one scripted reply (default 1,000).
+    /// Most tool calls in one scripted reply (default 1,000; at most
+    /// [`Ceilings::max_calls_per_reply`]).
     #[serde(default = "default_max_calls_per_reply")]
     pub max_calls_per_reply: usize,
     /// Deepest `rules.depth_limit` the file may set (default 100; at most [`MAX_DEPTH`]):
@@ -795,6 +809,63 @@ pub const MAX_VIRTUAL_MS: u64 = 10 * 365 * 24 * 3_600_000;
 /// core polls deep chains on extra stack segments, so this bounds memory and the trace
 /// (each agent's alias grows with its depth), not the thread's stack.
 pub const MAX_DEPTH: u32 = 1_000;
+
+/// The hard ceilings over the `limits` of every file, and the run budget: what no file can
+/// raise, so that a file under [`MAX_FILE_BYTES`] cannot make a run allocate without bound.
+///
+/// A limit a file sets past its ceiling is refused at load, naming the field and the
+/// ceiling. The command line may raise every ceiling at once ([`raise_ceilings`], `rehearsal
+/// run --raise-ceilings`), with a warning: it is for a person who means a huge run, never for
+/// a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ceilings {
+    /// The most trace events a run may record (`limits.max_events`).
+    pub max_events: usize,
+    /// The longest text, in characters, a file may write (`limits.max_text_chars`).
+    pub max_text_chars: usize,
+    /// The most tool calls one scripted reply may hold (`limits.max_calls_per_reply`).
+    pub max_calls_per_reply: usize,
+    /// The run budget: the most bytes of text one run may produce, whatever produced it (the
+    /// scripted replies, the simulated tools, the core's own messages such as the unknown-tool
+    /// message). The harness stops a run that would pass it, as a stop of its own.
+    pub run_text_bytes: usize,
+    /// The most bytes of message text one run's request checks may examine (each check text
+    /// against each message of each request it checks).
+    pub check_scan_bytes: u64,
+}
+
+/// The ceilings as built: 100 times the default event limit, 4 Mi characters of text, 100,000
+/// calls per reply (the event limit bounds what they do), 32 MiB of text per run (a run keeps a few copies of its texts: the trace,
+/// the conversation, the exchanges) and 16 GiB of check scanning (a few seconds).
+pub const CEILINGS: Ceilings = Ceilings {
+    max_events: 1_000_000,
+    max_text_chars: 4 << 20,
+    max_calls_per_reply: 100_000,
+    run_text_bytes: 32 << 20,
+    check_scan_bytes: 16 << 30,
+};
+
+/// By how much the command line raised the ceilings (1: not at all).
+static CEILING_FACTOR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// The ceilings in force: [`CEILINGS`], times the factor [`raise_ceilings`] set.
+pub fn ceilings() -> Ceilings {
+    let factor = CEILING_FACTOR.load(std::sync::atomic::Ordering::Relaxed);
+    Ceilings {
+        max_events: CEILINGS.max_events.saturating_mul(factor),
+        max_text_chars: CEILINGS.max_text_chars.saturating_mul(factor),
+        max_calls_per_reply: CEILINGS.max_calls_per_reply.saturating_mul(factor),
+        run_text_bytes: CEILINGS.run_text_bytes.saturating_mul(factor),
+        check_scan_bytes: CEILINGS.check_scan_bytes.saturating_mul(factor as u64),
+    }
+}
+
+/// Multiplies every ceiling by `factor` (at least 1) for the rest of the process: the
+/// command line's `--raise-ceilings`, which warns. A process-wide setting on purpose: it is
+/// the operator's decision for everything the process runs, and no file can reach it.
+pub fn raise_ceilings(factor: usize) {
+    CEILING_FACTOR.store(factor.max(1), std::sync::atomic::Ordering::Relaxed);
+}
 
 fn default_horizon_ms() -> u64 {
     3_600_000
@@ -1497,6 +1568,9 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
                         "{guess}declare it under `tools`, or mark the call `\"undeclared\": true` to show the unknown-tool answer"
                     )));
                 }
+                if !builtin && !declared.contains(call.tool.as_str()) {
+                    unknown_tool_answer(&rules.unknown_tool_message, &call.tool, s.limits.max_text_chars, &at)?;
+                }
                 if !call.args.is_object() {
                     return Err(Problem::new(format!("{at}.args"), "arguments must be a JSON object"));
                 }
@@ -1642,6 +1716,22 @@ fn validate_limits(s: &Scenario) -> Result<(), Problem> {
     if limits.max_events == 0 {
         return Err(Problem::new("limits.max_events", "must be at least 1"));
     }
+    // No file lifts its own limits past the ceilings (issue 27: a 150-byte file that raised
+    // `max_text_chars` asked for a 20 GB text).
+    let ceilings = ceilings();
+    for (field, value, ceiling) in [
+        ("limits.max_events", limits.max_events, ceilings.max_events),
+        ("limits.max_text_chars", limits.max_text_chars, ceilings.max_text_chars),
+        ("limits.max_calls_per_reply", limits.max_calls_per_reply, ceilings.max_calls_per_reply),
+    ] {
+        if value > ceiling {
+            return Err(Problem::new(
+                field,
+                format!("{value} is past the ceiling of {ceiling}, which no file can raise"),
+            )
+            .hint("`rehearsal run --raise-ceilings` raises every ceiling for one command, if a person means it"));
+        }
+    }
     if limits.horizon_ms == 0 || limits.horizon_ms > MAX_VIRTUAL_MS {
         return Err(Problem::new(
             "limits.horizon_ms",
@@ -1674,19 +1764,71 @@ fn validate_limits(s: &Scenario) -> Result<(), Problem> {
             ));
         }
     }
+    check_texts_total(s)
+}
+
+/// The answer the core makes to a call of an unknown tool is the rules' `unknown_tool_message`
+/// with every `{name}` replaced by the tool's name: bounded here, at load, by the text limit,
+/// since the core expands it (issue 27: `{name}` repeated, with long names, took 2.9 GB).
+fn unknown_tool_answer(message: &str, tool: &str, max: usize, at: &str) -> Result<(), Problem> {
+    let names = message.matches("{name}").count();
+    let chars =
+        (message.chars().count() - names * "{name}".len()).saturating_add(names.saturating_mul(tool.chars().count()));
+    if chars > max {
+        return Err(Problem::new(
+            format!("{at}.tool"),
+            format!(
+                "the unknown-tool answer to this call (rules.unknown_tool_message with each {{name}} replaced by the tool's name) stands for {chars} characters, more than limits.max_text_chars ({max})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A text's length in characters, without building it (`None` past `usize::MAX`).
+fn text_chars(text: &Text) -> Option<usize> {
+    match text {
+        Text::Plain(s) => Some(s.chars().count()),
+        Text::Repeat { repeat, count } => repeat.chars().count().checked_mul(*count),
+        Text::Parts(parts) => parts.iter().try_fold(0usize, |sum, part| sum.checked_add(text_chars(part)?)),
+    }
+}
+
+/// All the texts of the file's request checks (`check_every`, `check`, `when`) together stand
+/// for at most `limits.max_text_chars` characters: each is searched for in every message of
+/// every request it checks, so their sum, not only each one, sets the work of a request
+/// (issue 27: 2,000 long `absent` texts in a 70 KB file ran past 30 s).
+fn check_texts_total(s: &Scenario) -> Result<(), Problem> {
+    fn of_check(check: &Check) -> impl Iterator<Item = &Text> {
+        let ends = [&check.first_message, &check.last_message].into_iter().flatten();
+        check.contains.iter().chain(&check.absent).chain(ends).chain(check.nth_message.iter().map(|n| &n.text))
+    }
+    let max = s.limits.max_text_chars;
+    let mut total = 0usize;
+    for (i, lane) in s.lanes.iter().enumerate() {
+        let every = lane.check_every.iter().flat_map(of_check);
+        let replies = lane.replies.iter().flat_map(|reply| {
+            let whens = reply.when.iter().flat_map(|when| when.contains.iter().chain(&when.absent));
+            reply.check.iter().flat_map(of_check).chain(whens)
+        });
+        for text in every.chain(replies) {
+            total = total.saturating_add(text_chars(text).unwrap_or(usize::MAX));
+            if total > max {
+                return Err(Problem::new(
+                    format!("lanes[{i}]"),
+                    format!(
+                        "the texts of the file's request checks stand for more than limits.max_text_chars ({max}) characters together; each is searched for in every request it checks"
+                    ),
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
 /// A text's length in characters, without building it, within `max` characters.
 fn check_text(text: &Text, max: usize, place: String) -> Result<(), Problem> {
-    fn chars(text: &Text) -> Option<usize> {
-        match text {
-            Text::Plain(s) => Some(s.chars().count()),
-            Text::Repeat { repeat, count } => repeat.chars().count().checked_mul(*count),
-            Text::Parts(parts) => parts.iter().try_fold(0usize, |sum, part| sum.checked_add(chars(part)?)),
-        }
-    }
-    match chars(text) {
+    match text_chars(text) {
         Some(n) if n <= max => Ok(()),
         n => Err(Problem::new(
             place,

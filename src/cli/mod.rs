@@ -116,7 +116,15 @@ struct RunArgs {
     /// per line, `#` comments, `bub.cap.*` for an area). Implies --coverage.
     #[arg(long, value_name = "FILE")]
     require_coverage: Option<PathBuf>,
+    /// Let files set limits up to 16 times the hard ceilings (`max_events`, `max_text_chars`,
+    /// `max_calls_per_reply`) and give each run 16 times the run budget. Prints a warning: a
+    /// run may then take far more time and memory than the defaults allow.
+    #[arg(long)]
+    raise_ceilings: bool,
 }
+
+/// By how much `--raise-ceilings` multiplies the ceilings and the run budget.
+const RAISED_CEILINGS: usize = 16;
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -241,7 +249,18 @@ pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
 /// [`Terminal::detect`]).
 pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
     match cli.command {
-        Command::Run(args) => run::run(&args, out, err, terminal),
+        Command::Run(args) => {
+            if args.raise_ceilings {
+                crate::scenario::raise_ceilings(RAISED_CEILINGS);
+                let c = crate::scenario::ceilings();
+                let _ = writeln!(
+                    err,
+                    "warning: --raise-ceilings: files may set limits.max_events up to {}, limits.max_text_chars up to {} and limits.max_calls_per_reply up to {}, and a run may produce {} bytes of text; a run may take far more time and memory",
+                    c.max_events, c.max_text_chars, c.max_calls_per_reply, c.run_text_bytes
+                );
+            }
+            run::run(&args, out, err, terminal)
+        }
         Command::Fuzz {
             cases,
             seed,

@@ -319,7 +319,12 @@ impl ScriptedLlm {
         };
         let holds = |text: &str| messages.iter().any(|m| m.content.contains(text));
         let texts = when.contains.iter().map(|t| (t, true)).chain(when.absent.iter().map(|t| (t, false)));
+        let scanned = scan_cost(messages);
         for (text, wanted) in texts {
+            // As in `check`: building and searching for the text counts against the budget.
+            if !self.stop.count_scan(scanned.saturating_add(text.byte_len().map_or(u64::MAX, |b| b as u64))) {
+                return Some("the run budget is spent".to_string());
+            }
             let text = match resolve(&text.render()) {
                 Ok(text) => text,
                 Err(why) => return Some(why),
@@ -352,7 +357,14 @@ impl ScriptedLlm {
         let tool_names: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
         // `$taskN` in a check is the N-th task id of the run so far (the `task.queued` order).
         let mut ids: Option<Vec<String>> = None;
+        // Each text is built and searched for in the messages: that work counts against the
+        // run budget, so that many long check texts over many requests stop the run instead
+        // of running for minutes.
+        let scanned = scan_cost(messages);
         let mut text = |text: &Text, out: &mut Vec<String>| -> Option<String> {
+            if !self.stop.count_scan(scanned.saturating_add(text.byte_len().map_or(u64::MAX, |b| b as u64))) {
+                return None;
+            }
             let rendered = text.render();
             if !rendered.contains("$task") {
                 return Some(rendered);
@@ -466,7 +478,11 @@ impl ScriptedLlm {
     }
 }
 
-/// Tool names for a message: `a, b, c`, or `none`.
+/// What searching a request's messages for one text costs, in bytes, for the run budget.
+fn scan_cost(messages: &Transcript) -> u64 {
+    messages.iter().map(|m| m.content.len() as u64).sum()
+}
+
 /// Where a reply comes from: `lanes[L].replies[R]`, or the lane's `respond` function past its
 /// scripted replies.
 fn reply_place(lane: usize, index: Option<usize>) -> String {
@@ -492,6 +508,7 @@ fn holds_result(messages: &Transcript, id: &str) -> bool {
     })
 }
 
+/// Tool names for a message: `a, b, c`, or `none`.
 fn names<S: AsRef<str>>(names: &[S]) -> String {
     if names.is_empty() { "none".to_string() } else { names.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ") }
 }
@@ -825,7 +842,13 @@ impl ScriptedLlm {
                     args,
                 });
             }
-            Ok(LlmReply { text: reply.text.as_ref().map(|t| t.render()).unwrap_or_default(), tool_calls })
+            // The reply's text is built only when the run budget has room for it.
+            let text = match &reply.text {
+                Some(text) if !self.stop.may_make_text(text.byte_len()) => return std::future::pending().await,
+                Some(text) => text.render(),
+                None => String::new(),
+            };
+            Ok(LlmReply { text, tool_calls })
         }
     }
 }

@@ -14,6 +14,13 @@
 //! An authoring error found during a run (an exhausted lane, an agent without a lane, an
 //! approval nobody scripted) halts the run through [`Stop`]; a failed request check is
 //! recorded and the run goes on, so all failures of a run are reported together.
+//!
+//! [`Stop`] also keeps the run budget ([`scenario::Ceilings`](crate::scenario::Ceilings)):
+//! the bytes of text the run produced, counted where text is made (the scripted replies and
+//! tool results ask before they are built; every text a core reports in an event is counted
+//! as it is recorded), and the bytes the request checks examined. Passing either stops the run
+//! as a harness stop, like the event limit: it says what the run produced, and blames no one.
+//! The budget does not bound a core's private memory: only what reaches the harness.
 
 pub mod asker;
 pub mod clock;
@@ -25,19 +32,108 @@ pub mod schedule;
 pub mod sim_tools;
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use tokio::sync::Notify;
 
-/// The harness's signals out of a run: reasons to stop it now, and failed checks.
-#[derive(Default)]
+/// The harness's signals out of a run: reasons to stop it now, and failed checks; and the
+/// run budget.
 pub struct Stop {
     halts: Mutex<Vec<String>>,
     checks: Mutex<Vec<String>>,
     internal: Mutex<Vec<String>>,
     notify: Notify,
+    budget: Budget,
+}
+
+impl Default for Stop {
+    fn default() -> Stop {
+        Stop::with_budget(crate::scenario::ceilings().run_text_bytes, crate::scenario::ceilings().check_scan_bytes)
+    }
+}
+
+/// What a run may produce and examine, and what it did so far.
+struct Budget {
+    text_max: usize,
+    text: AtomicUsize,
+    scan_max: u64,
+    scan: AtomicU64,
+    /// Whether the budget stopped the run (reported once).
+    spent: AtomicBool,
+}
+
+/// Whether `reason`, a halt of a run, is one of the run's limits (the event limit, the run
+/// budget): a stop the harness makes, not the core's doing or an authoring error.
+pub fn is_run_limit(reason: &str) -> bool {
+    reason.contains("event limit") || reason.contains("(the run budget")
 }
 
 impl Stop {
+    /// A stop whose run may produce `text_max` bytes of text and whose checks may examine
+    /// `scan_max` bytes (the default: the ceilings in force).
+    pub fn with_budget(text_max: usize, scan_max: u64) -> Stop {
+        Stop {
+            halts: Mutex::default(),
+            checks: Mutex::default(),
+            internal: Mutex::default(),
+            notify: Notify::new(),
+            budget: Budget {
+                text_max,
+                text: AtomicUsize::new(0),
+                scan_max,
+                scan: AtomicU64::new(0),
+                spent: AtomicBool::new(false),
+            },
+        }
+    }
+
+    /// Whether the run may still make a text of `bytes` bytes (`None`: past `usize::MAX`).
+    /// Nothing is counted: the text is counted when a core reports it ([`Stop::count_text`]).
+    /// When it may not, the run is stopped, and the caller must not build the text.
+    pub fn may_make_text(&self, bytes: Option<usize>) -> bool {
+        let spent = self.budget.text.load(Ordering::Relaxed);
+        let fits = bytes.and_then(|b| b.checked_add(spent)).is_some_and(|total| total <= self.budget.text_max);
+        if !fits {
+            self.budget_spent(format!("the run produced more than {} bytes of text", self.budget.text_max));
+        }
+        fits
+    }
+
+    /// Counts `bytes` of text the run produced; false (and the run stopped) past the budget.
+    pub fn count_text(&self, bytes: usize) -> bool {
+        let total = self.budget.text.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes);
+        if total > self.budget.text_max {
+            self.budget_spent(format!("the run produced more than {} bytes of text", self.budget.text_max));
+            return false;
+        }
+        true
+    }
+
+    /// Counts `bytes` of message text a request check examined; false (and the run
+    /// stopped) past the budget.
+    pub fn count_scan(&self, bytes: u64) -> bool {
+        let total = self.budget.scan.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes);
+        if total > self.budget.scan_max {
+            self.budget_spent(format!(
+                "the run's request checks examined more than {} bytes of messages",
+                self.budget.scan_max
+            ));
+            return false;
+        }
+        true
+    }
+
+    /// The bytes of text the run produced so far.
+    pub fn text_bytes(&self) -> usize {
+        self.budget.text.load(Ordering::Relaxed)
+    }
+
+    fn budget_spent(&self, what: String) {
+        if !self.budget.spent.swap(true, Ordering::Relaxed) {
+            self.halt(format!("{what} (the run budget, which no file can raise)"));
+        }
+    }
+
     /// Stops the run for `reason` (the runner is waiting on [`Stop::halted`]).
     pub fn halt(&self, reason: String) {
         self.halts.lock().expect("stop lock poisoned").push(reason);

@@ -1,5 +1,7 @@
 //! The trace recorder: the core's [`Observer`] during a run, stamping every event with virtual
-//! time and stopping the run past the event cap.
+//! time and stopping the run past the event cap, and counting the text every event carries
+//! against the run budget ([`Stop::count_text`]): text a core makes of its own (the
+//! unknown-tool answer, a result it wraps) is counted where it first reaches the harness.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,6 +55,7 @@ impl Recorder {
 
     /// Records a harness entry.
     pub fn record(&self, agent: &AgentId, what: What) {
+        self.stop.count_text(text_bytes(&what));
         let mut entries = self.entries.lock().expect("trace lock poisoned");
         if entries.len() >= self.max_events {
             drop(entries);
@@ -67,6 +70,38 @@ impl Recorder {
     /// Takes the trace out at the end of a run.
     pub fn take_trace(&self) -> Trace {
         Trace { entries: std::mem::take(&mut *self.entries.lock().expect("trace lock poisoned")) }
+    }
+}
+
+/// The bytes of text an entry carries: what the run produced, for the run budget. Numbers,
+/// ids and names the script gave are not counted; the texts are.
+fn text_bytes(what: &What) -> usize {
+    let event = match what {
+        What::Core(event) => event,
+        What::Asked { tool, .. } => return tool.len(),
+        What::Stopped(reason) => return reason.len(),
+    };
+    match event {
+        Event::TurnStarted { message, .. } | Event::Steered { message } => message.len(),
+        Event::AgentStarted { goal, .. } => goal.len(),
+        Event::LlmReply { text, calls } => text.len() + calls.iter().map(String::len).sum::<usize>(),
+        Event::LlmFailed { error } => error.len(),
+        Event::Denied { tool, reason, .. } | Event::SpawnRefused { tool, reason } => tool.len() + reason.len(),
+        Event::ToolStarted { call_id, tool, .. } => call_id.len() + tool.len(),
+        Event::ToolEnded { call_id, tool, result, .. } => call_id.len() + tool.len() + result.len(),
+        Event::Spawned { task, .. } => task.len(),
+        Event::AgentEnded { message, .. } => message.len(),
+        Event::TaskQueued { task_id, session, .. } => task_id.len() + session.len(),
+        Event::TaskStarted { task_id, .. } | Event::Delivered { task_id, .. } => task_id.len(),
+        Event::TaskEnded { task_id, body, .. } => task_id.len() + body.len(),
+        Event::SessionOpened { name, .. } | Event::SessionClosed { name, .. } => name.len(),
+        Event::TurnEnded { .. }
+        | Event::LlmRequest { .. }
+        | Event::Nudge { .. }
+        | Event::StepCompleted { .. }
+        | Event::ChildResult { .. }
+        | Event::TimedOut { .. }
+        | Event::AwaitingChildren { .. } => 0,
     }
 }
 

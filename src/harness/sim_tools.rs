@@ -1,5 +1,6 @@
 //! Simulated tools: each call takes its virtual latency, then returns the next scripted
-//! result (the last one repeats). They do no I/O.
+//! result (the last one repeats). They do no I/O, and build no result the run budget has no
+//! room for (the run stops instead).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,6 +9,7 @@ use crate::scenario;
 use crate::sut::llm::{BoxFuture, ToolSpec};
 use crate::sut::tool::{Tool, ToolContext, ToolOutput};
 
+use super::Stop;
 use super::clock::Clock;
 
 /// A declared tool as every run of a scenario plays it, built once per prepared scenario:
@@ -43,12 +45,14 @@ pub struct SimTool {
     declared: Arc<Declared>,
     calls: Mutex<usize>,
     clock: Arc<Clock>,
+    /// The run budget: a result is built only when it has room for it.
+    stop: Arc<Stop>,
 }
 
 impl SimTool {
-    /// The declared tool, for a run on `clock`.
-    pub fn new(declared: Arc<Declared>, clock: Arc<Clock>) -> SimTool {
-        SimTool { declared, calls: Mutex::new(0), clock }
+    /// The declared tool, for a run on `clock` whose budget `stop` keeps.
+    pub fn new(declared: Arc<Declared>, clock: Arc<Clock>, stop: Arc<Stop>) -> SimTool {
+        SimTool { declared, calls: Mutex::new(0), clock, stop }
     }
 }
 
@@ -70,6 +74,14 @@ impl Tool for SimTool {
             let result = made.as_ref().or(declared.results.get(call - 1)).or(declared.results.last());
             let latency = result.and_then(|r| r.latency_ms).map_or(declared.latency, Duration::from_millis);
             self.clock.sleep(latency, || format!("tool {} #{call}", declared.spec.name)).await;
+            // A result is built only when the run budget has room for it (issue 27: a
+            // repeatable call of a tool whose result repeats a text a million times).
+            let text = result.and_then(|r| r.error.as_ref().or(r.text.as_ref()));
+            if let Some(text) = text
+                && !self.stop.may_make_text(text.byte_len())
+            {
+                return std::future::pending().await;
+            }
             match result {
                 None => ToolOutput { content: "ok".to_string(), is_error: false },
                 Some(r) => match (&r.text, &r.error) {

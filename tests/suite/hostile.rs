@@ -479,3 +479,31 @@ fn a_file_over_the_size_limit_is_refused_without_being_read_whole() {
         out.both()
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 27: limits a file cannot lift, and the run budget.
+
+#[test]
+fn no_file_lifts_its_limits_past_the_ceilings() {
+    // Each file in `ceilings/` asks for more than a ceiling allows (a limit, the sum of its
+    // check texts, one unknown-tool answer): refused at load with the field, exit 2.
+    for file in fixtures("ceilings") {
+        let out = rehearsal(&["run", &file]);
+        assert_eq!(out.code, Some(2), "{file}: {}", out.both());
+        assert!(out.stderr.contains("error: ") && out.stderr.contains("at `"), "{file}: {}", out.both());
+    }
+}
+
+#[test]
+fn amplification_stops_at_the_run_budget_as_a_harness_stop() {
+    // Each file in `budget/` amplifies text or events at the ceilings; the run is stopped by
+    // the run budget or the event limit, exit 1, and no oracle blames the core for the cut.
+    for file in fixtures("budget") {
+        let out = rehearsal_within(Path::new(env!("CARGO_MANIFEST_DIR")), &["run", &file], Duration::from_secs(300));
+        assert_eq!(out.code, Some(1), "{file}: {}", out.both());
+        let stopped = out.stdout.contains("(the run budget, which no file can raise)")
+            || out.stdout.contains("stopped: the run exceeded the event limit");
+        assert!(stopped, "{file}: {}", out.both());
+        assert!(!out.stdout.contains("oracle "), "{file}: {}", out.both());
+    }
+}
