@@ -298,17 +298,10 @@ impl Dialect {
                 notices: nudges(),
                 wait: Some("subagent.wait".into()),
             },
-            "rehearsal" => Dialect {
-                name: name.into(),
-                spawn: vec![roku_agent(), bub_subagent()],
-                send: vec![bub_send()],
-                terminal: terminals(),
-                refusals: builtin_refusals(),
-                notification: Some(notification()),
-                compaction: None,
-                notices: nudges(),
-                wait: Some("subagent.wait".into()),
-            },
+            // The built-in core speaks both families at once.
+            "rehearsal" => {
+                Dialect { name: name.into(), spawn: vec![roku_agent(), bub_subagent()], ..Dialect::builtin("bub")? }
+            }
             // bub 0.5.1 as shipped on PyPI: `subagent` runs the child to its end and returns
             // its output; `session` picks the child's tape; no task ids, no notifications.
             "bub-0.5.1" => Dialect {

@@ -87,14 +87,15 @@ fn junit_valid(xml: &str) -> Result<(), String> {
 #[test]
 fn the_junit_report_is_valid_junit_xml() {
     // Passing, failing and unusable files together.
-    let out = rehearsal(&[
+    let args = [
         "run",
         "tests/fixtures/mixed",
         "tests/fixtures/failing",
         "scenarios/roku/agent-budget-from-30.json",
         "--format",
         "junit",
-    ]);
+    ];
+    let out = rehearsal(&args);
     assert_eq!(out.code, Some(2), "bad input wins the exit code: {}", out.both());
     assert!(out.stdout.starts_with("<?xml"), "{}", out.both());
     if let Err(said) = junit_valid(&out.stdout) {
@@ -126,16 +127,8 @@ fn the_junit_report_is_valid_junit_xml() {
         failure.attribute("message"),
         Some("turns[0].expect.message: expected \"The answer is 41.\", got \"The answer is 42.\"")
     );
-    let again = rehearsal(&[
-        "run",
-        "tests/fixtures/mixed",
-        "tests/fixtures/failing",
-        "scenarios/roku/agent-budget-from-30.json",
-        "--format",
-        "junit",
-    ]);
+    let again = rehearsal(&args);
     assert_eq!(again.stdout, out.stdout, "the report is byte-identical across runs");
-    // The validator can say no: a test case without a name is refused.
     // The check can say no (junit_schema's own tests break each rule): a test case without
     // a name is refused.
     let refused = junit_valid(
