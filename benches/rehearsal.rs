@@ -26,12 +26,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use rehearsal::fuzz;
-use rehearsal::generate::Family;
-use rehearsal::harness::schedule::Schedule;
+use rehearsal::internals::fuzz;
+use rehearsal::internals::generate::Family;
+use rehearsal::internals::harness::schedule::Schedule;
+use rehearsal::internals::seed::splitmix64;
 use rehearsal::runner;
 use rehearsal::scenario::{self, Scenario};
-use rehearsal::seed::splitmix64;
 
 // ---------------------------------------------------------------------------------------------
 // A counting allocator: allocations, live bytes, peak live bytes; over the allocator the
@@ -219,7 +219,7 @@ fn shape_scenario_limited(shape: Shape, style: RootStyle, root_replies: usize, l
         "tools": tools,
         "lanes": lanes,
         "turns": [{"user": "Do all the parts."}],
-        "limits": {"max_events": 10_000_000, "horizon_ms": 86_400_000}
+        "limits": {"max_events": 1_000_000, "horizon_ms": 86_400_000}
     });
     scenario::parse(Path::new("bench.json"), &file.to_string()).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -231,9 +231,9 @@ fn equivalent(shape: Shape, style: RootStyle) -> Scenario {
         return shape_scenario(shape, style, 0);
     }
     let probe = shape_scenario(shape, style, shape.n + 2);
-    let used = runner::run(&probe, &[]).lane_use[0];
+    let used = runner::Runner::new().run(&probe, &[], Schedule::default_order()).lane_use[0];
     let scenario = shape_scenario(shape, style, used - 1);
-    let verdict = runner::verify(&scenario, &[]);
+    let verdict = runner::Runner::new().verify(&scenario, &[]);
     assert!(verdict.passed(), "{}", verdict.failures.iter().map(|f| f.what.clone()).collect::<Vec<_>>().join("\n"));
     scenario
 }
@@ -285,7 +285,7 @@ fn shapes(samples: usize) {
             // Prepared once, as `rehearsal run` prepares a file once for all its runs.
             let prepared = runner::Runner::new().prepare(&scenario, &[]);
             let verify = || {
-                runner::verify(&scenario, &[]);
+                runner::Runner::new().verify(&scenario, &[]);
             };
             let verify_parallel = || {
                 parallel.verify(&scenario, &[]);
@@ -371,7 +371,7 @@ fn memory_cases() {
     // shapes, most would be stopped halfway).
     let big = shape_scenario_limited(Shape { n: 256, m: 50, cap: 8 }, RootStyle::Wait, 0, None);
     let start = Instant::now();
-    let (verdict, Memory { peak, .. }) = measure_memory(|| runner::verify(&big, &[]));
+    let (verdict, Memory { peak, .. }) = measure_memory(|| runner::Runner::new().verify(&big, &[]));
     println!(
         "- 256 children × 50 steps: {:.2} s, peak {:.1} MB, {} events, passed: {}",
         start.elapsed().as_secs_f64(),
@@ -392,11 +392,11 @@ fn memory_cases() {
         "tools": [{"name": "Read", "latency_ms": 5, "results": [{"text": {"repeat": "0123456789", "count": 10_000}}]}],
         "lanes": [{"agent": "main", "replies": replies}],
         "turns": (0..turns).map(|t| json!({"user": format!("turn {t}")})).collect::<Vec<_>>(),
-        "limits": {"max_events": 10_000_000}
+        "limits": {"max_events": 1_000_000}
     });
     let scenario = scenario::parse(Path::new("bench.json"), &file.to_string()).unwrap();
     let start = Instant::now();
-    let (verdict, Memory { peak, .. }) = measure_memory(|| runner::verify(&scenario, &[]));
+    let (verdict, Memory { peak, .. }) = measure_memory(|| runner::Runner::new().verify(&scenario, &[]));
     println!(
         "- 200 turns each reading a 100 KB result: {:.2} s, peak {:.1} MB, passed: {}",
         start.elapsed().as_secs_f64(),
@@ -415,11 +415,11 @@ fn memory_cases() {
         "rules": {"root_step_budget": steps + 5},
         "lanes": [{"agent": "main", "replies": replies}],
         "turns": [{"user": "try"}],
-        "limits": {"max_events": 10_000_000}
+        "limits": {"max_events": 1_000_000}
     });
     let scenario = scenario::parse(Path::new("bench.json"), &file.to_string()).unwrap();
     let start = Instant::now();
-    let (verdict, Memory { peak, .. }) = measure_memory(|| runner::verify(&scenario, &[]));
+    let (verdict, Memory { peak, .. }) = measure_memory(|| runner::Runner::new().verify(&scenario, &[]));
     println!(
         "- 2,000 unknown-tool steps: {:.2} s, peak {:.1} MB, passed: {}",
         start.elapsed().as_secs_f64(),

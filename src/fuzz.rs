@@ -26,15 +26,16 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use crate::coverage::{self, Reached};
 use crate::generate::{self, Family};
+use crate::harness::Halt;
 use crate::harness::schedule::{Schedule, splitmix64};
 use crate::oracles::Violation;
 use crate::runner;
 use crate::scenario::Scenario;
-use crate::sut::Profile;
+use crate::sut::{Profile, SystemUnderTest};
 
 /// What one case showed.
 #[derive(Debug)]
-pub enum Verdict {
+pub enum CaseResult {
     /// Every oracle holds.
     Holds,
     /// Some oracle broke.
@@ -46,44 +47,64 @@ pub enum Verdict {
     Invalid(String),
 }
 
-/// The case's profiles as the core's loader reads them: the inline ones and the files written
-/// into the scenario (a generated scenario has no profile folders, so nothing is read from
-/// disk). A loader that refuses profiles the oracles read as written is a finding.
-fn case_profiles(scenario: &Scenario) -> Result<Vec<Profile>, Verdict> {
-    runner::resolve_profiles(scenario, Path::new(".")).map_err(|e| {
-        let error = e.to_string();
-        match crate::oracles::profiles_refused(&scenario.profile_files, &scenario.profiles, &error) {
-            Some(violation) => Verdict::Violates(vec![violation]),
-            None => Verdict::Invalid(error),
+/// The case's profiles as the front door resolves them ([`crate::load::built`], every check a
+/// file gets): the inline ones and the files written into the scenario (a generated scenario
+/// has no profile folders, so nothing is read from disk). A loader that refuses profiles the
+/// oracles read as written is a finding; any other refusal is an authoring error of the case.
+fn case_profiles(sut: &dyn SystemUnderTest, scenario: &Scenario) -> Result<Vec<Profile>, CaseResult> {
+    match crate::load::built(scenario.clone(), sut) {
+        Ok(loaded) => Ok(loaded.into_parts().1),
+        Err(e) => {
+            // Only a refusal by the profile reader itself can be the loader's fault.
+            let by_reader = crate::load::resolve_profiles(scenario, Path::new(".")).err();
+            let violation = by_reader.and_then(|refused| {
+                crate::oracles::profiles_refused(&scenario.profile_files, &scenario.profiles, &refused.to_string())
+            });
+            Err(match violation {
+                Some(violation) => CaseResult::Violates(vec![violation]),
+                None => CaseResult::Invalid(e.to_string()),
+            })
         }
-    })
+    }
 }
 
 /// Runs one case in one tie order and checks every oracle.
-pub fn check(scenario: &Scenario, schedule: Schedule) -> Verdict {
+pub fn check(scenario: &Scenario, schedule: Schedule) -> CaseResult {
     check_judged(scenario, schedule, crate::oracles::model_side::Judge::Events)
 }
 
 /// [`check`], judged as `judge` says.
-pub fn check_judged(scenario: &Scenario, schedule: Schedule, judge: crate::oracles::model_side::Judge) -> Verdict {
-    match case_profiles(scenario) {
-        Ok(profiles) => check_prepared(&runner::Runner::new().judge(judge).prepare(scenario, &profiles), schedule),
+pub fn check_judged(scenario: &Scenario, schedule: Schedule, judge: crate::oracles::model_side::Judge) -> CaseResult {
+    check_on(runner::Runner::new().sut(), scenario, schedule, judge)
+}
+
+/// [`check_judged`] on the core `sut` instead of the built-in one.
+pub fn check_on(
+    sut: &dyn SystemUnderTest,
+    scenario: &Scenario,
+    schedule: Schedule,
+    judge: crate::oracles::model_side::Judge,
+) -> CaseResult {
+    match case_profiles(sut, scenario) {
+        Ok(profiles) => {
+            check_prepared(&runner::Runner::new().on(sut).judge(judge).prepare(scenario, &profiles), schedule)
+        }
         Err(verdict) => verdict,
     }
 }
 
-fn check_prepared(prepared: &runner::Prepared, schedule: Schedule) -> Verdict {
+fn check_prepared(prepared: &runner::Prepared, schedule: Schedule) -> CaseResult {
     let (run, violations) = prepared.check_order(schedule);
     judge(run, violations)
 }
 
-fn judge(run: runner::Run, violations: Vec<Violation>) -> Verdict {
+fn judge(run: runner::Run, violations: Vec<Violation>) -> CaseResult {
     if !run.internal_errors.is_empty() {
-        return Verdict::Panics(run.internal_errors);
+        return CaseResult::Panics(run.internal_errors);
     }
     // Judged from the model's side, a request no agent accounts for stops the run (no lane can
     // answer it) and is a finding, not an invalid case.
-    if let Some(halt) = run.halts.iter().find(|h| h.starts_with("unattributed request")) {
+    if let Some(halt) = run.halts.iter().find(|h| h.kind == Halt::Unattributed) {
         let violation = Violation {
             oracle: crate::oracles::Oracle::ModelSide,
             agent: "?".to_string(),
@@ -91,12 +112,13 @@ fn judge(run: runner::Run, violations: Vec<Violation>) -> Verdict {
             message: format!("model-side attribution (oracle.model-side.attribution): {halt}"),
             lines: Vec::new(),
         };
-        return Verdict::Violates(vec![violation]);
+        return CaseResult::Violates(vec![violation]);
     }
-    if let Some(halt) = run.halts.iter().find(|h| run.limit_hit.as_deref() != Some(h.as_str())) {
-        return Verdict::Invalid(halt.clone());
+    // A run limit blames no one; any other halt is the generator's authoring error.
+    if let Some(halt) = run.halts.iter().find(|h| !matches!(h.kind, Halt::Limit(_))) {
+        return CaseResult::Invalid(halt.reason.clone());
     }
-    if violations.is_empty() { Verdict::Holds } else { Verdict::Violates(violations) }
+    if violations.is_empty() { CaseResult::Holds } else { CaseResult::Violates(violations) }
 }
 
 /// The tie orders a case is checked in: the default, then `explore` seeded ones drawn from
@@ -289,6 +311,14 @@ pub struct Report {
     /// Per clause of [`coverage::clauses`], the first case whose run exercised it (among the
     /// cases that held, in their default tie order); `None` when none did.
     pub reached: Vec<Option<u64>>,
+    /// The threads that ran cases: [`Options::jobs`], at most one per case of the shard, and
+    /// fewer when the system would not start more (the campaign goes on with those it has).
+    pub threads: usize,
+    /// Cases drawn that need a feature the core lacks ([`crate::sut::Capabilities`]): not
+    /// run, so neither passed nor invalid; always 0 on the built-in core.
+    pub skipped: u64,
+    /// What the skipped cases needed that the core lacks, by name.
+    pub skipped_for: std::collections::BTreeSet<&'static str>,
 }
 
 impl Report {
@@ -313,31 +343,49 @@ fn case_runner(seed: u64, case: u64) -> TestRunner {
     runner_for(splitmix64(seed ^ splitmix64(case.wrapping_add(0xC0FF_EE00))))
 }
 
+/// The plan of case `case` of a campaign of `seed` drawing `family`: the one its scenario is
+/// compiled from (the same draws, so `case_plan(..).compile()` is the case's scenario). For
+/// tests that count what the generator draws without running every case.
+pub fn case_plan(seed: u64, case: u64, family: Family) -> generate::Plan {
+    generate::plan(family).new_tree(&mut case_runner(seed, case)).expect("plan strategies never reject").current()
+}
+
 /// What one case showed in every tie order checked.
 enum Outcome {
     /// Every order holds; the clauses the default order's run exercised.
     Holds(Reached),
     Invalid(String),
     Violates(Schedule),
+    /// The case needs these features, which the core lacks: not run.
+    Skipped(Vec<&'static str>),
 }
 
-fn run_case(strategy: &impl Strategy<Value = Scenario>, options: &Options, case: u64) -> Outcome {
+fn run_case(
+    sut: &dyn SystemUnderTest,
+    strategy: &impl Strategy<Value = Scenario>,
+    options: &Options,
+    case: u64,
+) -> Outcome {
     let tree = strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
     let scenario = tree.current();
-    let profiles = match case_profiles(&scenario) {
+    let missing = crate::load::unsupported(sut, &scenario);
+    if !missing.is_empty() {
+        return Outcome::Skipped(missing);
+    }
+    let profiles = match case_profiles(sut, &scenario) {
         Ok(profiles) => profiles,
-        Err(Verdict::Invalid(reason)) => return Outcome::Invalid(reason),
+        Err(CaseResult::Invalid(reason)) => return Outcome::Invalid(reason),
         Err(_) => return Outcome::Violates(Schedule::default_order()),
     };
-    let prepared = runner::Runner::new().judge(options.judge).prepare(&scenario, &profiles);
+    let prepared = runner::Runner::new().on(sut).judge(options.judge).prepare(&scenario, &profiles);
     let mut reached = None;
     for schedule in schedules(options.seed ^ case, options.explore) {
         let (run, violations) = prepared.check_order(schedule);
         reached.get_or_insert_with(|| coverage::reached(&run.evidence()));
         match judge(run, violations) {
-            Verdict::Holds => {}
-            Verdict::Invalid(reason) => return Outcome::Invalid(reason),
-            Verdict::Violates(_) | Verdict::Panics(_) => return Outcome::Violates(schedule),
+            CaseResult::Holds => {}
+            CaseResult::Invalid(reason) => return Outcome::Invalid(reason),
+            CaseResult::Violates(_) | CaseResult::Panics(_) => return Outcome::Violates(schedule),
         }
     }
     Outcome::Holds(reached.unwrap_or_default())
@@ -364,6 +412,35 @@ pub fn run_campaign(
     stop: impl Fn() -> Option<Stop> + Sync,
     progress: impl Fn(Tally) + Sync,
 ) -> Report {
+    run_campaign_on(runner::Runner::new().sut(), options, shard, stop, progress)
+}
+
+/// The family a campaign on a core with `capabilities` draws from, for `asked`: `Any` narrows
+/// to the one family the core implements (so fewer cases are skipped); a family the core
+/// lacks entirely is refused, since every case would be skipped.
+pub fn family_for(asked: Family, capabilities: crate::sut::Capabilities) -> Result<Family, String> {
+    match (asked, capabilities.foreground, capabilities.background) {
+        (_, false, false) => {
+            Err("the core implements neither Roku's `Agent` nor Bub's `subagent`: nothing to fuzz".into())
+        }
+        (Family::Any, true, false) => Ok(Family::Roku),
+        (Family::Any, false, true) => Ok(Family::Bub),
+        (Family::Roku, false, _) => Err("--family roku: the core does not implement foreground `Agent`".into()),
+        (Family::Bub, _, false) => Err("--family bub: the core does not implement background `subagent`".into()),
+        (asked, _, _) => Ok(asked),
+    }
+}
+
+/// [`run_campaign`] on the core `sut`: cases that need a feature the core lacks are drawn
+/// (so case numbers and seeds mean the same on every core) but not run, and counted in
+/// [`Report::skipped`]. Give it a family [`family_for`] allows, or most cases are skipped.
+pub fn run_campaign_on(
+    sut: &dyn SystemUnderTest,
+    options: &Options,
+    shard: Shard,
+    stop: impl Fn() -> Option<Stop> + Sync,
+    progress: impl Fn(Tally) + Sync,
+) -> Report {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Mutex, OnceLock};
     // Cases are numbered within the shard here (`nth`); `shard.nth` gives the case number.
@@ -378,7 +455,7 @@ pub fn run_campaign(
     let first_reached = Mutex::new(vec![u64::MAX; coverage::clauses().len()]);
     let work = || {
         // Each thread builds its own strategy (proptest's are not shared across threads).
-        let strategy = generate::scenario(options.family);
+        let strategy = generate::scenario_for(options.family, sut.capabilities());
         let mut mine = Vec::new();
         // The first case (by number in the shard) that reached each clause.
         let mut first = vec![u64::MAX; coverage::clauses().len()];
@@ -393,7 +470,7 @@ pub fn run_campaign(
                 break;
             }
             let case = shard.nth(nth).expect("a shard's case below the case count fits in a u64");
-            let outcome = run_case(&strategy, options, case);
+            let outcome = run_case(sut, &strategy, options, case);
             let mut invalid_so_far = invalid.load(Ordering::Relaxed);
             match &outcome {
                 Outcome::Holds(reached) => {
@@ -401,6 +478,7 @@ pub fn run_campaign(
                         first[clause] = first[clause].min(nth);
                     }
                 }
+                Outcome::Skipped(_) => mine.push((nth, case, outcome)),
                 Outcome::Invalid(_) => {
                     invalid_so_far = invalid.fetch_add(1, Ordering::Relaxed) + 1;
                     mine.push((nth, case, outcome));
@@ -422,15 +500,19 @@ pub fn run_campaign(
             *all = (*all).min(mine);
         }
     };
+    // No more threads than cases; and a thread the system will not start is one fewer, not a
+    // panic (issue 27: `-j 40000` panicked with "WouldBlock"): every thread runs the same loop.
+    let wanted = u64::try_from(options.jobs.max(1)).unwrap_or(u64::MAX).min(total.max(1));
+    let mut threads = 1;
     std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..options.jobs.max(1))
-            .map(|_| {
-                std::thread::Builder::new()
-                    .stack_size(runner::RUN_STACK_BYTES)
-                    .spawn_scoped(scope, work)
-                    .expect("a fuzz thread starts")
-            })
-            .collect();
+        let mut helpers = Vec::new();
+        for _ in 1..wanted {
+            match std::thread::Builder::new().stack_size(runner::RUN_STACK_BYTES).spawn_scoped(scope, work) {
+                Ok(helper) => helpers.push(helper),
+                Err(_) => break,
+            }
+        }
+        threads += helpers.len();
         work();
         for helper in helpers {
             helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -444,24 +526,28 @@ pub fn run_campaign(
     // Only the cases counted reach clauses, so the report is the same for any number of threads.
     let first_reached = first_reached.into_inner().expect("fuzz results lock poisoned");
     let reached = first_reached.iter().map(|nth| (*nth < ran).then(|| shard.nth(*nth)).flatten()).collect();
-    let mut report = Report { cases: ran, shard, reached, ..Report::default() };
+    let mut report = Report { cases: ran, shard, reached, threads, ..Report::default() };
     let mut shrink_cut = false;
     for (nth, case, outcome) in outcomes {
         match outcome {
             Outcome::Holds(_) => {}
-            Outcome::Invalid(_) if nth >= ran => {}
+            Outcome::Invalid(_) | Outcome::Skipped(_) if nth >= ran => {}
+            Outcome::Skipped(missing) => {
+                report.skipped += 1;
+                report.skipped_for.extend(missing);
+            }
             Outcome::Invalid(reason) => {
                 report.invalid += 1;
                 let kind: String = reason.split(':').next().unwrap_or_default().chars().take(60).collect();
                 report.invalid_reasons.entry(kind).or_insert((0, reason)).0 += 1;
             }
             Outcome::Violates(schedule) if nth == last => {
-                let strategy = generate::scenario(options.family);
+                let strategy = generate::scenario_for(options.family, sut.capabilities());
                 let mut tree =
                     strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
                 let interrupted = || stop() == Some(Stop::Interrupted);
                 let (scenario, failure, cut) =
-                    shrink_until(&mut tree, schedule, options.shrink_steps, &interrupted, options.judge);
+                    shrink_until(sut, &mut tree, schedule, options.shrink_steps, &interrupted, options.judge);
                 shrink_cut = cut;
                 let (violations, panics) = failure.parts();
                 report.finding = Some(Finding { case, scenario, violations, panics, schedule });
@@ -493,11 +579,11 @@ enum Failure {
 }
 
 impl Failure {
-    fn of(verdict: Verdict) -> Option<Failure> {
+    fn of(verdict: CaseResult) -> Option<Failure> {
         match verdict {
-            Verdict::Violates(v) => Some(Failure::Violates(v)),
-            Verdict::Panics(p) => Some(Failure::Panics(p)),
-            Verdict::Holds | Verdict::Invalid(_) => None,
+            CaseResult::Violates(v) => Some(Failure::Violates(v)),
+            CaseResult::Panics(p) => Some(Failure::Panics(p)),
+            CaseResult::Holds | CaseResult::Invalid(_) => None,
         }
     }
 
@@ -520,14 +606,21 @@ pub fn shrink(
     schedule: Schedule,
     steps: u32,
 ) -> (Scenario, Vec<Violation>, Vec<String>) {
-    let (scenario, failure, _) =
-        shrink_until(tree, schedule, steps, &|| false, crate::oracles::model_side::Judge::Events);
+    let (scenario, failure, _) = shrink_until(
+        runner::Runner::new().sut(),
+        tree,
+        schedule,
+        steps,
+        &|| false,
+        crate::oracles::model_side::Judge::Events,
+    );
     let (violations, panics) = failure.parts();
     (scenario, violations, panics)
 }
 
 /// [`shrink`], cut short once `cut` says so (between steps); also says whether it was cut.
 fn shrink_until(
+    sut: &dyn SystemUnderTest,
     tree: &mut impl ValueTree<Value = Scenario>,
     schedule: Schedule,
     steps: u32,
@@ -536,7 +629,7 @@ fn shrink_until(
 ) -> (Scenario, Failure, bool) {
     let mut was_cut = false;
     let mut best = tree.current();
-    let check = |s: &Scenario, schedule| check_judged(s, schedule, judge);
+    let check = |s: &Scenario, schedule| check_on(sut, s, schedule, judge);
     let mut best_failure = Failure::of(check(&best, schedule)).expect("shrinking starts from a failing case");
     let failure_of = |s: &Scenario, like: &Failure| Failure::of(check(s, schedule)).filter(|f| f.same_kind(like));
     if tree.simplify() {
@@ -559,7 +652,7 @@ fn shrink_until(
             }
         }
     }
-    let trimmed = trim(&best, schedule);
+    let trimmed = trim_on(sut, &best, schedule);
     match failure_of(&trimmed, &best_failure) {
         Some(failure) => (trimmed, failure, was_cut),
         None => (best, best_failure, was_cut),
@@ -569,9 +662,14 @@ fn shrink_until(
 /// The scenario with every lane cut to the replies its run used, unused lanes dropped, and
 /// tools and profiles no remaining reply names dropped.
 pub fn trim(scenario: &Scenario, schedule: Schedule) -> Scenario {
+    trim_on(runner::Runner::new().sut(), scenario, schedule)
+}
+
+/// [`trim`], by the run on the core `sut`.
+fn trim_on(sut: &dyn SystemUnderTest, scenario: &Scenario, schedule: Schedule) -> Scenario {
     // Profiles the loader refuses: no run to trim by.
-    let Ok(profiles) = case_profiles(scenario) else { return scenario.clone() };
-    let run = runner::run_scheduled(scenario, &profiles, schedule);
+    let Ok(profiles) = case_profiles(sut, scenario) else { return scenario.clone() };
+    let run = runner::Runner::new().on(sut).run(scenario, &profiles, schedule);
     let mut out = scenario.clone();
     out.lanes = scenario
         .lanes

@@ -33,6 +33,13 @@
 //! deadline or on a steering time, in every explored order the fuzzer then tries. Generated scripts
 //! never leave a run waiting forever without a time limit inside the run's horizon (a child only
 //! hangs when one applies to it), so a run that hits its horizon is a real termination finding.
+//! One plan in six opens its first turn with a [`Rare`] situation the free draws reach only
+//! once in thousands of cases (a queued task cancelled while another waits, a `send` that would
+//! continue a named session another task is using, a foreground child's reply in the very
+//! instant of its time limit), setting the knobs it needs. What the generator cannot know in
+//! advance it does not bet on: a `subagent` call on a named session an earlier call used may find
+//! it in use, so it is not counted among the tasks a `$taskN` may name, and a continued task that
+//! never asked the model (cancelled while queued) finds a lane for the `send`'s message.
 //! This module generates; it judges nothing.
 
 use proptest::collection::vec;
@@ -402,9 +409,35 @@ struct GatePlan {
 /// The names the policy of a [`GatePlan`] without children refuses.
 const SPAWNING: [&str; 5] = ["Agent", "subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
 
+/// A situation the free draws reach only once in thousands of cases, opened on purpose by the
+/// first replies of the turn (and the knobs it needs), so a campaign of 3,000 cases reaches
+/// each a hundred times or more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rare {
+    /// A cap of 1 and three `subagent` calls: the second and third wait in the queue, and the
+    /// next reply cancels the second while the third still waits.
+    QueuedCancelled,
+    /// A named session's task finishes, a second task runs on the name, and a `subagent.send`
+    /// to the first would continue it on the session the second is using (refused).
+    SendOnSessionInUse,
+    /// A foreground child whose final reply comes in exactly the instant its time limit runs
+    /// out (`core.time.finish-at-limit-wins`).
+    ForegroundReplyAtLimit,
+}
+
+impl Rare {
+    /// Every rare situation, in the order they are drawn.
+    pub const ALL: [Rare; 3] = [Rare::QueuedCancelled, Rare::SendOnSessionInUse, Rare::ForegroundReplyAtLimit];
+}
+
+/// The time limit of [`Rare::ForegroundReplyAtLimit`], which its child's reply takes exactly.
+const RARE_LIMIT_MS: u64 = 250;
+
 /// Everything a generated scenario is made of.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// The rare situation the turn opens with, if any.
+    pub rare: Option<Rare>,
     knobs: Knobs,
     root: Vec<RootReply>,
     /// Virtual gaps before turns 2, 3, … (`None`: right after the previous one).
@@ -616,6 +649,10 @@ fn profile_plan() -> impl Strategy<Value = ProfilePlan> {
 /// case, and one that only starts like the `subagent` family's.
 const UNKNOWN_NAMES: [&str; 3] = ["Frobnicate", "read", "subagent.status"];
 
+/// The message of every `subagent.send`: the task of a continuation whose first run never
+/// asked the model, which a lane of its own answers.
+const CONTINUATION: &str = "also check the tests";
+
 /// How many earlier tasks a wait, send or cancel chooses among (see `Compiler::task_ref`).
 const TASK_PICKS: u8 = 4;
 
@@ -687,8 +724,11 @@ pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
         // One plan in eight runs its calls through the risk gate.
         prop::option::weighted(0.125, gate_plan()),
         (profile_plan(), prop::bool::weighted(0.6)),
+        // One plan in six opens with a rare situation.
+        prop::option::weighted(1.0 / 6.0, select(Rare::ALL.to_vec())),
     )
-        .prop_map(|(knobs, root, turns, steer, gate, (profile, skills))| Plan {
+        .prop_map(|(knobs, root, turns, steer, gate, (profile, skills), rare)| Plan {
+            rare,
             knobs,
             root,
             turns,
@@ -702,6 +742,15 @@ pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
 /// Scenarios of a family, as a user would write them.
 pub fn scenario(family: Family) -> impl Strategy<Value = Scenario> {
     plan(family).prop_map(|plan| plan.compile())
+}
+
+/// [`scenario`], for a core with `capabilities`: each plan drops what the core lacks before it
+/// is compiled (steering, the risk gate, the other family added to a preset, a rare situation
+/// of a missing family), so the draws and case numbers stay those of [`scenario`]. With
+/// [`Capabilities::ALL`](crate::sut::Capabilities::ALL) it is [`scenario`]. A plan whose
+/// preset itself is missing is left as drawn (the fuzzer skips and counts it).
+pub fn scenario_for(family: Family, capabilities: crate::sut::Capabilities) -> impl Strategy<Value = Scenario> {
+    plan(family).prop_map(move |plan| plan.within(capabilities).compile())
 }
 
 fn call(tool: &str, args: serde_json::Value) -> Call {
@@ -735,7 +784,16 @@ struct Compiler {
     lanes: Vec<Lane>,
     tasks: usize,
     /// The tasks started so far: `subagent` calls the gate lets through and nothing refuses.
+    /// A call that may meet its named session in use is not counted (whether it does depends
+    /// on timing), so a `$taskN` never names more tasks than the request is sure to show.
     spawned: usize,
+    /// The named sessions earlier `subagent` calls asked for: a later call on one of them may
+    /// find it in use (`bub.session.named-one-at-a-time`).
+    named: Vec<String>,
+    /// Whether a `subagent.send` was written: a send may continue a task that was cancelled
+    /// while queued, whose first request is then the continuation's, with the message as its
+    /// task, so a lane must select that message.
+    sends: bool,
     /// Roku's risk gate, if the plan has it.
     gate: Option<GatePlan>,
     /// The user's answers to the gate so far, in the order it asks.
@@ -871,6 +929,42 @@ impl Compiler {
         }
     }
 
+    /// The root's first replies that open `rare` (the knobs are [`Plan::rare_knobs`]'s).
+    fn rare(&mut self, rare: Rare) -> Vec<Reply> {
+        let slow = |c: &mut Compiler| c.child(&[ChildStep::Answer { unit: 0, around: 0, latency: 500 }], false);
+        let spawn = |prompt: String, session: Option<&str>| {
+            let mut args = json!({ "prompt": prompt });
+            if let Some(name) = session {
+                args["session"] = json!(name);
+            }
+            call("subagent", args)
+        };
+        match rare {
+            Rare::QueuedCancelled => {
+                let calls = (0..3).map(|_| spawn(slow(self), None)).collect();
+                self.spawned += 3;
+                // The request after the spawns shows their three ids: the second is queued,
+                // the third queued behind it.
+                vec![reply(calls, 1), reply(vec![call("subagent.cancel", json!({"task_id": "$task2"}))], 1)]
+            }
+            Rare::SendOnSessionInUse => {
+                let quick = self.child(&[ChildStep::Answer { unit: 0, around: 0, latency: 1 }], false);
+                let first = spawn(quick, Some("notes-0"));
+                // 50 ms later the first run has ended, so the second starts on the name.
+                let second = spawn(slow(self), Some("notes-0"));
+                self.spawned += 2;
+                self.named.push("notes-0".into());
+                self.sends = true;
+                let send = call("subagent.send", json!({"task_id": "$task1", "message": CONTINUATION}));
+                vec![reply(vec![first], 1), reply(vec![second], 50), reply(vec![send], 1)]
+            }
+            Rare::ForegroundReplyAtLimit => {
+                let task = self.child(&[ChildStep::Answer { unit: 0, around: 0, latency: RARE_LIMIT_MS }], true);
+                vec![reply(vec![call("Agent", json!({ "task": task }))], 1)]
+            }
+        }
+    }
+
     /// Whether a `subagent` call with these arguments is refused (and so starts no task): a
     /// blank prompt, a missing profile, a tool or a skill nobody has (`bub.spawn.*`).
     fn refused(&self, grant: Option<&Grant>, extras: &SpawnExtras, profile: bool) -> bool {
@@ -922,12 +1016,6 @@ impl Compiler {
                 // A child hangs only under a limit inside the run's horizon.
                 let applies = limit.is_some_and(|ms| ms > 0 && ms < CLAMPED_MS as u64);
                 let prompt = self.child(child, applies);
-                // A refused call starts no task for later calls to name.
-                if runs && !self.refused(grant.as_ref(), extras, profile) {
-                    self.spawned += 1;
-                }
-                let prompt = if extras.blank { "  ".to_string() } else { prompt };
-                let mut args = json!({"prompt": prompt});
                 let name = match session {
                     SessionPick::Default => None,
                     SessionPick::Temp => Some("temp".to_string()),
@@ -937,6 +1025,15 @@ impl Compiler {
                     SessionPick::NamedLikeTemp => Some("temp/notes".to_string()),
                     SessionPick::KindCapitalised(fork) => Some(if *fork { "Fork" } else { "Temp" }.to_string()),
                 };
+                let named = name.clone().filter(|n| !matches!(n.as_str(), "temp" | "fork" | "inherit"));
+                let maybe_in_use = named.as_ref().is_some_and(|n| self.named.contains(n));
+                // A refused call starts no task for later calls to name.
+                if runs && !self.refused(grant.as_ref(), extras, profile) && !maybe_in_use {
+                    self.spawned += 1;
+                }
+                self.named.extend(named);
+                let prompt = if extras.blank { "  ".to_string() } else { prompt };
+                let mut args = json!({"prompt": prompt});
                 if let Some(name) = name {
                     args["session"] = json!(name);
                 }
@@ -986,19 +1083,27 @@ impl Compiler {
                 }
                 call("subagent.wait", args)
             }
-            RootCall::Send(t, form) => call(
-                "subagent.send",
-                json!({
-                    "task_id": self.task_ref(*t, spawned_before, true),
-                    "message": match form {
-                        TaskForm::Plain => "also check the tests",
-                        TaskForm::Blank => " ",
-                        TaskForm::Padded => "  also check the tests\n",
-                    },
-                }),
-            ),
+            RootCall::Send(t, form) => {
+                self.sends = true;
+                self.send(*t, *form, spawned_before)
+            }
             RootCall::Cancel(t) => call("subagent.cancel", json!({"task_id": self.task_ref(*t, spawned_before, true)})),
         }
+    }
+
+    /// A `subagent.send` of `CONTINUATION` to the earlier task `pick` names.
+    fn send(&self, pick: u8, form: TaskForm, spawned_before: usize) -> Call {
+        call(
+            "subagent.send",
+            json!({
+                "task_id": self.task_ref(pick, spawned_before, true),
+                "message": match form {
+                    TaskForm::Plain => CONTINUATION.to_string(),
+                    TaskForm::Blank => " ".to_string(),
+                    TaskForm::Padded => format!("  {CONTINUATION}\n"),
+                },
+            }),
+        )
     }
 }
 
@@ -1163,6 +1268,31 @@ fn lane() -> Lane {
 }
 
 impl Plan {
+    /// The knobs, with what the rare situation needs set over the drawn ones: the family it
+    /// uses on, a budget that pays for its spawns, a depth limit that lets them run, and its
+    /// cap or time limit.
+    fn rare_knobs(&self) -> Knobs {
+        let mut k = self.knobs.clone();
+        let Some(rare) = self.rare else { return k };
+        k.root_step_budget = Some(40);
+        k.spawn_cost = Some(1);
+        k.child_step_cap = Some(2);
+        k.depth_limit = Some(k.depth_limit.unwrap_or(1).max(1));
+        match rare {
+            Rare::QueuedCancelled | Rare::SendOnSessionInUse => {
+                k.subagent_tools = Some(true);
+                // No limit stops the children before the replies that need them running.
+                k.default_timeout_ms = Some(None);
+                k.max_concurrency = Some(if rare == Rare::QueuedCancelled { 1 } else { 2 });
+            }
+            Rare::ForegroundReplyAtLimit => {
+                k.agent_tool = Some(true);
+                k.agent_timeout_ms = Some(Some(RARE_LIMIT_MS));
+            }
+        }
+        k
+    }
+
     /// The tools of the root's calls the gate asks about, in order (a reply with a terminal
     /// call runs none of its calls, `roku.terminal.scan-first`: only `Calls` replies run any).
     fn questions(&self, gate: &GatePlan) -> Vec<&'static str> {
@@ -1173,18 +1303,43 @@ impl Plan {
         calls.flatten().map(RootCall::tool).filter(|tool| gate.asks(tool)).collect()
     }
 
+    /// The plan without what a core with `capabilities` lacks (see [`scenario_for`]).
+    pub fn within(mut self, capabilities: crate::sut::Capabilities) -> Plan {
+        if !capabilities.steering {
+            self.steer.clear();
+        }
+        if !capabilities.risk_gate {
+            self.gate = None;
+        }
+        // Only the family a preset adds is dropped, to what the preset itself gives.
+        if !capabilities.background && !self.knobs.bub && self.knobs.subagent_tools == Some(true) {
+            self.knobs.subagent_tools = None;
+        }
+        if !capabilities.foreground && self.knobs.bub && self.knobs.agent_tool == Some(true) {
+            self.knobs.agent_tool = None;
+        }
+        let needs_background = matches!(self.rare, Some(Rare::QueuedCancelled | Rare::SendOnSessionInUse));
+        let needs_foreground = matches!(self.rare, Some(Rare::ForegroundReplyAtLimit));
+        if (needs_background && !capabilities.background) || (needs_foreground && !capabilities.foreground) {
+            self.rare = None;
+        }
+        self
+    }
+
     /// The scenario this plan stands for.
     pub fn compile(&self) -> Scenario {
-        let k = &self.knobs;
+        let k = &self.rare_knobs();
         let spec = k.spec();
         let mut c = Compiler {
             rules: spec.resolve(),
             lanes: Vec::new(),
             tasks: 0,
             spawned: 0,
-            gate: self.gate.clone(),
+            named: Vec::new(),
+            sends: false,
+            gate: self.gate.clone().filter(|_| self.rare.is_none()),
             answers: Vec::new(),
-            asking_child: self.gate.as_ref().is_some_and(|gate| {
+            asking_child: self.gate.as_ref().filter(|_| self.rare.is_none()).is_some_and(|gate| {
                 let questions = self.questions(gate);
                 questions.last() == Some(&"Agent") && questions.iter().filter(|t| **t == "Agent").count() == 1
             }),
@@ -1193,7 +1348,7 @@ impl Plan {
             // Skills are Bub's: a Roku session has none.
             skills: self.skills && k.bub,
         };
-        let mut root = Vec::new();
+        let mut root = self.rare.map(|rare| c.rare(rare)).unwrap_or_default();
         for r in &self.root {
             root.push(match r {
                 RootReply::Calls(calls, latency) => {
@@ -1232,7 +1387,7 @@ impl Plan {
         // more background result.
         let spare = c.spawned + self.turns.len() + 3;
         root.extend((0..spare).map(|_| text("Summary.")));
-        let approval = match &self.gate {
+        let approval = match self.gate.as_ref().filter(|_| self.rare.is_none()) {
             Some(gate) => ApprovalSpec {
                 mode: GateMode::Risk,
                 policy_deny: gate.policy().into_iter().map(str::to_string).collect(),
@@ -1240,9 +1395,16 @@ impl Plan {
             },
             None => ApprovalSpec::default(),
         };
-        let tag = |name: &str| self.gate.as_ref().and_then(|gate| gate.tag(name));
+        let tag = |name: &str| self.gate.as_ref().filter(|_| self.rare.is_none()).and_then(|gate| gate.tag(name));
         let mut lanes = vec![Lane { agent: Some("main".into()), replies: root, ..lane() }];
         lanes.extend(c.lanes);
+        if c.sends {
+            // A task cancelled while queued never asked the model; continued by a `send`, its
+            // first request has the message as its task. Repeatable: any number of such
+            // children, or none, may ask.
+            let spare = Reply { repeatable: true, ..text("spare answer") };
+            lanes.push(Lane { task_contains: Some(CONTINUATION.into()), replies: vec![spare], ..lane() });
+        }
 
         let mut turns = vec![Turn {
             user: "Please investigate.".into(),
@@ -1264,6 +1426,7 @@ impl Plan {
             });
         }
         Scenario {
+            format: None,
             name: "generated".into(),
             description: String::new(),
             rules: spec,

@@ -25,10 +25,10 @@ pub fn render(scenario: &Scenario, verdict: &Verdict) -> String {
     for (i, outcome) in verdict.run.outcomes.iter().enumerate() {
         let _ = writeln!(
             out,
-            "turn {}: {:?} {:?} budget_left={} steps={} message={:?}",
+            "turn {}: {} {} budget_left={} steps={} message={:?}",
             i + 1,
-            outcome.kind,
-            outcome.status,
+            crate::trace::kind(outcome.kind),
+            crate::trace::status(outcome.status),
             outcome.budget_left,
             outcome.steps,
             outcome.message
@@ -82,12 +82,33 @@ pub enum Compared {
 #[derive(Clone, Debug)]
 pub struct Store {
     dir: PathBuf,
+    /// Files the store must never write over (the run's inputs).
+    inputs: Vec<PathBuf>,
 }
 
 impl Store {
     /// Golden files kept in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Store {
-        Store { dir: dir.into() }
+        Store { dir: dir.into(), inputs: Vec::new() }
+    }
+
+    /// The store refuses to write a golden or pending file that is one of `inputs` (a
+    /// scenario file called `x.snap`, a link), with an error naming it (issue 27).
+    pub fn protecting(mut self, inputs: Vec<PathBuf>) -> Store {
+        self.inputs = inputs;
+        self
+    }
+
+    /// Writes `text` to `path`, unless `path` is one of the inputs.
+    fn write(&self, path: &Path, text: &str) -> io::Result<()> {
+        if let Some(input) = self.inputs.iter().find(|input| same_file(path, input)) {
+            return Err(io::Error::other(format!(
+                "{} is an input of this run ({}): not overwritten",
+                path.display(),
+                input.display()
+            )));
+        }
+        std::fs::write(path, text)
     }
 
     fn paths(&self, name: &str) -> (PathBuf, PathBuf) {
@@ -106,10 +127,11 @@ impl Store {
         accept: bool,
     ) -> io::Result<Compared> {
         let (golden, pending) = self.paths(name);
-        let existing = match std::fs::read_to_string(&golden) {
-            Ok(text) => Some(text),
+        // Read through the front door's bounded reader: a golden file that is a FIFO or a link
+        // to a device is refused, not read until memory runs out (issue 27, class 3).
+        let existing = match std::fs::metadata(&golden) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
+            _ => Some(crate::load::read(&golden, "golden file").map_err(|e| io::Error::other(e.to_string()))?),
         };
         let stored = existing.as_deref().map(split);
         let same = stored.is_some_and(|(_, stored_body)| stored_body.trim_end() == body.trim_end());
@@ -122,11 +144,11 @@ impl Store {
         let text = format!("{header}{}\n", body.trim_end());
         std::fs::create_dir_all(&self.dir)?;
         if accept {
-            std::fs::write(&golden, text)?;
+            self.write(&golden, &text)?;
             remove_if_present(&pending)?;
             return Ok(Compared::Accepted { changed: true });
         }
-        std::fs::write(&pending, text)?;
+        self.write(&pending, &text)?;
         Ok(match stored {
             None => Compared::Missing { pending },
             Some((_, stored_body)) => {
@@ -146,6 +168,22 @@ impl Store {
     }
 }
 
+/// Whether `a` and `b` are one file (by device and inode where there are, so a hard link
+/// counts; else by canonical path). A path that does not exist is no file yet: false.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else { return false };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        ma.dev() == mb.dev() && ma.ino() == mb.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (ma, mb);
+        matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y)
+    }
+}
+
 fn remove_if_present(path: &Path) -> io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
@@ -153,15 +191,31 @@ fn remove_if_present(path: &Path) -> io::Result<()> {
     }
 }
 
-/// A new golden file's header, in insta's format.
+/// A new golden file's header, in insta's format. The path is written as it is when it is
+/// plain (letters, digits, `/._-+@`, as every path of this repository's suite), and as a
+/// quoted YAML string otherwise, so that no path (one holding a `---` line, a `: `, a `#`)
+/// cuts the header short or changes what it says (issue 27).
 fn header(source: &Path, description: &str) -> String {
-    let source = source.to_string_lossy().replace('\\', "/");
+    let source = yaml_scalar(&source.to_string_lossy().replace('\\', "/"));
     let mut out = format!("---\nsource: {source}\n");
     if !description.is_empty() {
         let _ = writeln!(out, "description: {}", serde_json::Value::from(description));
     }
     let _ = writeln!(out, "input_file: {source}\n---");
     out
+}
+
+/// `text` as a YAML scalar: plain when it is made of letters, digits and `/._-+@` and starts
+/// with none of the characters YAML reads as markup, else a double-quoted string (JSON's
+/// quoting, which YAML reads the same: newlines and quotes escaped).
+fn yaml_scalar(text: &str) -> String {
+    let plain_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | '@');
+    let plain_start = text.starts_with(|c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_'));
+    if plain_start && text.chars().all(plain_char) {
+        text.to_string()
+    } else {
+        serde_json::Value::from(text).to_string()
+    }
 }
 
 /// A golden file's header (through its closing `---` line) and body.
@@ -186,6 +240,20 @@ mod tests {
         assert_eq!(name(Path::new("scenarios/roku/x.json"), root), "roku__x");
         assert_eq!(name(Path::new("scenarios/x.json"), root), "x");
         assert_eq!(name(Path::new("one/file.json"), Path::new("one/file.json")), "file");
+    }
+
+    #[test]
+    fn a_path_holding_a_dash_line_does_not_cut_the_golden_header() {
+        // Issue 27: `source: a\n---\nb.json` ended the header at the path's `---` line.
+        let source = Path::new("odd\n---\nname: x.json");
+        let text = format!("{}scenario: s\n---\n    line\n", header(source, "d"));
+        let (head, body) = split(&text);
+        assert_eq!(body, "scenario: s\n---\n    line\n");
+        assert!(head.contains("source: \"odd\\n---\\nname: x.json\"\n"), "{head}");
+        assert_eq!(
+            header(Path::new("scenarios/roku/a-b_c.json"), ""),
+            "---\nsource: scenarios/roku/a-b_c.json\ninput_file: scenarios/roku/a-b_c.json\n---\n"
+        );
     }
 
     #[test]

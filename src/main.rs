@@ -1,10 +1,9 @@
-//! The `rehearsal` binary: parse the command line, run it, map the outcome to an exit code
-//! (0 passed, 1 a scenario failed, 2 bad input or usage, 3 an internal error; `fuzz` also
-//! 130 when interrupted). The library does the work.
+//! The `rehearsal` binary: the command line ([`rehearsal::cli::main_with`]) on the built-in
+//! core. It maps the outcome to an exit code (0 passed, 1 a scenario failed, 2 bad input or
+//! usage, 3 an internal error; `serve` also 4 when the system under test could not be run;
+//! `fuzz` also 130 when interrupted). The library does the work.
 
 use std::process::ExitCode;
-
-use clap::Parser;
 
 /// mimalloc instead of the system allocator: a run makes many small, short-lived allocations
 /// (messages, calls, trace lines), and glibc's malloc and free were a seventh of its time.
@@ -12,15 +11,5 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = match rehearsal::cli::Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            // clap exits 0 for --help and --version, 2 for usage errors.
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
-    };
-    let terminal = rehearsal::cli::Terminal::detect();
-    let code = rehearsal::cli::main_with(cli, &mut std::io::stdout().lock(), &mut std::io::stderr().lock(), terminal);
-    ExitCode::from(code as u8)
+    rehearsal::cli::main_with(&rehearsal::core::Builtin)
 }

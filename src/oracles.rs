@@ -32,6 +32,7 @@ use std::time::Duration;
 
 pub use crate::evidence::Evidence;
 use crate::evidence::{fork_mismatch, same_reply};
+use crate::rules::words::DEPTH_ERROR;
 use crate::sut::AgentId;
 use crate::sut::event::{Event, Family, TaskStatus, Via};
 use crate::sut::llm::{Message, Role, Transcript};
@@ -164,8 +165,6 @@ impl fmt::Display for Violation {
     }
 }
 
-const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
-
 struct Report<'a> {
     entries: &'a [Entry],
     found: Vec<Violation>,
@@ -288,10 +287,12 @@ fn depth(e: &Evidence, r: &mut Report) {
     let mut reported = BTreeSet::new();
     // The `Agent` call an agent is running, by agent: (tool.start line, spawned?).
     let mut open: BTreeMap<AgentId, (usize, bool)> = BTreeMap::new();
-    // Per parent, how many children it has made; and every child made (a continuation runs
-    // an existing child again).
+    // Per parent, how many children it has made; and every child made, with whether its
+    // latest run has ended (a continuation runs an existing, finished child again).
     let mut made: BTreeMap<&AgentId, u32> = BTreeMap::new();
-    let mut children: BTreeSet<&AgentId> = BTreeSet::new();
+    let mut children: BTreeMap<&AgentId, Made> = BTreeMap::new();
+    // The tool call each agent is running: (tool, line).
+    let mut calling: BTreeMap<&AgentId, (&str, usize)> = BTreeMap::new();
     for (i, entry, event) in core_events(e.trace) {
         let agent = &entry.agent;
         if agent.depth() > limit && reported.insert(agent.clone()) {
@@ -303,10 +304,18 @@ fn depth(e: &Evidence, r: &mut Report) {
             );
         }
         match event {
-            Event::ToolStarted { tool, .. } if tool == "Agent" => {
-                open.insert(agent.clone(), (i, false));
+            Event::ToolStarted { tool, .. } => {
+                calling.insert(agent, (tool.as_str(), i));
+                if tool == "Agent" {
+                    open.insert(agent.clone(), (i, false));
+                }
             }
-            Event::Spawned { child, .. } => {
+            Event::TaskEnded { child, .. } => {
+                if let Some(made) = children.get_mut(child) {
+                    made.ended = true;
+                }
+            }
+            Event::Spawned { child, family, .. } => {
                 if child.depth() > limit {
                     r.add(
                         Oracle::Depth,
@@ -319,8 +328,34 @@ fn depth(e: &Evidence, r: &mut Report) {
                     call.1 = true;
                 }
                 // `core.alias.numbering`: a parent's children are numbered 1, 2, … in the order
-                // they are made, both families sharing the count; a refused call makes none.
-                if children.insert(child) {
+                // they are made, both families sharing the count; a refused call makes none. An
+                // alias made before is legal only as a continuation: a `subagent.send` of the
+                // same parent running a finished background child again. Anything else that
+                // re-uses a number (a count that restarts each turn, say) made a new child
+                // under an old name, which the count would have called something else.
+                if let Some(earlier) = children.get_mut(child) {
+                    let call = calling.get(agent).copied();
+                    let continuation = call.is_some_and(|(tool, _)| tool == "subagent.send")
+                        && earlier.family == Family::Background
+                        && *family == Family::Background
+                        && earlier.ended;
+                    if !continuation {
+                        let n = made.get(agent).copied().unwrap_or_default() + 1;
+                        r.add(
+                            Oracle::Depth,
+                            i,
+                            format!(
+                                "{agent} spawned {child} again by `{}`, which is not a continuation (a `subagent.send` running a finished background child again): a new child takes the next number, {}",
+                                call.map_or("no call", |(tool, _)| tool),
+                                agent.child(n)
+                            ),
+                            vec![earlier.line],
+                        );
+                    }
+                    earlier.ended = false;
+                    earlier.line = i;
+                } else {
+                    children.insert(child, Made { family: *family, ended: false, line: i });
                     let n = made.entry(agent).or_default();
                     *n += 1;
                     let want = agent.child(*n);
@@ -345,7 +380,11 @@ fn depth(e: &Evidence, r: &mut Report) {
                     vec![],
                 );
             }
-            Event::ToolEnded { tool, result, is_error, .. } if tool == "Agent" => {
+            Event::ToolEnded { tool, result, is_error, .. } => {
+                calling.remove(agent);
+                if tool != "Agent" {
+                    continue;
+                }
                 let Some((start, spawned)) = open.remove(agent) else { continue };
                 if agent.depth() >= limit && (spawned || result != DEPTH_ERROR || !is_error) {
                     r.add(
@@ -359,6 +398,14 @@ fn depth(e: &Evidence, r: &mut Report) {
             _ => {}
         }
     }
+}
+
+/// A child the depth oracle has seen made: its family, whether its latest run has ended, and
+/// the line of its latest spawn.
+struct Made {
+    family: Family,
+    ended: bool,
+    line: usize,
 }
 
 /// The budget an event reports for its own agent: `(before, after)`.
@@ -758,7 +805,7 @@ impl<'a> Replies<'a> {
 /// comparison: `same_reply` decides.
 fn reply_key(message: &Message) -> ReplyKey<'_> {
     use std::hash::{Hash, Hasher};
-    let mut hasher = Fx::default();
+    let mut hasher = FingerprintHasher::default();
     for call in &message.tool_calls {
         call.name.hash(&mut hasher);
         hash_json(&call.args, &mut hasher);
@@ -770,9 +817,9 @@ fn reply_key(message: &Message) -> ReplyKey<'_> {
 /// fingerprints: they never leave the oracle and need no defence against chosen collisions,
 /// only speed; SipHash was a tenth of judging a large run.
 #[derive(Default)]
-struct Fx(u64);
+struct FingerprintHasher(u64);
 
-impl std::hash::Hasher for Fx {
+impl std::hash::Hasher for FingerprintHasher {
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for chunk in &mut chunks {
@@ -801,7 +848,7 @@ impl std::hash::Hasher for Fx {
     }
 }
 
-impl Fx {
+impl FingerprintHasher {
     fn add(&mut self, word: u64) {
         self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
@@ -829,7 +876,7 @@ fn hash_json(value: &serde_json::Value, hasher: &mut impl std::hash::Hasher) {
             use std::hash::Hasher as _;
             let mut entries = 0u64;
             for (key, item) in map {
-                let mut entry = Fx::default();
+                let mut entry = FingerprintHasher::default();
                 key.hash(&mut entry);
                 hash_json(item, &mut entry);
                 entries = entries.wrapping_add(entry.finish());

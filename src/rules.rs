@@ -5,6 +5,8 @@
 //! knob; the property tests fuzz them, so nothing in the core may be a hidden constant.
 //! This module holds values only; it does not decide anything.
 
+pub mod words;
+
 use std::time::Duration;
 
 /// Which preset a rule set started from.
@@ -102,18 +104,19 @@ impl Rules {
     }
 
     /// Checks the values against each other; the error names the knob.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidKnob> {
+        let invalid = |knob, why| Err(InvalidKnob { knob, why });
         if self.root_step_budget == 0 {
-            return Err("root_step_budget: must be at least 1 (0 is a configuration error)".into());
+            return invalid("root_step_budget", "must be at least 1 (0 is a configuration error)");
         }
         if self.max_concurrency == 0 {
-            return Err("max_concurrency: must be at least 1".into());
+            return invalid("max_concurrency", "must be at least 1");
         }
         if self.result_limit_chars == Some(0) {
-            return Err("result_limit_chars: must be at least 1, or null for no limit".into());
+            return invalid("result_limit_chars", "must be at least 1, or null for no limit");
         }
         if !self.unknown_tool_message.contains("{name}") {
-            return Err("unknown_tool_message: must contain {name}".into());
+            return invalid("unknown_tool_message", "must contain {name}");
         }
         Ok(())
     }
@@ -123,6 +126,23 @@ impl Rules {
         self.unknown_tool_message.replace("{name}", name)
     }
 }
+
+/// A knob whose value the rules cannot run with: which knob, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvalidKnob {
+    /// The knob's name, as a scenario's `rules` spells it.
+    pub knob: &'static str,
+    /// What its value must be.
+    pub why: &'static str,
+}
+
+impl std::fmt::Display for InvalidKnob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.knob, self.why)
+    }
+}
+
+impl std::error::Error for InvalidKnob {}
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -244,6 +264,6 @@ pub(crate) mod tests {
     #[test]
     fn zero_root_budget_is_a_configuration_error() {
         let rules = Rules { root_step_budget: 0, ..Rules::roku() };
-        assert!(rules.validate().unwrap_err().contains("root_step_budget"));
+        assert_eq!(rules.validate().unwrap_err().knob, "root_step_budget");
     }
 }

@@ -27,13 +27,24 @@ pub use schema::schema;
 pub(crate) use suggest::hint_for_serde;
 pub(crate) use suggest::{did_you_mean, nearest as nearest_name};
 
+/// The newest scenario format version this rehearsal reads, the one a file without `format`
+/// is read as. Version 1 is the format as docs/scenarios.md describes it; see
+/// docs/format-versions.md for what each version changes.
+pub const FORMAT: u32 = 1;
+
 /// A scenario, as written in a file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// The version of the scenario format the file is written in; left out, the newest this
+    /// rehearsal reads (1). A newer version is refused, naming both; docs/format-versions.md
+    /// says what each version changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1))]
+    pub format: Option<u32>,
     /// Its name, shown in verdicts.
     pub name: String,
-    /// What behaviour it shows.
+    /// What behaviour it shows. Every rule clause id it cites must be a clause of docs/rules/.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     /// The rule preset and knob overrides.
@@ -217,6 +228,27 @@ pub struct SessionSpec {
     /// Skills the root may use.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<String>,
+    /// Requests the runtime makes besides its agents' (a title for the conversation, a
+    /// summary), each matched by a text its last message contains: judged from the model's
+    /// side, such a request is answered with the declared reply and put down to no agent.
+    /// A request no agent accounts for that matches none stays the finding
+    /// `unattributed request`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side_requests: Vec<SideRequest>,
+}
+
+/// A side request: a runtime's own call to the model, not an agent's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SideRequest {
+    /// A text the request's last message contains (the first matching declaration answers).
+    pub contains: String,
+    /// The reply's text.
+    #[serde(default)]
+    pub reply: String,
+    /// Virtual time before the reply arrives.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub latency_ms: u64,
 }
 
 fn default_session_id() -> String {
@@ -232,6 +264,7 @@ impl Default for SessionSpec {
             memory: Vec::new(),
             system_prompt: String::new(),
             skills: Vec::new(),
+            side_requests: Vec::new(),
         }
     }
 }
@@ -560,6 +593,22 @@ pub struct Reply {
     /// Instead of a reply: the LLM call fails with this error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// With `error`, over the wire (`rehearsal serve`): the HTTP status of the error answer
+    /// (400 to 599; default 500). In-process the call fails with `error` whatever the status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 400, max = 599))]
+    pub error_status: Option<u16>,
+    /// With `error`, over the wire: the `type` of the API error object (default by status:
+    /// `invalid_request_error` for 400, `rate_limit_error` for 429, `server_error` for 5xx, …).
+    /// In-process it has no effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    /// A reply (text and/or calls) whose stream breaks: over the wire a streamed answer sends
+    /// this many SSE chunks and then closes the connection without `[DONE]` (a non-streamed
+    /// answer closes it with no response). In-process the model call fails, as a dropped
+    /// connection fails a client: with the error `stream dropped after N chunks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop_after_chunks: Option<usize>,
     /// Instead of a reply: no answer ever comes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hang: bool,
@@ -811,7 +860,7 @@ pub const MAX_VIRTUAL_MS: u64 = 10 * 365 * 24 * 3_600_000;
 pub const MAX_DEPTH: u32 = 1_000;
 
 /// The hard ceilings over the `limits` of every file, and the run budget: what no file can
-/// raise, so that a file under [`MAX_FILE_BYTES`] cannot make a run allocate without bound.
+/// raise, so that a file under the front door's size cap (`load::MAX_FILE_BYTES`) cannot make a run allocate without bound.
 ///
 /// A limit a file sets past its ceiling is refused at load, naming the field and the
 /// ceiling. The command line may raise every ceiling at once ([`raise_ceilings`], `rehearsal
@@ -848,16 +897,30 @@ pub const CEILINGS: Ceilings = Ceilings {
 /// By how much the command line raised the ceilings (1: not at all).
 static CEILING_FACTOR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
-/// The ceilings in force: [`CEILINGS`], times the factor [`raise_ceilings`] set.
+/// By how much the ceilings were lowered (1: not at all).
+static CEILING_DIVISOR: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// The ceilings in force: [`CEILINGS`], times the factor [`raise_ceilings`] set, divided by
+/// the divisor [`lower_ceilings`] set (each at least 1).
 pub fn ceilings() -> Ceilings {
     let factor = CEILING_FACTOR.load(std::sync::atomic::Ordering::Relaxed);
+    let divisor = CEILING_DIVISOR.load(std::sync::atomic::Ordering::Relaxed).max(1);
+    let scaled = |ceiling: usize| (ceiling.saturating_mul(factor) / divisor).max(1);
     Ceilings {
-        max_events: CEILINGS.max_events.saturating_mul(factor),
-        max_text_chars: CEILINGS.max_text_chars.saturating_mul(factor),
-        max_calls_per_reply: CEILINGS.max_calls_per_reply.saturating_mul(factor),
-        run_text_bytes: CEILINGS.run_text_bytes.saturating_mul(factor),
-        check_scan_bytes: CEILINGS.check_scan_bytes.saturating_mul(factor as u64),
+        max_events: scaled(CEILINGS.max_events),
+        max_text_chars: scaled(CEILINGS.max_text_chars),
+        max_calls_per_reply: scaled(CEILINGS.max_calls_per_reply),
+        run_text_bytes: scaled(CEILINGS.run_text_bytes),
+        check_scan_bytes: (CEILINGS.check_scan_bytes.saturating_mul(factor as u64) / divisor as u64).max(1),
     }
+}
+
+/// Divides every ceiling by `divisor` (at least 1) for the rest of the process: tighter
+/// limits than the built-in ones, for an embedder that wants them, or for a test that checks
+/// the bounds hold on many cases quickly (`tests/ceilings.rs`). Like [`raise_ceilings`], a
+/// process-wide choice no file can reach.
+pub fn lower_ceilings(divisor: usize) {
+    CEILING_DIVISOR.store(divisor.max(1), std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Multiplies every ceiling by `factor` (at least 1) for the rest of the process: the
@@ -1234,12 +1297,37 @@ pub enum ScenarioError {
         /// What to do about it, when there is something to say.
         hint: Option<String>,
     },
+    /// Well-formed, but the core it is to run on does not implement what it needs (a family,
+    /// an approval gate, ...): skipped rather than failed by a caller that sweeps cores.
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// The core's name (`SystemUnderTest::name`).
+        core: String,
+        /// What the scenario needs and the core lacks.
+        missing: Vec<&'static str>,
+    },
+}
+
+impl ScenarioError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            ScenarioError::Io { path, .. }
+            | ScenarioError::Parse { path, .. }
+            | ScenarioError::Invalid { path, .. }
+            | ScenarioError::Unsupported { path, .. } => path,
+        }
+    }
 }
 
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (path, place, field, message, hint) = match self {
             ScenarioError::Io { path, message } => return write!(f, "{}: cannot read: {message}", path.display()),
+            ScenarioError::Unsupported { path, core, missing } => {
+                return write!(f, "{}: the core `{core}` does not implement {}", path.display(), missing.join(", "));
+            }
             ScenarioError::Parse { path, line, column, field, message, hint } => {
                 (path, Some(Place { line: *line, column: *column }), field, message, hint)
             }
@@ -1353,6 +1441,11 @@ pub fn parse(path: &Path, json: &str) -> Result<Scenario, ScenarioError> {
     };
     let de = &mut serde_json::Deserializer::from_str(&json);
     let scenario: Scenario = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
+        // A file of a newer format may use fields this version does not know: its version is
+        // the error worth reporting, not the first field it does not know.
+        if let Some(problem) = future_format(&json) {
+            return problem.at(path, Some(&json));
+        }
         let field = field_path(&e.path().to_string());
         parse_error(e.into_inner(), field)
     })?;
@@ -1369,42 +1462,17 @@ fn field_path(path: &str) -> String {
     if kept.is_empty() { ".".to_string() } else { kept.join(".") }
 }
 
-/// Reads and parses a scenario file.
-pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let json = read_bounded(path, MAX_FILE_BYTES)?;
-    parse(path, &json)
-}
-
-/// The largest scenario or profile file read (64 MiB): a file past it is refused before it is
-/// read, so a link to a device such as `/dev/zero` cannot read forever.
-pub const MAX_FILE_BYTES: u64 = 64 << 20;
-
-/// A regular file's text, read only when it is one and only up to `cap` bytes.
-pub fn read_bounded(path: &Path, cap: u64) -> Result<String, ScenarioError> {
-    use std::io::Read;
-    let io = |message: String| ScenarioError::Io { path: path.to_path_buf(), message };
-    let metadata = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
-    if !metadata.is_file() {
-        return Err(io("not a regular file (a FIFO, a socket, a device or a folder): not read".into()));
-    }
-    let mut text = String::new();
-    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
-    file.take(cap + 1).read_to_string(&mut text).map_err(|e| io(e.to_string()))?;
-    if text.len() as u64 > cap {
-        return Err(io(format!("larger than {cap} bytes, the most a scenario or profile file may hold")));
-    }
-    Ok(text)
-}
-
 /// Checks what types alone cannot: returns the first problem, with its field path and a hint.
 pub fn validate(s: &Scenario) -> Result<(), Problem> {
+    check_format(s.format.map(u64::from))?;
     let rules = s.rules.resolve();
-    rules.validate().map_err(|m| Problem::new("rules", m))?;
+    rules.validate().map_err(|m| Problem::new("rules", m.to_string()))?;
     validate_limits(s)?;
     if s.turns.is_empty() {
         return Err(Problem::new("turns", "a scenario needs at least one user turn")
             .hint(r#"add one: "turns": [{"user": "…"}]"#));
     }
+    check_cited_ids(&s.description)?;
     let text = |place: String, text: &Text| check_text(text, s.limits.max_text_chars, place);
     let ms = |place: String, ms: u64| {
         if ms > MAX_VIRTUAL_MS {
@@ -1431,6 +1499,16 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
     }
     for (i, steer) in s.steer.iter().enumerate() {
         ms(format!("steer[{i}].at_ms"), steer.at_ms)?;
+    }
+    for (i, side) in s.session.side_requests.iter().enumerate() {
+        if side.contains.is_empty() {
+            return Err(Problem::new(
+                format!("session.side_requests[{i}].contains"),
+                "a side request needs a text to match: an empty one would take every request from its agent",
+            )
+            .hint(r#"name a text the runtime's own request holds, as "contains": "Write a title""#));
+        }
+        ms(format!("session.side_requests[{i}].latency_ms"), side.latency_ms)?;
     }
     check_order_dependent(&s.expect.order_dependent, "expect")?;
     let mut declared = std::collections::BTreeSet::new();
@@ -1463,28 +1541,8 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             }
         }
     }
-    for (name, text) in &s.profile_files {
-        let field = format!("profile_files[{}]", crate::trace::quoted(name));
-        let stem = name.strip_suffix(".md").unwrap_or_default();
-        if stem.is_empty() || name.contains(['/', '\\']) {
-            return Err(Problem::new(
-                field,
-                "a profile file is named like `reviewer.md`: a name ending in `.md`, without folders",
-            ));
-        }
-        // Read now, so a file the loader refuses is placed in the scenario file.
-        let problem = match crate::profiles::parse(Path::new(name), text) {
-            Ok(_) => continue,
-            Err(ScenarioError::Parse { line, column, field: part, message, hint, .. }) => {
-                Problem { field, message: format!("line {line}, column {column} of the file, {part}: {message}"), hint }
-            }
-            Err(ScenarioError::Invalid { field: part, message, hint, .. }) => {
-                Problem { field, message: format!("{part}: {message}"), hint }
-            }
-            Err(ScenarioError::Io { message, .. }) => Problem::new(field, message),
-        };
-        return Err(problem);
-    }
+    // The files written into `profile_files` are read by the front door (`load`), which
+    // owns the profile reader.
     for (i, profile) in s.profiles.iter().enumerate() {
         if profile.description.trim().is_empty() {
             return Err(Problem::new(format!("profiles[{i}].description"), "a profile needs a description"));
@@ -1521,7 +1579,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             })?;
         }
         if let Some(check) = &lane.check_every {
-            check_check(check, s.limits.max_text_chars, &format!("lanes[{i}].check_every"))?;
+            validate_check(check, s.limits.max_text_chars, &format!("lanes[{i}].check_every"))?;
         }
         for (j, reply) in lane.replies.iter().enumerate() {
             let place = format!("lanes[{i}].replies[{j}]");
@@ -1530,7 +1588,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
                 text(format!("{place}.text"), value)?;
             }
             if let Some(check) = &reply.check {
-                check_check(check, s.limits.max_text_chars, &format!("{place}.check"))?;
+                validate_check(check, s.limits.max_text_chars, &format!("{place}.check"))?;
             }
             if let Some(when) = &reply.when {
                 check_when(when, s.limits.max_text_chars, &format!("{place}.when"))?;
@@ -1550,6 +1608,24 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
                 return Err(Problem::new(
                     place,
                     "a reply is text and/or calls, or an `error`, or a `hang`: not several",
+                ));
+            }
+            if let Some(status) = reply.error_status
+                && !(400..=599).contains(&status)
+            {
+                return Err(Problem::new(
+                    format!("{place}.error_status"),
+                    format!("{status} is not an HTTP error status; write one from 400 to 599"),
+                ));
+            }
+            if reply.error.is_none() && (reply.error_status.is_some() || reply.error_type.is_some()) {
+                let field = if reply.error_status.is_some() { "error_status" } else { "error_type" };
+                return Err(Problem::new(format!("{place}.{field}"), "shapes an `error` reply; add `error`"));
+            }
+            if reply.drop_after_chunks.is_some() && !answers {
+                return Err(Problem::new(
+                    format!("{place}.drop_after_chunks"),
+                    "breaks the stream of a reply with text and/or calls; this reply has neither",
                 ));
             }
             for (k, call) in reply.calls.iter().enumerate() {
@@ -1664,8 +1740,9 @@ fn check_when(when: &When, max: usize, place: &str) -> Result<(), Problem> {
     }
     for (field, refs) in [("result_of", &when.result_of), ("no_result_of", &when.no_result_of)] {
         for (i, reference) in refs.iter().enumerate() {
-            let n = reference.strip_prefix("$task").and_then(|n| n.parse::<usize>().ok());
-            if n.is_none_or(|n| n == 0) {
+            // The same spelling as in call arguments: no sign, no leading zero (issue 27:
+            // `$task01` and `$task+1` were read as `$task1` here).
+            if task_number(reference).is_none() {
                 return Err(Problem::new(
                     format!("{place}.{field}[{i}]"),
                     format!(
@@ -1689,7 +1766,7 @@ fn check_order_dependent(reason: &Option<String>, place: &str) -> Result<(), Pro
     }
 }
 
-fn check_check(check: &Check, max: usize, place: &str) -> Result<(), Problem> {
+fn validate_check(check: &Check, max: usize, place: &str) -> Result<(), Problem> {
     check_order_dependent(&check.order_dependent, place)?;
     for (field, texts) in [("contains", &check.contains), ("absent", &check.absent)] {
         for (i, value) in texts.iter().enumerate() {
@@ -1711,6 +1788,53 @@ fn check_check(check: &Check, max: usize, place: &str) -> Result<(), Problem> {
 }
 
 /// The run limits themselves: each within what the harness can honour.
+/// The problem with a file's `format`, if it has one this rehearsal cannot read.
+fn check_format(format: Option<u64>) -> Result<(), Problem> {
+    match format {
+        None => Ok(()),
+        Some(n) if n == u64::from(FORMAT) => Ok(()),
+        Some(0) => Err(Problem::new("format", "format versions start at 1")
+            .hint(format!("write `\"format\": {FORMAT}` or leave the field out"))),
+        Some(n) => Err(Problem::new(
+            "format",
+            format!("this file is written in scenario format {n}, but this rehearsal reads formats up to {FORMAT}"),
+        )
+        .hint(format!(
+            "use a rehearsal that reads format {n} (docs/format-versions.md says what each version adds), or write the file in format {FORMAT}"
+        ))),
+    }
+}
+
+/// A future format in a file that did not parse: only its top-level `format` is read.
+fn future_format(json: &str) -> Option<Problem> {
+    #[derive(Deserialize)]
+    struct Version {
+        format: Option<serde_json::Value>,
+    }
+    let version: Version = serde_json::from_str(json).ok()?;
+    let n = version.format?.as_u64()?;
+    check_format(Some(n)).err().filter(|_| n > u64::from(FORMAT))
+}
+
+/// Every clause id the description cites (`core.budget.never-refunded`, or a whole area,
+/// `bub.spawn.*`) is a clause of docs/rules/: a misspelt id would silently count for nothing,
+/// so it is refused like a misspelt field.
+fn check_cited_ids(description: &str) -> Result<(), Problem> {
+    use crate::coverage::{citable_ids, cited_ids, is_citable};
+    let Some((_, id)) = cited_ids(description).into_iter().find(|(_, id)| !is_citable(id)) else { return Ok(()) };
+    // A cut-short id (`core.budget.pre-deduction`) is best answered by the id it starts.
+    let extended = citable_ids().iter().filter(|c| c.starts_with(id)).min_by_key(|c| c.len());
+    let hint = extended.map(|c| format!("did you mean `{c}`?"));
+    let hint = hint.or_else(|| suggest::did_you_mean(id, citable_ids().iter().copied())).unwrap_or_else(|| {
+        "clause ids are the bold list items of docs/rules/*.md; `rehearsal run --coverage-all` lists them".into()
+    });
+    Err(Problem::new(
+        "description",
+        format!("`{id}` is written as a rule clause id, but docs/rules/ has no such clause"),
+    )
+    .hint(hint))
+}
+
 fn validate_limits(s: &Scenario) -> Result<(), Problem> {
     let limits = &s.limits;
     if limits.max_events == 0 {

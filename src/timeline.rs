@@ -856,8 +856,8 @@ fn render(m: &Model, name: &str, links: bool) -> String {
         out.s,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
          font-family=\"ui-monospace,'DejaVu Sans Mono',Menlo,Consolas,monospace\" font-size=\"11\">",
-        w = n(lay.width),
-        h = n(height)
+        w = coord(lay.width),
+        h = coord(height)
     );
     out.line(&format!("<title>timeline: {}</title>", esc(name)));
     out.line(&format!("<style>{STYLE}</style>"));
@@ -882,7 +882,7 @@ fn render(m: &Model, name: &str, links: bool) -> String {
         ));
     }
     out.line("</defs>");
-    let _ = writeln!(out.s, "<rect width=\"{}\" height=\"{}\" fill=\"#fff\"/>", n(lay.width), n(height));
+    let _ = writeln!(out.s, "<rect width=\"{}\" height=\"{}\" fill=\"#fff\"/>", coord(lay.width), coord(height));
     draw_header(&mut out, m, name);
     draw_rows(&mut out, m, &lay);
     draw_axis(&mut out, m, &lay);
@@ -906,7 +906,7 @@ fn render(m: &Model, name: &str, links: bool) -> String {
 }
 
 fn draw_header(out: &mut Out, m: &Model, name: &str) {
-    out.line(&format!("<text class=\"title\" x=\"{}\" y=\"24\">{}</text>", n(MARGIN), esc(name)));
+    out.line(&format!("<text class=\"title\" x=\"{}\" y=\"24\">{}</text>", coord(MARGIN), esc(name)));
     let agents = m.rows.len();
     let sub = format!(
         "{agents} agent{}, {} events, {} of virtual time",
@@ -914,7 +914,7 @@ fn draw_header(out: &mut Out, m: &Model, name: &str) {
         m.events,
         secs(m.end)
     );
-    out.line(&format!("<text class=\"sub\" x=\"{}\" y=\"42\">{}</text>", n(MARGIN), esc(&sub)));
+    out.line(&format!("<text class=\"sub\" x=\"{}\" y=\"42\">{}</text>", coord(MARGIN), esc(&sub)));
 }
 
 fn draw_rows(out: &mut Out, m: &Model, lay: &Layout) {
@@ -923,10 +923,10 @@ fn draw_rows(out: &mut Out, m: &Model, lay: &Layout) {
         out.line(&format!(
             "<rect class=\"band{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
             i % 2,
-            n(MARGIN),
-            n(y),
-            n(lay.width - 2.0 * MARGIN),
-            n(ROW_H)
+            coord(MARGIN),
+            coord(y),
+            coord(lay.width - 2.0 * MARGIN),
+            coord(ROW_H)
         ));
     }
     // Tree connectors: from a parent's label down to each child's.
@@ -938,10 +938,10 @@ fn draw_rows(out: &mut Out, m: &Model, lay: &Layout) {
         let cy = lay.row_y(i) + LIFE_Y + LIFE_H / 2.0;
         out.line(&format!(
             "<path class=\"tree\" d=\"M{},{}V{}H{}\"/>",
-            n(px),
-            n(lay.row_y(p) + LIFE_Y + LIFE_H / 2.0 + 6.0),
-            n(cy),
-            n(cx)
+            coord(px),
+            coord(lay.row_y(p) + LIFE_Y + LIFE_H / 2.0 + 6.0),
+            coord(cy),
+            coord(cx)
         ));
     }
     for (i, row) in m.rows.iter().enumerate() {
@@ -963,8 +963,8 @@ fn draw_rows(out: &mut Out, m: &Model, lay: &Layout) {
             if tasks.is_empty() { String::new() } else { format!(" <tspan class=\"tid\">{}</tspan>", esc(&tasks)) };
         out.line(&format!(
             "<text x=\"{}\" y=\"{}\">{}<tspan class=\"alias\">{}</tspan>{tspan}</text>",
-            n(x),
-            n(y),
+            coord(x),
+            coord(y),
             title(&hover),
             esc(&alias)
         ));
@@ -1012,20 +1012,20 @@ fn draw_axis(out: &mut Out, m: &Model, lay: &Layout) {
         let x = lay.x(Duration::from_millis(ms));
         out.line(&format!(
             "<line class=\"grid\" x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\"/>",
-            n(TOP - 4.0),
-            n(lay.rows_bottom + 4.0),
-            x = n(x)
+            coord(TOP - 4.0),
+            coord(lay.rows_bottom + 4.0),
+            x = coord(x)
         ));
         let label = esc(&tick_label(ms, step));
         out.line(&format!(
             "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
-            n(x),
-            n(TOP - 20.0)
+            coord(x),
+            coord(TOP - 20.0)
         ));
         out.line(&format!(
             "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
-            n(x),
-            n(lay.rows_bottom + 16.0)
+            coord(x),
+            coord(lay.rows_bottom + 16.0)
         ));
         ms += step;
     }
@@ -1080,20 +1080,20 @@ impl Slots {
         let top = TOP;
         out.line(&format!(
             "<rect class=\"band1\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-            n(MARGIN),
-            n(top),
-            n(lay.width - 2.0 * MARGIN),
-            n(SLOTS_H)
+            coord(MARGIN),
+            coord(top),
+            coord(lay.width - 2.0 * MARGIN),
+            coord(SLOTS_H)
         ));
         out.line(&format!(
             "<text x=\"{}\" y=\"{}\"><tspan class=\"alias\">background</tspan></text>",
-            n(MARGIN + 8.0),
-            n(top + 14.0)
+            coord(MARGIN + 8.0),
+            coord(top + 14.0)
         ));
         out.line(&format!(
             "<text class=\"tid\" x=\"{}\" y=\"{}\">at most {} running</text>",
-            n(MARGIN + 8.0),
-            n(top + 27.0),
+            coord(MARGIN + 8.0),
+            coord(top + 27.0),
             self.most_running
         ));
         let base = top + SLOTS_H - 3.0;
@@ -1107,20 +1107,20 @@ impl Slots {
                 let h = running as f64 * unit;
                 out.line(&format!(
                     "<rect class=\"slot-run\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\">{hover}</rect>",
-                    n(x0),
-                    n(base - h),
-                    n(w),
-                    n(h)
+                    coord(x0),
+                    coord(base - h),
+                    coord(w),
+                    coord(h)
                 ));
             }
             if queued > 0 {
                 let h = queued as f64 * unit;
                 out.line(&format!(
                     "<rect class=\"slot-queue\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\">{hover}</rect>",
-                    n(x0),
-                    n(base - running as f64 * unit - h),
-                    n(w),
-                    n(h)
+                    coord(x0),
+                    coord(base - running as f64 * unit - h),
+                    coord(w),
+                    coord(h)
                 ));
             }
             // The count, long form if it fits.
@@ -1135,8 +1135,8 @@ impl Slots {
             {
                 out.line(&format!(
                     "<text class=\"ml\" x=\"{}\" y=\"{}\">{}</text>",
-                    n(x0 + 2.0),
-                    n(top + 11.0),
+                    coord(x0 + 2.0),
+                    coord(top + 11.0),
                     esc(&text)
                 ));
             }
@@ -1155,10 +1155,10 @@ fn draw_guides(out: &mut Out, m: &Model, lay: &Layout) {
         };
         let line = format!(
             "<line class=\"{class}\" x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\">{}</line>",
-            n(TOP - 12.0),
-            n(lay.rows_bottom),
+            coord(TOP - 12.0),
+            coord(lay.rows_bottom),
             title(&g.title),
-            x = n(x)
+            x = coord(x)
         );
         out.linked(g.entry, &line);
         if !g.label.is_empty() {
@@ -1170,8 +1170,8 @@ fn draw_guides(out: &mut Out, m: &Model, lay: &Layout) {
                 let tx = if anchor == "end" { x - 2.0 } else { x + 2.0 };
                 out.line(&format!(
                     "<text class=\"{label_class}\" x=\"{}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
-                    n(tx),
-                    n(TOP - 6.0),
+                    coord(tx),
+                    coord(TOP - 6.0),
                     esc(&label)
                 ));
             }
@@ -1200,10 +1200,10 @@ fn draw_spans(out: &mut Out, m: &Model, lay: &Layout, labels: &mut [Taken]) {
             hover.insert(0, format!("{} {} → {} ({})", s.kind.class(), secs(s.t0), secs(s.t1), secs(s.t1 - s.t0)));
             let rect = format!(
                 "<rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" data-t0=\"{}\" data-t1=\"{}\">{}</rect>",
-                n(x0),
-                n(top),
-                n(w),
-                n(h),
+                coord(x0),
+                coord(top),
+                coord(w),
+                coord(h),
                 s.t0.as_micros(),
                 s.t1.as_micros(),
                 title(&hover)
@@ -1215,8 +1215,8 @@ fn draw_spans(out: &mut Out, m: &Model, lay: &Layout, labels: &mut [Taken]) {
                 let class = if s.kind.is_life() { "inl" } else { "in" };
                 out.line(&format!(
                     "<text class=\"{class}\" x=\"{}\" y=\"{}\">{}</text>",
-                    n(x0 + 2.0),
-                    n(top + h / 2.0 + 3.0),
+                    coord(x0 + 2.0),
+                    coord(top + h / 2.0 + 3.0),
                     esc(&s.label)
                 ));
             }
@@ -1238,7 +1238,7 @@ fn draw_budgets(out: &mut Out, m: &Model, lay: &Layout) {
         // The pen's position, as printed: a step repeats neither.
         let mut pen = (String::new(), String::new());
         for p in points {
-            let (px, py) = (n(lay.x(p.t)), n(by(p.value)));
+            let (px, py) = (coord(lay.x(p.t)), coord(by(p.value)));
             if p.starts_run || prev.is_none() {
                 let _ = write!(d, "M{px},{py}");
             } else {
@@ -1265,8 +1265,8 @@ fn draw_budgets(out: &mut Out, m: &Model, lay: &Layout) {
         for (x, value) in budget_labels(points, lay) {
             out.line(&format!(
                 "<text class=\"bl\" x=\"{}\" y=\"{}\">{value}</text>",
-                n(x + 1.0),
-                n(y + BUDGET_BOTTOM + 1.0)
+                coord(x + 1.0),
+                coord(y + BUDGET_BOTTOM + 1.0)
             ));
         }
     }
@@ -1316,14 +1316,24 @@ fn draw_arrows(out: &mut Out, m: &Model, lay: &Layout) {
                 } else {
                     (fy + LIFE_Y, ty + LIFE_Y + LIFE_H)
                 };
-                format!("M{},{}V{}", n(fx), n(y1), n(y2))
+                format!("M{},{}V{}", coord(fx), coord(y1), coord(y2))
             }
             _ => {
                 // From the child's end up into the bottom of the parent's bar.
                 let y1 = fy + LIFE_Y + LIFE_H / 2.0;
                 let y2 = if a.to.0 < a.from.0 { ty + LIFE_Y + LIFE_H } else { ty + LIFE_Y };
                 let mx = (fx + tx) / 2.0;
-                format!("M{},{}C{},{} {},{} {},{}", n(fx), n(y1), n(mx), n(y1), n(tx), n((y1 + y2) / 2.0), n(tx), n(y2))
+                format!(
+                    "M{},{}C{},{} {},{} {},{}",
+                    coord(fx),
+                    coord(y1),
+                    coord(mx),
+                    coord(y1),
+                    coord(tx),
+                    coord((y1 + y2) / 2.0),
+                    coord(tx),
+                    coord(y2)
+                )
             }
         };
         let class = a.kind.class();
@@ -1339,60 +1349,64 @@ fn mark_shape(kind: MarkKind, x: f64, y: f64) -> String {
     match kind {
         MarkKind::Timeout => format!(
             "<path class=\"m-timeout\" d=\"M{},{}L{},{}M{},{}L{},{}\">",
-            n(x - 4.5),
-            n(cy - 4.5),
-            n(x + 4.5),
-            n(cy + 4.5),
-            n(x - 4.5),
-            n(cy + 4.5),
-            n(x + 4.5),
-            n(cy - 4.5)
+            coord(x - 4.5),
+            coord(cy - 4.5),
+            coord(x + 4.5),
+            coord(cy + 4.5),
+            coord(x - 4.5),
+            coord(cy + 4.5),
+            coord(x + 4.5),
+            coord(cy - 4.5)
         ),
         MarkKind::Truncated => format!(
             "<path class=\"m-trunc\" d=\"M{},{}L{},{}L{},{}L{},{}Z\">",
-            n(x),
-            n(cy - 6.0),
-            n(x + 5.0),
-            n(cy),
-            n(x),
-            n(cy + 6.0),
-            n(x - 5.0),
-            n(cy)
+            coord(x),
+            coord(cy - 6.0),
+            coord(x + 5.0),
+            coord(cy),
+            coord(x),
+            coord(cy + 6.0),
+            coord(x - 5.0),
+            coord(cy)
         ),
         MarkKind::Steered => format!(
             "<path class=\"m-steer\" d=\"M{},{}L{},{}L{},{}Z\">",
-            n(x - 5.0),
-            n(y + LIFE_Y - 2.0),
-            n(x + 5.0),
-            n(y + LIFE_Y - 2.0),
-            n(x),
-            n(y + LIFE_Y + 7.0)
+            coord(x - 5.0),
+            coord(y + LIFE_Y - 2.0),
+            coord(x + 5.0),
+            coord(y + LIFE_Y - 2.0),
+            coord(x),
+            coord(y + LIFE_Y + 7.0)
         ),
         MarkKind::Denied => {
-            format!("<rect class=\"m-denied\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\">", n(x - 4.5), n(cy - 4.5))
+            format!(
+                "<rect class=\"m-denied\" x=\"{}\" y=\"{}\" width=\"9\" height=\"9\">",
+                coord(x - 4.5),
+                coord(cy - 4.5)
+            )
         }
         MarkKind::Refused => format!(
             "<path class=\"m-refused\" d=\"M{},{}a4.5,4.5 0 1,0 9,0a4.5,4.5 0 1,0 -9,0M{},{}L{},{}\">",
-            n(x - 4.5),
-            n(cy),
-            n(x - 3.2),
-            n(cy + 3.2),
-            n(x + 3.2),
-            n(cy - 3.2)
+            coord(x - 4.5),
+            coord(cy),
+            coord(x - 3.2),
+            coord(cy + 3.2),
+            coord(x + 3.2),
+            coord(cy - 3.2)
         ),
-        MarkKind::Nudge => format!("<circle class=\"m-nudge\" cx=\"{}\" cy=\"{}\" r=\"3.5\">", n(x), n(cy)),
+        MarkKind::Nudge => format!("<circle class=\"m-nudge\" cx=\"{}\" cy=\"{}\" r=\"3.5\">", coord(x), coord(cy)),
         MarkKind::Ask(yes) => format!(
             "<circle class=\"{}\" cx=\"{}\" cy=\"{}\" r=\"3.5\">",
             if yes { "m-ask-yes" } else { "m-ask-no" },
-            n(x),
-            n(cy)
+            coord(x),
+            coord(cy)
         ),
         MarkKind::End(end) => format!(
             "<rect class=\"{}\" x=\"{}\" y=\"{}\" width=\"3\" height=\"{}\">",
             end.class(),
-            n(x - 1.5),
-            n(y + LIFE_Y - 1.0),
-            n(LIFE_H + 2.0)
+            coord(x - 1.5),
+            coord(y + LIFE_Y - 1.0),
+            coord(LIFE_H + 2.0)
         ),
     }
 }
@@ -1439,8 +1453,8 @@ fn draw_marks(out: &mut Out, m: &Model, lay: &Layout, labels: &mut [Taken]) {
         if labels[row].take(x + 6.0, x + 6.0 + w) {
             out.line(&format!(
                 "<text class=\"ml\" x=\"{}\" y=\"{}\">{}</text>",
-                n(x + 6.0),
-                n(lay.row_y(row) + LIFE_Y + LIFE_H / 2.0 + 3.0),
+                coord(x + 6.0),
+                coord(lay.row_y(row) + LIFE_Y + LIFE_H / 2.0 + 3.0),
                 esc(text)
             ));
         }
@@ -1538,38 +1552,42 @@ impl Legend {
         out.line("<g class=\"key\">");
         out.line(&format!(
             "<rect class=\"lbox\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-            n(x0),
-            n(y0),
-            n(width),
-            n(h)
+            coord(x0),
+            coord(y0),
+            coord(width),
+            coord(h)
         ));
         for ((swatch, text), (dx, dy)) in self.0.iter().zip(self.places(width)) {
             let (x, y) = (x0 + dx, y0 + 8.0 + dy);
             let shape = match swatch {
                 Swatch::Span(class) => {
-                    format!("<rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"24\" height=\"12\"/>", n(x), n(y))
+                    format!(
+                        "<rect class=\"{class}\" x=\"{}\" y=\"{}\" width=\"24\" height=\"12\"/>",
+                        coord(x),
+                        coord(y)
+                    )
                 }
                 Swatch::Line(class) => format!(
                     "<path class=\"{class}\" d=\"M{},{}H{}\" marker-end=\"url(#ah-{})\"/>",
-                    n(x),
-                    n(y + 6.0),
-                    n(x + 24.0),
+                    coord(x),
+                    coord(y + 6.0),
+                    coord(x + 24.0),
                     &class[2..]
                 ),
                 Swatch::Budget => format!(
                     "<path class=\"budget\" d=\"M{},{}H{}V{}H{}\"/>",
-                    n(x),
-                    n(y + 2.0),
-                    n(x + 12.0),
-                    n(y + 10.0),
-                    n(x + 24.0)
+                    coord(x),
+                    coord(y + 2.0),
+                    coord(x + 12.0),
+                    coord(y + 10.0),
+                    coord(x + 24.0)
                 ),
                 Swatch::Guide(class) => {
                     format!(
                         "<line class=\"{class}\" x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\"/>",
-                        n(y - 2.0),
-                        n(y + 14.0),
-                        x = n(x + 12.0)
+                        coord(y - 2.0),
+                        coord(y + 14.0),
+                        x = coord(x + 12.0)
                     )
                 }
                 Swatch::Mark(kind) => {
@@ -1580,8 +1598,8 @@ impl Legend {
             out.line(&shape);
             out.line(&format!(
                 "<text class=\"legend\" x=\"{}\" y=\"{}\">{}</text>",
-                n(x + 30.0),
-                n(y + 10.0),
+                coord(x + 30.0),
+                coord(y + 10.0),
                 esc(text)
             ));
         }
@@ -1593,7 +1611,7 @@ impl Legend {
 // Formatting.
 
 /// A coordinate rounded to one decimal, printed the same way everywhere (`12`, `12.5`).
-fn n(v: f64) -> String {
+fn coord(v: f64) -> String {
     let tenths = (v * 10.0).round() as i64;
     let (whole, frac) = (tenths / 10, (tenths % 10).abs());
     let sign = if tenths < 0 && whole == 0 { "-" } else { "" };
@@ -1618,24 +1636,9 @@ fn shorten(s: &str, max: usize) -> String {
     t
 }
 
-/// `s` escaped for XML text and attribute values. Control characters, which XML 1.0 cannot
-/// carry even as references, are written as `\u{…}`, as are the non-characters U+FFFE/U+FFFF.
+/// `s` escaped for XML text and attribute values: every label is one line.
 fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() || c == '\u{FFFE}' || c == '\u{FFFF}' => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    crate::markup::escape(s, crate::markup::Breaks::Show)
 }
 
 #[cfg(test)]
@@ -1643,23 +1646,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escapes_markup_and_control_characters() {
-        assert_eq!(esc("a<b>&\"c\"'"), "a&lt;b&gt;&amp;&quot;c&quot;&#39;");
-        assert_eq!(
-            esc("bell\u{7} nl\n del\u{7f} c1\u{85} \u{FFFF}"),
-            "bell\\u{7} nl\\u{a} del\\u{7f} c1\\u{85} \\u{ffff}"
-        );
-        assert_eq!(esc("字 é"), "字 é");
-    }
-
-    #[test]
     fn coordinates_print_with_one_fixed_decimal() {
-        assert_eq!(n(12.0), "12");
-        assert_eq!(n(12.04), "12");
-        assert_eq!(n(12.06), "12.1");
-        assert_eq!(n(-0.01), "0");
-        assert_eq!(n(-0.5), "-0.5");
-        assert_eq!(n(-3.25), "-3.3");
+        assert_eq!(coord(12.0), "12");
+        assert_eq!(coord(12.04), "12");
+        assert_eq!(coord(12.06), "12.1");
+        assert_eq!(coord(-0.01), "0");
+        assert_eq!(coord(-0.5), "-0.5");
+        assert_eq!(coord(-3.25), "-3.3");
     }
 
     #[test]

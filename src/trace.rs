@@ -49,13 +49,18 @@ pub struct Trace {
     pub entries: Vec<Entry>,
 }
 
+/// Whether [`printable`] escapes `c`: control characters, bidi overrides and isolates, line
+/// and paragraph separators (what could reorder or split a line a person reads). Every
+/// report that shows a file's text to a person (text, JUnit) escapes the same set.
+pub(crate) fn unprintable(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+}
+
 /// Text made safe for a terminal or a CI log: control characters (newlines, escapes, bells),
 /// and the Unicode controls that reorder a line, written as `\n`, `\t`, `\r` or `\u{..}`, so a
 /// scenario name or a file name can neither forge a `PASS` line nor colour the output.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    fn unsafe_char(c: char) -> bool {
-        c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
-    }
+    let unsafe_char = unprintable;
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -134,7 +139,8 @@ fn secs(d: Duration) -> String {
     format!("{}.{:03}s", d.as_secs(), d.subsec_millis())
 }
 
-fn kind(k: OutcomeKind) -> &'static str {
+/// How the trace spells an outcome kind (`final_answer`); golden files spell it the same.
+pub(crate) fn kind(k: OutcomeKind) -> &'static str {
     match k {
         OutcomeKind::FinalAnswer => "final_answer",
         OutcomeKind::Fail => "fail",
@@ -142,7 +148,8 @@ fn kind(k: OutcomeKind) -> &'static str {
     }
 }
 
-fn status(s: Status) -> &'static str {
+/// How the trace spells a status (`ok`); golden files spell it the same.
+pub(crate) fn status(s: Status) -> &'static str {
     match s {
         Status::Ok => "ok",
         Status::Error => "error",

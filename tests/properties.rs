@@ -1,5 +1,5 @@
 //! Property tests: generated scenarios across both rule sets, run through the real core,
-//! with every oracle of docs/rules/core.md checked on every case (`rehearsal::fuzz::check`).
+//! with every oracle of docs/rules/core.md checked on every case (`rehearsal::internals::fuzz::check`).
 //!
 //! 256 cases per property by default; set `PROPTEST_CASES` for more. Failing cases are
 //! persisted under `proptest-regressions/` and replayed first on every run. A failure prints
@@ -8,9 +8,9 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use rehearsal::fuzz::{self, Verdict};
-use rehearsal::generate::{self, Family};
-use rehearsal::harness::schedule::Schedule;
+use rehearsal::internals::fuzz::{self, CaseResult};
+use rehearsal::internals::generate::{self, Family};
+use rehearsal::internals::harness::schedule::Schedule;
 use rehearsal::scenario::Scenario;
 
 fn config() -> ProptestConfig {
@@ -27,12 +27,12 @@ fn config() -> ProptestConfig {
 /// `rehearsal fuzz` counts them).
 fn every_oracle_holds(scenario: &Scenario, schedule: Schedule) -> Result<(), TestCaseError> {
     match fuzz::check(scenario, schedule) {
-        Verdict::Holds | Verdict::Invalid(_) => Ok(()),
-        Verdict::Panics(panics) => {
+        CaseResult::Holds | CaseResult::Invalid(_) => Ok(()),
+        CaseResult::Panics(panics) => {
             let json = serde_json::to_string_pretty(scenario).expect("scenarios serialise");
             Err(TestCaseError::fail(format!("internal error: {}\nscenario:\n{json}", panics.join("\n"))))
         }
-        Verdict::Violates(violations) => {
+        CaseResult::Violates(violations) => {
             let broken: Vec<String> = violations.iter().map(|v| format!("  - {v}")).collect();
             let json = serde_json::to_string_pretty(scenario).expect("scenarios serialise");
             let order = schedule.seed().map(|s| format!(" (tie order --explore-seed {s})")).unwrap_or_default();

@@ -31,7 +31,9 @@ use rehearsal::sut::approval::{ApprovalGate, Asker, Decision, GateMode};
 use rehearsal::sut::event::{Event, Family, Observer, OutcomeKind, Status};
 use rehearsal::sut::llm::{BoxFuture, Llm, LlmRequest, Message, ToolCall, ToolSpec, Transcript};
 use rehearsal::sut::tool::{ToolCatalog, ToolContext};
-use rehearsal::sut::{AgentId, Capabilities, CoreSession, Harness, Outcome, SessionConfig, Steer, SystemUnderTest};
+use rehearsal::sut::{
+    AgentId, Capabilities, CoreSession, Harness, Outcome, Refused, SessionConfig, Steer, SystemUnderTest,
+};
 
 /// A deliberate rule bug, for proving that the oracles catch a core that breaks a rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +90,7 @@ impl SystemUnderTest for TinyRoku {
         Capabilities { foreground: true, background: false, risk_gate: true, steering: false }
     }
 
-    fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, String> {
+    fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, Refused> {
         config.rules.validate()?;
         let kit = Arc::new(Kit::new(config, harness, self.bug, self.ids));
         Ok(Box::new(TinySession { kit, history: Transcript::new(), turns: 0, root_children: 0, root_ids: 0 }))
@@ -452,7 +454,7 @@ impl<'k> Agent<'k> {
             let reply = match self.kit.llm.complete(&request).await {
                 Ok(reply) => reply,
                 Err(error) => {
-                    self.report(Event::LlmFailed { error: error.0 });
+                    self.report(Event::LlmFailed { error: error.to_string() });
                     return self.finish(OutcomeKind::Fail, Status::Error, model_failed(&self.goal));
                 }
             };

@@ -82,7 +82,11 @@ impl Gate {
 /// ending in `.*` stands for every measurable clause whose id starts with what precedes it.
 fn read_required(path: &Path) -> Result<Vec<&'static str>, String> {
     let shown = printable(&path.to_string_lossy()).into_owned();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    // The front door's bounded reader: a FIFO or a link to a device is refused unread.
+    let text = crate::load::read(path, "coverage requirements file").map_err(|e| match e {
+        crate::scenario::ScenarioError::Io { message, .. } => format!("{shown}: cannot read: {message}"),
+        other => other.to_string(),
+    })?;
     let mut ids = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let entry = line.split('#').next().unwrap_or_default().trim();

@@ -151,7 +151,70 @@ fn ending(report: &Report, time: Option<Duration>) -> String {
     }
 }
 
-pub(super) fn fuzz_command(campaign: &Campaign, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+/// Why the campaign cannot start, if it cannot: no case to run (`--cases 0`, or a shard with
+/// none of the cases), or a `--out` a finding could not be written to. Checked before the
+/// first case, so a CI gate cannot pass by running nothing, and a long campaign does not lose
+/// its shrunk finding at the end (issue 27).
+fn refused(campaign: &Campaign, dir: &Path) -> Option<String> {
+    let cases = campaign.options.cases;
+    if cases == 0 {
+        return Some("--cases 0 runs no case: a campaign that cannot fail (give at least 1)".to_string());
+    }
+    if campaign.shard.size(cases) == 0 {
+        return Some(format!(
+            "shard {} holds none of the {cases} cases (case C is in shard C % N + 1): give at least {} cases, or fewer shards",
+            campaign.shard,
+            campaign.shard.count()
+        ));
+    }
+    writable_folder(dir).err().map(|why| format!("--out {}: {why}", crate::trace::printable(&dir.to_string_lossy())))
+}
+
+/// Whether a finding can be written into `dir`: it is a folder, or can be made one, and a file
+/// can be made there. Probed with a file made and removed at once in `dir`, or in the nearest
+/// folder above it that exists (nothing is left behind: the folder itself is made only for a
+/// finding).
+fn writable_folder(dir: &Path) -> Result<(), String> {
+    let mut at = dir;
+    loop {
+        match std::fs::metadata(at) {
+            Ok(metadata) if metadata.is_dir() => break,
+            Ok(_) => return Err(format!("{} is not a folder", crate::trace::printable(&at.to_string_lossy()))),
+            // Not there, or below a file: the file is found on the way up.
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+                at = match at.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => parent,
+                    _ => Path::new("."),
+                };
+            }
+            Err(e) => return Err(format!("cannot use {}: {e}", crate::trace::printable(&at.to_string_lossy()))),
+        }
+    }
+    let probe = at.join(format!(".rehearsal-fuzz-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(file) => {
+            drop(file);
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "a finding could not be written there ({e} in {})",
+            crate::trace::printable(&at.to_string_lossy())
+        )),
+    }
+}
+
+pub(super) fn fuzz_command(
+    campaign: &Campaign,
+    sut: &dyn crate::sut::SystemUnderTest,
+    dir: &Path,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Exit {
+    if let Some(why) = refused(campaign, dir) {
+        let _ = writeln!(err, "error: {why}");
+        return Exit::BadInput;
+    }
     let options = &campaign.options;
     watch_interrupts();
     let started = Instant::now();
@@ -176,7 +239,7 @@ pub(super) fn fuzz_command(campaign: &Campaign, dir: &Path, out: &mut dyn Write,
             .spawn_scoped(scope, move || {
                 // Dropped when the campaign returns (or panics), which ends the wait below.
                 let _finished = finished;
-                fuzz::run_campaign(options, campaign.shard, stop, |tally| live.record(tally))
+                fuzz::run_campaign_on(sut, options, campaign.shard, stop, |tally| live.record(tally))
             })
             .expect("the fuzz campaign's thread starts");
         let mut next_line = started + campaign.progress_every;
@@ -201,7 +264,8 @@ pub(super) fn fuzz_command(campaign: &Campaign, dir: &Path, out: &mut dyn Write,
     });
     bar.finish_and_clear();
     let elapsed = started.elapsed();
-    let threads = if options.jobs == 1 { "one core".to_string() } else { format!("{} threads", options.jobs) };
+    let jobs = report.threads;
+    let threads = if jobs == 1 { "one core".to_string() } else { format!("{jobs} threads") };
     let of_shard = if campaign.shard == Shard::WHOLE { String::new() } else { format!(" of shard {}", campaign.shard) };
     let _ = writeln!(
         out,
@@ -219,6 +283,21 @@ pub(super) fn fuzz_command(campaign: &Campaign, dir: &Path, out: &mut dyn Write,
     {
         // What ran is the shard's first cases: a case count runs exactly them again.
         let _ = writeln!(out, "  the same cases again: the same options with --cases {} and no --time", last + 1);
+    }
+    let lacks = sut.capabilities().missing(&crate::sut::Capabilities::ALL);
+    if !lacks.is_empty() || report.skipped > 0 {
+        // One line, not one per case: a core's missing features are no finding and no noise.
+        // The generator leaves out what the core lacks, so the skipped cases are those it
+        // could not leave out (a family the core lacks, asked for in the library).
+        let needed: Vec<&str> = report.skipped_for.iter().copied().collect();
+        let why = if needed.is_empty() { String::new() } else { format!(" (they need {})", needed.join(", ")) };
+        let _ = writeln!(
+            out,
+            "  core `{}` lacks {}: cases are drawn without it; {} case(s) skipped{why}",
+            crate::trace::printable(sut.name()),
+            if lacks.is_empty() { "nothing".to_string() } else { lacks.join(", ") },
+            report.skipped,
+        );
     }
     for (count, example) in report.invalid_reasons.values() {
         let _ = writeln!(out, "  invalid ({count}), e.g.: {example}");

@@ -1,22 +1,33 @@
-//! The command line: `rehearsal run` ([`run`]: files, golden traces, reports, rule coverage),
-//! `rehearsal fuzz` ([`fuzz`](mod@fuzz)), and for authors `rehearsal new` and
+//! The command line: `rehearsal run` (files, golden traces, reports, rule coverage),
+//! `rehearsal fuzz` ([`fuzz`](crate::internals::fuzz)), and for authors `rehearsal new` and
 //! `rehearsal schema`. `main.rs` only maps the outcome to an exit code.
+//!
+//! [`main_with`] is the door for a team with its own core: the whole command line, driving
+//! that core (`src/bin/my-rehearsal.rs` is `fn main() -> ExitCode { main_with(&MyCore) }`);
+//! the `rehearsal` binary is `main_with(&Builtin)`. What the core's
+//! [`Capabilities`](crate::sut::Capabilities) lack decides what runs: `run` refuses such a
+//! file (bad input, naming what is missing), `fuzz` draws from the family the core has and
+//! counts the cases it skips. `serve` and `drive` run no linked core, so they ignore it.
 
 mod coverage;
+mod drive;
 mod fuzz;
 mod new;
 mod report;
 mod run;
 mod schema;
+mod serve;
 mod style;
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::generate::Family;
 use crate::jobs;
+use crate::sut::SystemUnderTest;
 
 pub use run::{Found, collect, is_scenario_text};
 pub use style::{ColorChoice, Terminal};
@@ -33,6 +44,9 @@ pub enum Exit {
     /// 3: something panicked inside a run (a bug in the core or in rehearsal, reported with
     /// the message and the place); the other files still ran.
     Internal = 3,
+    /// 4: the system under test could not be run (`serve`: no request arrived; `drive`: the
+    /// runtime was not found or failed to start): no verdict on a rule.
+    NotRun = 4,
     /// 130: interrupted (Ctrl-C) before it was done, as shells report SIGINT.
     Interrupted = 130,
 }
@@ -82,7 +96,8 @@ struct RunArgs {
     timeline: Option<PathBuf>,
     /// Compare each scenario's trace with its golden file in DIR (`<path under the folder
     /// given, / as __>.snap`, insta's format). A missing or different trace fails the scenario
-    /// and is written beside it as `.snap.new`, for `cargo insta review` or `--accept`.
+    /// and is written beside it as `.snap.new`, for `cargo insta review` or `--accept`. Files
+    /// that would share a golden file (`x/s.json` and `y/s.json` named apart) are refused.
     #[arg(long, value_name = "DIR")]
     snapshots: Option<PathBuf>,
     /// With --snapshots: write every trace as its golden file instead of failing.
@@ -157,8 +172,8 @@ enum Command {
         /// Most shrinking steps.
         #[arg(long, default_value_t = 4096)]
         shrink_steps: u32,
-        /// Threads that run cases (default: the number of cores). The report, the finding and
-        /// its shrunk file are the same for any number.
+        /// Threads that run cases (default and most: the number of cores; never more than the
+        /// cases). The report, the finding and its shrunk file are the same for any number.
         #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
         jobs: Option<u16>,
         /// Stop starting cases after this long (`30s`, `10m`, `1h30m`) and report the cases
@@ -176,6 +191,14 @@ enum Command {
               default_value_t = humantime::Duration::from(fuzz::PROGRESS_EVERY))]
         progress_every: humantime::Duration,
     },
+    /// Play a scenario's script as an OpenAI-compatible model on 127.0.0.1 for a runtime in
+    /// another process; judge the run by the model-side oracles when the script ends.
+    #[command(after_help = serve::SERVE_AFTER_HELP)]
+    Serve(serve::ServeArgs),
+    /// Play each scenario's script as the model for a runtime's command, run once per user
+    /// turn in its own process group and temp home; judge the run and the command's output.
+    #[command(after_help = drive::DRIVE_AFTER_HELP)]
+    Drive(drive::DriveArgs),
     /// Print the JSON Schema of scenario files (for editors; committed as
     /// docs/scenario.schema.json).
     Schema,
@@ -209,7 +232,8 @@ const FUZZ_AFTER_HELP: &str = "\
 Exit codes:
   0    no finding: every case ran, or the time limit ended the campaign
   1    a finding (written to --out), however the campaign ended
-  2    bad usage, or the finding could not be written
+  2    bad usage (also --cases 0, a shard with no case, a --out no finding could be
+       written to: all refused before the first case), or the finding could not be written
   130  interrupted (Ctrl-C) with no finding; a second Ctrl-C exits at once
 
 Ctrl-C stops starting cases, finishes the ones in flight (or cuts a finding's shrinking
@@ -239,15 +263,87 @@ enum Format {
     Junit,
 }
 
-/// Runs the command line and returns the exit code, writing to `out` and `err` as to
+/// Runs the command line on the built-in core and returns the exit code, writing to `out` and `err` as to
 /// streams that are not terminals (no colour under `--color auto`, no progress bar).
 pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
-    main_with(cli, out, err, Terminal::default())
+    execute(cli, crate::runner::Runner::new().sut(), out, err, Terminal::default())
 }
 
-/// [`main`], told which of `out` and `err` are terminals (the binary passes
-/// [`Terminal::detect`]).
-pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
+/// The whole `rehearsal` command line driving `core`: parses the process's arguments, runs the
+/// command on `core`, writes to standard output and error, and returns the exit code
+/// ([`Exit`]; clap's own 0 for `--help` and 2 for a usage error). Standard output's first
+/// write error is kept: a reader that stopped (`| head`) is no error, any other makes the
+/// outcome at least [`Exit::BadInput`].
+///
+/// ```no_run
+/// use std::process::ExitCode;
+/// # use rehearsal::core::Builtin as MyCore;
+///
+/// fn main() -> ExitCode {
+///     rehearsal::cli::main_with(&MyCore)
+/// }
+/// ```
+pub fn main_with(core: &dyn SystemUnderTest) -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // clap exits 0 for --help and --version, 2 for usage errors.
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let terminal = Terminal::detect();
+    let mut out = Checked { inner: std::io::stdout().lock(), failed: None };
+    let mut code = execute(cli, core, &mut out, &mut std::io::stderr().lock(), terminal) as u8;
+    let _ = out.flush();
+    match out.failed {
+        // A reader that stopped reading (`| head`) wanted no more: not an error.
+        Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Some(e) => {
+            // Issue 27: `> /dev/full` exited 0 with nothing said. The report is lost, so the
+            // outcome is bad usage (2) unless something worse already happened.
+            eprintln!("error: cannot write the report to standard output: {e}");
+            code = code.max(Exit::BadInput as u8);
+        }
+        None => {}
+    }
+    ExitCode::from(code)
+}
+
+/// Standard output, keeping the first write error: the commands write their reports without
+/// stopping at a failed write, and the exit code says it at the end.
+struct Checked<W> {
+    inner: W,
+    failed: Option<std::io::Error>,
+}
+
+impl<W: Write> Write for Checked<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(bytes).inspect_err(|e| self.keep(e))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().inspect_err(|e| self.keep(e))
+    }
+}
+
+impl<W> Checked<W> {
+    fn keep(&mut self, e: &std::io::Error) {
+        if self.failed.is_none() {
+            self.failed = Some(std::io::Error::new(e.kind(), e.to_string()));
+        }
+    }
+}
+
+/// A parsed command line run on `core`, told which of `out` and `err` are terminals: what
+/// [`main_with`] does after parsing, for tests that give their own writers.
+pub fn execute(
+    cli: Cli,
+    core: &dyn SystemUnderTest,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    terminal: Terminal,
+) -> Exit {
     match cli.command {
         Command::Run(args) => {
             if args.raise_ceilings {
@@ -259,7 +355,7 @@ pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: T
                     c.max_events, c.max_text_chars, c.max_calls_per_reply, c.run_text_bytes
                 );
             }
-            run::run(&args, out, err, terminal)
+            run::run(&args, core, out, err, terminal)
         }
         Command::Fuzz {
             cases,
@@ -274,11 +370,20 @@ pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: T
             progress_every,
             judge,
         } => {
-            let jobs = jobs.map_or_else(jobs::default_jobs, usize::from);
-            let family = match family {
+            // At most one thread per core: a case is all computation, so more threads only
+            // cost memory (issue 27: `-j 33000` aborted). `run_campaign` caps them at the cases.
+            let jobs = jobs.map_or_else(jobs::default_jobs, usize::from).min(jobs::default_jobs());
+            let asked = match family {
                 FamilyArg::Any => Family::Any,
                 FamilyArg::Roku => Family::Roku,
                 FamilyArg::Bub => Family::Bub,
+            };
+            let family = match crate::fuzz::family_for(asked, core.capabilities()) {
+                Ok(family) => family,
+                Err(why) => {
+                    let _ = writeln!(err, "error: {why} (core `{}`)", crate::trace::printable(core.name()));
+                    return Exit::BadInput;
+                }
             };
             let cases = cases.unwrap_or(if time.is_some() { u64::MAX } else { 1000 });
             let judge = match judge {
@@ -292,8 +397,10 @@ pub fn main_with(cli: Cli, out: &mut dyn Write, err: &mut dyn Write, terminal: T
                 time: time.map(Into::into),
                 progress_every: progress_every.into(),
             };
-            fuzz::fuzz_command(&campaign, &dir, out, err)
+            fuzz::fuzz_command(&campaign, core, &dir, out, err)
         }
+        Command::Serve(args) => serve::serve(&args, out, err, terminal),
+        Command::Drive(args) => drive::drive(&args, out, err, terminal),
         Command::Schema => schema::schema(out),
         Command::New { name, preset } => new::new(&name, preset, out, err),
     }

@@ -19,9 +19,16 @@ pub(super) enum Preset {
     Bub,
 }
 
-/// The file `NAME` stands for: `NAME.json`, or `NAME` when it already ends in `.json`.
+/// The file `NAME` stands for: `NAME.json`, or `NAME` when it already ends in `.json`. The
+/// suffix is appended, never swapped for what follows a dot (`new v1.2` writes `v1.2.json`,
+/// not `v1.json`: issue 27).
 fn file_of(name: &Path) -> PathBuf {
-    if name.extension().is_some_and(|e| e == "json") { name.to_path_buf() } else { name.with_extension("json") }
+    if name.extension().is_some_and(|e| e == "json") {
+        return name.to_path_buf();
+    }
+    let mut file = name.as_os_str().to_owned();
+    file.push(".json");
+    PathBuf::from(file)
 }
 
 /// Writes the starting scenario; refuses to overwrite anything.
@@ -150,3 +157,17 @@ const BUB: &str = r#"{
   }
 }
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dotted_name_keeps_its_dots_in_the_file_name() {
+        // Issue 27: `new v1.2` wrote `v1.json`.
+        assert_eq!(file_of(Path::new("v1.2")), PathBuf::from("v1.2.json"));
+        assert_eq!(file_of(Path::new("dir/a.b.c")), PathBuf::from("dir/a.b.c.json"));
+        assert_eq!(file_of(Path::new("x.json")), PathBuf::from("x.json"));
+        assert_eq!(file_of(Path::new("x")), PathBuf::from("x.json"));
+    }
+}

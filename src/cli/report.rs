@@ -90,6 +90,11 @@ impl Reporter {
         }
     }
 
+    /// The report's format.
+    pub(super) fn format(&self) -> Format {
+        self.style.format
+    }
+
     /// A note on stderr (`note: …`), left out under `--quiet`.
     pub(super) fn note(&self, err: &mut dyn Write, text: &str) {
         if !self.style.quiet {
@@ -100,6 +105,30 @@ impl Reporter {
     /// An error on stderr (`error: …`).
     pub(super) fn error(&self, err: &mut dyn Write, text: &str) {
         let _ = writeln!(err, "{} {text}", self.style.err.bad("error:"));
+    }
+
+    /// A usage error (a bad `--require-coverage`, no scenario file, a `--filter` that matched
+    /// nothing): on stderr, counted (exit 2), and in the machine report as well, so a program
+    /// reading it learns why there is nothing else: a JSON `usage_error` record, a JUnit error
+    /// case. Issue 27: an early usage error left JSON and JUnit readers with no document.
+    pub(super) fn usage_error(&mut self, out: &mut dyn Write, err: &mut dyn Write, text: &str) {
+        self.usage_errors += 1;
+        self.error(err, text);
+        match self.style.format {
+            Format::Text => {}
+            Format::Json => {
+                let _ = writeln!(out, "{}", json!({"type": "usage_error", "message": text}));
+            }
+            Format::Junit => {
+                let problem = Some(("error", text.to_string(), "usage", text.to_string()));
+                self.cases.push(Case {
+                    name: "usage".into(),
+                    classname: "rehearsal.usage".into(),
+                    elapsed_ms: 0,
+                    problem,
+                });
+            }
+        }
     }
 
     /// One scenario's verdict.
@@ -149,6 +178,9 @@ impl Reporter {
                     "elapsed_ms": run.elapsed.as_millis() as u64,
                     "tie_orders": verdict.orders,
                 });
+                if let Some(oracles) = verdict.judged_by() {
+                    report["judged_by"] = json!(oracles);
+                }
                 if self.style.trace {
                     report["trace"] = run.trace.entries.iter().map(|e| e.json()).collect();
                 }
@@ -271,7 +303,7 @@ impl Reporter {
                     let classname = "rehearsal.coverage".into();
                     cases.push(Case { name: "rule coverage".into(), classname, elapsed_ms: 0, problem });
                 }
-                let _ = write!(out, "{}", junit(&cases, failures, bad + internal));
+                let _ = write!(out, "{}", junit(&cases, failures, bad + internal + self.usage_errors));
             }
         }
         exit
@@ -301,6 +333,9 @@ fn structured(error: &ScenarioError) -> serde_json::Value {
                 value["column"] = json!(place.column);
             }
             value
+        }
+        ScenarioError::Unsupported { path, core, missing } => {
+            json!({"kind": "unsupported", "file": path.to_string_lossy(), "core": core, "missing": missing})
         }
     };
     for key in ["hint", "expected"] {
@@ -380,26 +415,20 @@ fn junit(cases: &[Case], failures: usize, errors: usize) -> String {
     xml
 }
 
-/// Text as XML character data or attribute value: markup characters escaped, and characters
-/// XML 1.0 cannot hold at all (most control characters) written as `\u{..}`.
+/// Text as XML character data or an attribute value; a message keeps its line breaks.
 fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' => out.push_str("&#10;"),
-            '\t' | '\r' => {
-                let _ = write!(out, "&#{};", c as u32);
-            }
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
+    crate::markup::escape(text, crate::markup::Breaks::Keep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn junit_escapes_bidi_controls_as_the_text_report_does() {
+        // Issue 27: U+202E reached the JUnit report raw while the text report escaped it.
+        let name = "ok\u{202e}gpj.exe\u{2066}x\u{2029}y\u{85}z";
+        assert_eq!(escape(name), printable(name).into_owned());
+        assert_eq!(escape("a<b\u{1}"), "a&lt;b\\u{1}");
     }
-    out
 }

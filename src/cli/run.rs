@@ -12,7 +12,7 @@ use crate::coverage::{self, Reached, Tally};
 use crate::golden::{self, Compared, Store};
 use crate::jobs;
 use crate::runner::{self, Failure, FailureKind, Verdict};
-use crate::scenario::{self, Scenario, ScenarioError};
+use crate::scenario::{Scenario, ScenarioError};
 use crate::trace::printable;
 
 /// What the paths of a command line hold: the scenario files to run, each with the path
@@ -48,13 +48,14 @@ pub fn is_scenario_text(text: &str) -> bool {
 /// Whether a file found by walking a folder is to run: a scenario, or a file that cannot be
 /// read (the loader then reports why).
 fn walked_scenario(path: &Path) -> bool {
-    scenario::read_bounded(path, scenario::MAX_FILE_BYTES).ok().is_none_or(|text| is_scenario_text(&text))
+    crate::load::read(path, "scenario file").ok().is_none_or(|text| is_scenario_text(&text))
 }
 
 /// Every scenario file under the given paths. A path named is taken as it is; folders are
 /// walked in file-name order for `*.json` files that are scenarios ([`is_scenario_text`]),
 /// hidden entries (`.name`) skipped, links followed with loop detection; a file reached twice
-/// (by a link) runs once. Nothing here stops at a bad path: every other path is still walked.
+/// (by a link, named twice, or named and found in a folder named) runs once, where it was
+/// first reached. Nothing here stops at a bad path: every other path is still walked.
 pub fn collect(paths: &[PathBuf]) -> Found {
     let mut found = Found::default();
     let mut seen = std::collections::BTreeSet::new();
@@ -73,7 +74,11 @@ pub fn collect(paths: &[PathBuf]) -> Found {
         };
         if !metadata.is_dir() {
             if metadata.is_file() {
-                found.files.push((root.clone(), root.clone()));
+                // Named and also found in a folder named (either first): it runs once
+                // (issue 27: it ran and counted twice).
+                if seen.insert(std::fs::canonicalize(root).unwrap_or_else(|_| root.clone())) {
+                    found.files.push((root.clone(), root.clone()));
+                }
             } else {
                 found.problems.push(io(root, NOT_REGULAR.into()));
             }
@@ -135,7 +140,13 @@ enum Checked {
     Ran(Box<(Scenario, Verdict, Option<Reached>)>),
 }
 
-pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
+pub(super) fn run(
+    args: &RunArgs,
+    sut: &dyn crate::sut::SystemUnderTest,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+    terminal: Terminal,
+) -> Exit {
     let orders = Orders { explore: args.explore, seed: args.explore_seed };
     let jobs = args.jobs.map_or_else(jobs::default_jobs, usize::from);
     let style = Style {
@@ -151,10 +162,7 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
         args.coverage || args.coverage_all || args.coverage_min.is_some() || args.require_coverage.is_some();
     let gate = match Gate::new(args.coverage_min, args.require_coverage.as_deref()) {
         Ok(gate) => gate,
-        Err(e) => {
-            reporter.error(err, &format!("--require-coverage: {e}"));
-            return Exit::BadInput;
-        }
+        Err(e) => return early(reporter, out, err, &format!("--require-coverage: {e}")),
     };
     let found = collect(&args.paths);
     for link in &found.loops {
@@ -185,28 +193,35 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
                 if n == 1 { "is" } else { "are" }
             ),
         };
-        reporter.error(err, &format!("no scenario file (*.json) under {}{skipped}", paths.join(", ")));
-        return Exit::BadInput;
+        let text = format!("no scenario file (*.json) under {}{skipped}", paths.join(", "));
+        return early(reporter, out, err, &text);
     }
     let files = found.files;
     if args.timeline.is_some() && files.len() != 1 {
-        reporter
-            .error(err, &format!("--timeline draws one run: give exactly one scenario file ({} given)", files.len()));
-        return Exit::BadInput;
+        let text = format!("--timeline draws one run: give exactly one scenario file ({} given)", files.len());
+        return early(reporter, out, err, &text);
     }
-    let store = args.snapshots.as_ref().map(Store::new);
+    // No output may be written over an input (issue 27: `--timeline self.json` overwrote the
+    // scenario it ran, with exit 0).
+    let inputs: Vec<PathBuf> =
+        files.iter().map(|(file, _)| file.clone()).chain(args.require_coverage.iter().cloned()).collect();
+    if let Some(timeline) = &args.timeline
+        && let Some(input) = inputs.iter().find(|input| golden::same_file(timeline, input))
+    {
+        let timeline = printable(&timeline.to_string_lossy()).into_owned();
+        let input = printable(&input.to_string_lossy()).into_owned();
+        let text = format!("--timeline {timeline} is the input file {input}: not overwritten (name another file)");
+        return early(reporter, out, err, &text);
+    }
+    let store = args.snapshots.as_ref().map(|dir| Store::new(dir).protecting(inputs.clone()));
+    let (files, shared) = if store.is_some() { golden_names_apart(files) } else { (files, Vec::new()) };
     // Paths that cannot be run are reported first; every other file still runs.
-    for problem in &found.problems {
-        let at = match problem {
-            ScenarioError::Io { path, .. }
-            | ScenarioError::Parse { path, .. }
-            | ScenarioError::Invalid { path, .. } => path,
-        };
-        reporter.bad_input(out, err, at, problem);
+    for problem in found.problems.iter().chain(&shared) {
+        reporter.bad_input(out, err, problem.path(), problem);
     }
     // Threads go to files first; with fewer files than threads, the two runs of each
     // verification take two.
-    let mut runner = runner::Runner::new().parallel(files.len() < jobs).explore(orders.explore);
+    let mut runner = runner::Runner::new().on(sut).parallel(files.len() < jobs).explore(orders.explore);
     if args.judge == super::JudgeArg::ModelSide {
         runner = runner.judge(crate::oracles::model_side::Judge::ModelSide);
     }
@@ -220,18 +235,17 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
         &files,
         jobs,
         |(file, _)| {
-            let scenario = match scenario::load(file) {
-                Ok(scenario) => scenario,
+            let loaded = match crate::load::file(file, runner.sut()) {
+                Ok(loaded) => loaded,
                 Err(e) => return Checked::Bad(e),
             };
-            if !args.filter.is_empty() && !args.filter.iter().any(|pattern| name_matches(pattern, &scenario.name)) {
+            if !args.filter.is_empty()
+                && !args.filter.iter().any(|pattern| name_matches(pattern, &loaded.scenario().name))
+            {
                 return Checked::Filtered;
             }
-            let profiles = match runner::resolve_profiles(&scenario, file.parent().unwrap_or(Path::new("."))) {
-                Ok(profiles) => profiles,
-                Err(e) => return Checked::Bad(e),
-            };
-            let verdict = runner.prepare(&scenario, &profiles).check(Some(file));
+            let verdict = runner.check_loaded(&loaded);
+            let scenario = loaded.into_parts().0;
             let reached = with_coverage.then(|| coverage::reached(&verdict.run.evidence()));
             Checked::Ran(Box::new((scenario, verdict, reached)))
         },
@@ -276,18 +290,63 @@ pub(super) fn run(args: &RunArgs, out: &mut dyn Write, err: &mut dyn Write, term
     bar.finish_and_clear();
     if !args.filter.is_empty() && matched == 0 {
         let patterns: Vec<String> = args.filter.iter().map(|p| format!("{:?}", printable(p))).collect();
-        reporter.error(
-            err,
-            &format!(
-                "--filter {} matched none of the {} scenarios (it matches scenario names, not file names)",
-                patterns.join(", "),
-                reporter.filtered_out
-            ),
+        let text = format!(
+            "--filter {} matched none of the {} scenarios (it matches scenario names, not file names)",
+            patterns.join(", "),
+            reporter.filtered_out
         );
-        reporter.usage_errors += 1;
+        reporter.usage_error(out, err, &text);
     }
     let end = with_coverage.then(|| CoverageEnd { tally: &tally, gate: &gate, unmet: gate.unmet(&tally) });
     reporter.finish(out, err, end)
+}
+
+/// The files whose golden files would be distinct, and an error for each file whose golden
+/// name another file of the run also has (`x/s.json` and `y/s.json` named on their own, or
+/// `a__b.json` beside `a/b.json`): golden names are injective, so no golden file is ever
+/// shared (issue 27: `--accept` passed both while one overwrote the other). Names that differ
+/// only in letter case count as shared too, since they are one file on a case-insensitive
+/// file system. Refused rather than renamed: a golden's name stays a function of its file and
+/// folder alone, whatever else runs beside it.
+fn golden_names_apart(files: Vec<(PathBuf, PathBuf)>) -> (Vec<(PathBuf, PathBuf)>, Vec<ScenarioError>) {
+    let names: Vec<String> = files.iter().map(|(file, root)| golden::name(file, root)).collect();
+    let mut holders: std::collections::BTreeMap<String, Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, name) in names.iter().enumerate() {
+        holders.entry(name.to_lowercase()).or_default().push(i);
+    }
+    let mut kept = Vec::new();
+    let mut shared = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let holding = &holders[&names[i].to_lowercase()];
+        if holding.len() == 1 {
+            kept.push(file.clone());
+            continue;
+        }
+        let others: Vec<String> = holding
+            .iter()
+            .filter(|j| **j != i)
+            .map(|j| printable(&files[*j].0.to_string_lossy()).into_owned())
+            .collect();
+        let message = format!("its golden file {}.snap would also be that of {}: not run", names[i], others.join(", "));
+        shared.push(ScenarioError::Invalid {
+            path: file.0.clone(),
+            place: None,
+            field: "--snapshots".into(),
+            message,
+            hint: Some("give the folder that holds both, or rename one".into()),
+        });
+    }
+    (kept, shared)
+}
+
+/// Ends the command at a usage error found before any file ran: exit 2, and under
+/// `--format json|junit` the summary record or the whole document still (issue 27).
+fn early(mut reporter: Reporter, out: &mut dyn Write, err: &mut dyn Write, text: &str) -> Exit {
+    reporter.usage_error(out, err, text);
+    match reporter.format() {
+        Format::Text => Exit::BadInput,
+        Format::Json | Format::Junit => reporter.finish(out, err, None),
+    }
 }
 
 /// A progress bar on stderr for a large suite, only when both streams are terminals and the

@@ -23,7 +23,7 @@ pub enum ColorChoice {
 }
 
 /// Which of the two output streams are terminals. The binary detects it; a caller that hands
-/// [`main_with`](super::main_with) its own writers says so (the default: neither is one).
+/// [`execute`](super::execute) its own writers says so (the default: neither is one).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Terminal {
     /// Whether standard output is a terminal.

@@ -249,7 +249,7 @@ impl Loop {
             let reply = match shared.llm.complete(&request).await {
                 Ok(reply) => reply,
                 Err(error) => {
-                    self.emit(shared, Event::LlmFailed { error: error.0 });
+                    self.emit(shared, Event::LlmFailed { error: error.to_string() });
                     let message = format!("LLM call failed for goal: {}", self.goal);
                     return self.end(shared, OutcomeKind::Fail, Status::Error, message);
                 }

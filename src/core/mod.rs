@@ -44,7 +44,7 @@ impl SystemUnderTest for Builtin {
         Capabilities::ALL
     }
 
-    fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, String> {
+    fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, crate::sut::Refused> {
         Ok(Box::new(Session::new(config, harness)?))
     }
 }
@@ -166,7 +166,7 @@ impl Steer for Steering {
 
 impl Session {
     /// A session; the error names the bad rule knob.
-    pub fn new(config: SessionConfig, harness: Harness) -> Result<Session, String> {
+    pub fn new(config: SessionConfig, harness: Harness) -> Result<Session, crate::rules::InvalidKnob> {
         config.rules.validate()?;
         let Harness { llm, tools, approval, observer } = harness;
         let gate: Arc<dyn ApprovalGate> = match approval.mode {

@@ -1617,6 +1617,8 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.model-side.timeouts", |f| f.any(|e| matches!(e, Event::TimedOut { .. }))),
     ("oracle.model-side.delivery", |f| f.runs.iter().any(|r| !r.delivered.is_empty())),
     ("oracle.model-side.context", |f| !f.spawns.is_empty()),
+    // A regular call's result reached a later request.
+    ("oracle.model-side.call-results", |f| !f.calls.is_empty() && f.root_requests().len() >= 2),
     ("oracle.depth.no-agent-beyond-limit", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
     ("oracle.depth.refused-at-limit", |f| f.calls_to("Agent").any(|c| c.agent.depth() == f.rules.depth_limit)),
     ("oracle.depth.not-refused-below-limit", |f| f.fg_spawns().next().is_some()),

@@ -3,6 +3,11 @@
 //! followed it, every spawn, every run of a background task from its queueing to its
 //! delivery, and what reached the root from outside its loop, instant by instant. Built from
 //! the evidence alone; it never reads the core.
+//!
+//! It is not the oracles' index (`oracles::index`), on purpose: the two answer different
+//! questions (which clauses a run shows, against whether it broke one), and sharing the
+//! matching would let one mistake both hide a violation and credit its clause as shown. What
+//! they do share is the rules' fixed words, [`crate::rules::words`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,11 +21,7 @@ use crate::sut::event::{Event, Family, Status, TaskStatus, Via};
 use crate::sut::llm::LlmRequest;
 use crate::trace::What;
 
-pub(super) const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
-pub(super) const NO_TASK: &str = "[Sub-agent error] No task provided.";
-pub(super) const EXHAUSTED: &str = "Step budget exhausted after ";
-pub(super) const TERMINAL: [&str; 3] = ["final_answer", "ask_user", "fail"];
-pub(super) const FAMILY: [&str; 4] = ["subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
+pub(super) use crate::rules::words::{DEPTH_ERROR, EXHAUSTED, NO_TASK, SUBAGENT_FAMILY as FAMILY, TERMINAL};
 
 /// One core event of the trace.
 #[derive(Clone, Copy)]

@@ -78,6 +78,19 @@ impl Now {
     }
 }
 
+impl Now {
+    /// A clock that never starts: virtual time stays zero. For the wire, whose engine waits in
+    /// real time and reads no virtual time.
+    pub fn unstarted() -> Arc<Now> {
+        Arc::new(Now {
+            start: OnceLock::new(),
+            #[cfg(debug_assertions)]
+            runtime: OnceLock::new(),
+            since_start: AtomicU64::new(0),
+        })
+    }
+}
+
 /// A fresh current-thread runtime with its clock paused, and the [`Now`] it keeps: a run's
 /// runtime.
 pub fn paused_runtime() -> (tokio::runtime::Runtime, Arc<Now>) {
@@ -112,6 +125,9 @@ pub struct Clock {
     due: Mutex<Due>,
     schedule: Schedule,
     now: Arc<Now>,
+    /// Instants at which two or more entries were due: the only places a tie order can
+    /// differ from another ([`Clock::tied_instants`]).
+    tied: AtomicU64,
 }
 
 /// The queue, and the driver's waker. Each entry holds the waker of the task waiting on it
@@ -132,7 +148,15 @@ impl Clock {
     /// A clock reading virtual time from `now`, ordering same-instant entries as `schedule`
     /// says.
     pub fn new(schedule: Schedule, now: Arc<Now>) -> Arc<Clock> {
-        Arc::new(Clock { due: Mutex::new(Due::default()), schedule, now })
+        Arc::new(Clock { due: Mutex::new(Due::default()), schedule, now, tied: AtomicU64::new(0) })
+    }
+
+    /// How many instants so far had two or more entries due at once (a dropped wait's entry
+    /// counted too). With none, every tie order delivers every entry as the default one does:
+    /// the schedule ranks entries within an instant and nowhere else, so the run is the same
+    /// in every order.
+    pub fn tied_instants(&self) -> u64 {
+        self.tied.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Due> {
@@ -176,9 +200,20 @@ impl Clock {
             let next = {
                 let now = self.now.instant();
                 let mut due = self.lock();
+                let mut last: Option<(Instant, bool)> = None;
                 while let Some(entry) = due.entries.first_entry() {
                     if entry.key().0 > now {
                         break;
+                    }
+                    let at = entry.key().0;
+                    match &mut last {
+                        Some((instant, counted)) if *instant == at => {
+                            if !*counted {
+                                *counted = true;
+                                self.tied.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        _ => last = Some((at, false)),
                     }
                     // A wait dropped meanwhile (its call was cancelled) has nothing to wake.
                     if let Some(waiting) = entry.remove() {

@@ -30,6 +30,20 @@ impl ExchangeLog {
         f(&self.lock())
     }
 
+    /// Adds an exchange (a request whose reply is yet to come); its index.
+    pub fn push(&self, exchange: Exchange) -> usize {
+        let mut log = self.lock();
+        log.push(exchange);
+        log.len() - 1
+    }
+
+    /// The reply of exchange `index`.
+    pub fn set_reply(&self, index: usize, reply: Message) {
+        if let Some(e) = self.lock().get_mut(index) {
+            e.reply = Some(reply);
+        }
+    }
+
     /// Takes the exchanges out at the end of a run.
     pub fn take(&self) -> Vec<Exchange> {
         std::mem::take(&mut *self.lock())

@@ -19,17 +19,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::dialect::Dialect;
-use crate::evidence::attribution::{Attribution, Attributor, ModelSide};
+use crate::evidence::attribution::{Attribution, Attributor, Configured, ModelSide};
 use crate::evidence::fork_mismatch;
-use crate::scenario::{Check, Lane, Reply, Text, When, with_task_ids};
+use crate::scenario::{Check, Lane, Reply, SideRequest, Text, When, with_task_ids};
 use crate::sut::AgentId;
 use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall, Transcript};
 use crate::trace::{quoted, text_difference};
 
-use super::Stop;
 use super::clock::Clock;
 use super::exchanges::ExchangeLog;
 use super::recorder::Recorder;
+use super::{Halt, Stop};
 
 #[derive(Default)]
 struct State {
@@ -51,6 +51,37 @@ pub(crate) struct Who {
     alias: AgentId,
     goal: Arc<str>,
     profile: Option<Arc<str>>,
+}
+
+#[cfg_attr(not(feature = "wire"), allow(dead_code))]
+impl Who {
+    /// An agent as the lanes select it: its alias, goal and profile.
+    pub(crate) fn new(alias: AgentId, goal: Arc<str>, profile: Option<Arc<str>>) -> Who {
+        Who { alias, goal, profile }
+    }
+}
+
+/// What the script answers one request with, chosen at once, for the wire (which waits out
+/// the latency in real time itself, and shapes errors and broken streams for HTTP).
+#[cfg_attr(not(feature = "wire"), allow(dead_code))]
+#[derive(Debug)]
+pub(crate) struct Answer {
+    /// The scripted latency, in virtual milliseconds.
+    pub(crate) latency_ms: u64,
+    /// What comes after the latency.
+    pub(crate) kind: AnswerKind,
+}
+
+/// What comes after a scripted latency.
+#[cfg_attr(not(feature = "wire"), allow(dead_code))]
+#[derive(Debug)]
+pub(crate) enum AnswerKind {
+    /// A reply; its stream breaks after this many chunks, if the script says so.
+    Reply(LlmReply, Option<usize>),
+    /// The call fails: the message, the HTTP status and error type the file gave.
+    Error(String, Option<u16>, Option<String>),
+    /// No answer ever comes.
+    Hang,
 }
 
 /// A scenario's lanes, prepared once and shared by every run of the scenario: the selectors
@@ -124,6 +155,11 @@ pub struct ScriptedLlm {
     explored: bool,
     /// Model-side mode: lanes are chosen by the attributed alias, and call ids carry none.
     attributor: Option<Mutex<Attributor>>,
+    /// Where `$taskN` reads task ids instead of the core's reports: over the wire, the ids
+    /// the attribution read in the runtime's spawn results.
+    task_ids: Option<Arc<Mutex<Vec<String>>>>,
+    /// Model-side mode: the declared side requests, answered outside every lane.
+    side: Vec<SideRequest>,
 }
 
 impl ScriptedLlm {
@@ -141,15 +177,47 @@ impl ScriptedLlm {
         let cursor = used.clone();
         let uses = script.lanes.iter().map(|l| vec![0; l.replies.len()]).collect();
         let state = Mutex::new(State { used, cursor, uses, ..State::default() });
-        ScriptedLlm { script, state, stop, clock, log, recorder, explored: false, attributor: None }
+        ScriptedLlm {
+            script,
+            state,
+            stop,
+            clock,
+            log,
+            recorder,
+            explored: false,
+            attributor: None,
+            task_ids: None,
+            side: Vec::new(),
+        }
     }
 
     /// The same engine in model-side mode: each request is put down to an agent by an
     /// [`Attributor`] reading `dialect`, from what a model endpoint sees (never the alias the
     /// core reports), its lane is chosen by that alias, and the calls' ids are `call_1`,
     /// `call_2`, ... in the order the replies are given, so that they tell no alias.
-    pub fn model_side(self, dialect: Arc<Dialect>) -> ScriptedLlm {
-        ScriptedLlm { attributor: Some(Mutex::new(Attributor::new(dialect, Vec::new()))), ..self }
+    /// The attributor knows what the session was configured with (`configured`); a request
+    /// matching one of `side` is answered with its reply and put down to no agent.
+    pub fn model_side(self, dialect: Arc<Dialect>, configured: Configured, side: Vec<SideRequest>) -> ScriptedLlm {
+        let patterns = side.iter().map(|s| s.contains.clone()).collect();
+        let attributor = Attributor::new(dialect, patterns).configured(configured);
+        ScriptedLlm { attributor: Some(Mutex::new(attributor)), side, ..self }
+    }
+
+    /// The same engine with call ids that carry no alias (`call_1`, `call_2`, ...), lanes chosen
+    /// by the alias its caller gives [`ScriptedLlm::answer_now`], and `$taskN` read from
+    /// `task_ids`: the wire's engine, whose caller attributes each request itself.
+    #[cfg_attr(not(feature = "wire"), allow(dead_code))]
+    pub(crate) fn for_wire(self, task_ids: Arc<Mutex<Vec<String>>>) -> ScriptedLlm {
+        let dialect = Arc::new(Dialect::builtin("generic").expect("a built-in dialect"));
+        ScriptedLlm { task_ids: Some(task_ids), ..self.model_side(dialect, Configured::default(), Vec::new()) }
+    }
+
+    /// The task ids `$taskN` refers to: the core's reports, or the wire's.
+    fn task_ids(&self) -> Vec<String> {
+        match &self.task_ids {
+            Some(ids) => ids.lock().expect("task id lock poisoned").clone(),
+            None => self.recorder.task_ids(),
+        }
     }
 
     /// In model-side mode, the run as the model saw it, with the attributions.
@@ -171,6 +239,16 @@ impl ScriptedLlm {
     /// How many requests each lane answered.
     pub fn used(&self) -> Vec<usize> {
         self.state.lock().expect("mock lock poisoned").used.clone()
+    }
+
+    /// Whether the script has nothing left that must be used: in every lane, each reply from
+    /// the cursor on may go unused (optional or repeatable), and no lane answers by a function.
+    #[cfg_attr(not(feature = "wire"), allow(dead_code))]
+    pub(crate) fn used_up(&self) -> bool {
+        let st = self.state.lock().expect("mock lock poisoned");
+        self.script.lanes.iter().zip(&st.cursor).all(|(lane, cursor)| {
+            lane.respond.is_none() && lane.replies.iter().skip(*cursor).all(|r| r.optional || r.repeatable)
+        })
     }
 
     /// How many requests each reply of each lane answered.
@@ -263,11 +341,14 @@ impl ScriptedLlm {
         drop(st);
         let mut failures = Vec::new();
         if let Some(check) = &self.script.lanes[lane].check_every {
-            failures.extend(self.check(check, request).into_iter().map(|f| (format!("lanes[{lane}].check_every"), f)));
+            failures
+                .extend(self.check(check, request, who).into_iter().map(|f| (format!("lanes[{lane}].check_every"), f)));
         }
         if let Some(check) = &reply.check {
             failures.extend(
-                self.check(check, request).into_iter().map(|f| (format!("{}.check", reply_place(lane, chosen)), f)),
+                self.check(check, request, who)
+                    .into_iter()
+                    .map(|f| (format!("{}.check", reply_place(lane, chosen)), f)),
             );
         }
         for (place, failure) in failures {
@@ -311,7 +392,7 @@ impl ScriptedLlm {
             return Some(format!("it needs at least {want} messages, the request holds {n}"));
         }
         // `$taskN` is the N-th task the run queued, in texts and task references alike.
-        let ids = self.recorder.task_ids();
+        let ids = self.task_ids();
         let resolve = |text: &str| {
             with_task_ids(text, &ids)
                 .map(|t| t.into_owned())
@@ -348,7 +429,7 @@ impl ScriptedLlm {
         None
     }
 
-    fn check(&self, check: &Check, request: &LlmRequest) -> Vec<String> {
+    fn check(&self, check: &Check, request: &LlmRequest, who: &Who) -> Vec<String> {
         let mut out = Vec::new();
         if self.explored && check.order_dependent.is_some() {
             return out;
@@ -369,7 +450,7 @@ impl ScriptedLlm {
             if !rendered.contains("$task") {
                 return Some(rendered);
             }
-            let ids = ids.get_or_insert_with(|| self.recorder.task_ids());
+            let ids = ids.get_or_insert_with(|| self.task_ids());
             match with_task_ids(&rendered, ids) {
                 Ok(text) => Some(text.into_owned()),
                 Err(reference) => {
@@ -471,7 +552,23 @@ impl ScriptedLlm {
             }
         }
         if check.fork_of_parent {
-            let mismatch = self.log.with(|exchanges| fork_mismatch(exchanges, request, &[]));
+            let mismatch = match self.attributor() {
+                None => self.log.with(|exchanges| fork_mismatch(exchanges, request, &[])),
+                // Judged from the model's side, the requests' own aliases and goals are not
+                // read: the exchanges are labelled as the attribution put them down.
+                Some(attributor) => {
+                    let side = attributor.record();
+                    let mut exchanges = self.log.with(<[_]>::to_vec);
+                    for (i, e) in exchanges.iter_mut().enumerate() {
+                        if let Some(Attribution::Agent(a)) = side.attributions.get(i) {
+                            (e.request.agent, e.request.goal) = (a.alias.clone(), a.goal.clone());
+                        }
+                    }
+                    let mut request = request.clone();
+                    (request.agent, request.goal) = (who.alias.clone(), who.goal.clone());
+                    fork_mismatch(&exchanges, &request, &[])
+                }
+            };
             out.extend(mismatch.map(|d| format!("fork_of_parent: {d}")));
         }
         out
@@ -746,9 +843,9 @@ impl Llm for ScriptedLlm {
                     number = Some(n);
                     match attribution {
                         Attribution::Agent(a) => Who { alias: a.alias, goal: a.goal, profile: a.profile },
-                        Attribution::Side(_) => return Ok(LlmReply::default()),
+                        Attribution::Side(i) => return self.side_reply(n, i).await,
                         Attribution::Unattributed(why) => {
-                            self.stop.halt(format!("unattributed request: {why}"));
+                            self.stop.halt_as(Halt::Unattributed, format!("unattributed request: {why}"));
                             return std::future::pending().await;
                         }
                     }
@@ -773,83 +870,144 @@ impl Llm for ScriptedLlm {
 }
 
 impl ScriptedLlm {
+    /// The answer to exchange `number`, the side request declared `i`-th.
+    async fn side_reply(&self, number: usize, i: usize) -> Result<LlmReply, LlmError> {
+        let side = &self.side[i];
+        let latency = Duration::from_millis(side.latency_ms);
+        self.clock.sleep(latency, || format!("llm side request {i} (exchange {number})")).await;
+        let reply = LlmReply { text: side.reply.clone(), ..LlmReply::default() };
+        if let Some(mut attributor) = self.attributor() {
+            attributor.replied(number, &Message::assistant(reply.text.clone(), Vec::new()), self.recorder.elapsed());
+        }
+        Ok(reply)
+    }
+
     async fn answer(&self, request: &LlmRequest, who: &Who) -> Result<LlmReply, LlmError> {
-        {
-            let (lane, call, index, reply) = match self.next(request, who) {
-                Ok(next) => next,
-                Err(message) => {
-                    self.stop.halt(message);
-                    return std::future::pending().await;
-                }
-            };
-            self.clock.sleep(Duration::from_millis(reply.latency_ms), || format!("llm {} #{call}", who.alias)).await;
-            if reply.hang {
+        let (lane, call, index, reply) = match self.next(request, who) {
+            Ok(next) => next,
+            Err(message) => {
+                self.stop.halt(message);
                 return std::future::pending().await;
             }
-            if let Some(error) = &reply.error {
-                let error = error.clone();
-                return Err(LlmError(error));
+        };
+        self.clock.sleep(Duration::from_millis(reply.latency_ms), || format!("llm {} #{call}", who.alias)).await;
+        if reply.hang {
+            return std::future::pending().await;
+        }
+        if let Some(error) = &reply.error {
+            let error = error.clone();
+            return Err(LlmError::Refused(error));
+        }
+        match self.build(lane, call, index, &reply, request, who) {
+            // A dropped stream fails the call, as it fails a client.
+            Some(_) if reply.drop_after_chunks.is_some() => {
+                Err(LlmError::StreamDropped { chunks: reply.drop_after_chunks.unwrap_or_default() })
             }
-            // A scripted reply's arguments were prepared with the script; a reply a lane's
-            // function made is prepared here.
-            let made: Vec<PreparedArgs>;
-            let prepared = match index.and_then(|index| self.script.args[lane].get(index)) {
-                Some(prepared) => prepared,
+            Some(reply) => Ok(reply),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The script's answer to `request` from `who`, chosen now (the wire's path: no clock, no
+    /// attribution of its own). `Err`: the run is halted, for this reason (also given to the
+    /// run's [`Stop`]).
+    #[cfg_attr(not(feature = "wire"), allow(dead_code))]
+    pub(crate) fn answer_now(&self, request: &LlmRequest, who: &Who) -> Result<Answer, String> {
+        let (lane, call, index, reply) = match self.next(request, who) {
+            Ok(next) => next,
+            Err(message) => {
+                self.stop.halt(message.clone());
+                return Err(message);
+            }
+        };
+        let kind = if reply.hang {
+            AnswerKind::Hang
+        } else if let Some(error) = &reply.error {
+            AnswerKind::Error(error.clone(), reply.error_status, reply.error_type.clone())
+        } else {
+            match self.build(lane, call, index, &reply, request, who) {
+                Some(built) => AnswerKind::Reply(built, reply.drop_after_chunks),
                 None => {
-                    made = reply.calls.iter().map(|c| (Arc::new(c.args.clone()), refers_to_tasks(&c.args))).collect();
-                    &made
+                    return Err(self
+                        .stop
+                        .halts()
+                        .pop()
+                        .map_or_else(|| "the run was stopped".to_string(), |h| h.reason));
+                }
+            }
+        };
+        Ok(Answer { latency_ms: reply.latency_ms, kind })
+    }
+
+    /// Builds a reply's text and calls (ids, `$taskN` resolved). `None`: the run was halted
+    /// (a reference to an unknown task, the run budget), and [`Stop`] says why.
+    fn build(
+        &self,
+        lane: usize,
+        call: usize,
+        index: Option<usize>,
+        reply: &Reply,
+        request: &LlmRequest,
+        who: &Who,
+    ) -> Option<LlmReply> {
+        // A scripted reply's arguments were prepared with the script; a reply a lane's
+        // function made is prepared here.
+        let made: Vec<PreparedArgs>;
+        let prepared = match index.and_then(|index| self.script.args[lane].get(index)) {
+            Some(prepared) => prepared,
+            None => {
+                made = reply.calls.iter().map(|c| (Arc::new(c.args.clone()), refers_to_tasks(&c.args))).collect();
+                &made
+            }
+        };
+        // The scan runs only for replies that refer to task ids.
+        let task_ids = if prepared.iter().any(|(_, refers)| *refers) {
+            let known = self.task_ids();
+            let mut st = self.state.lock().expect("mock lock poisoned");
+            st.seen.entry(who.alias.clone()).or_default().update(&request.messages, &known)
+        } else {
+            Vec::new()
+        };
+        let mut tool_calls = Vec::new();
+        let first_call = if self.attributor.is_some() {
+            let mut st = self.state.lock().expect("mock lock poisoned");
+            st.calls += reply.calls.len();
+            Some(st.calls - reply.calls.len())
+        } else {
+            None
+        };
+        for (i, (c, (args, refers))) in reply.calls.iter().zip(prepared).enumerate() {
+            let resolved = if *refers { resolve_task_refs(args, &task_ids).map(Arc::new) } else { Ok(args.clone()) };
+            let args = match resolved {
+                Ok(args) => args,
+                Err(reference) => {
+                    self.stop.halt(format!(
+                        "{}.calls[{i}]: {reference} refers to a task id the request does not show ({})",
+                        reply_place(lane, index),
+                        match task_ids.len() {
+                            0 => "it shows none".to_string(),
+                            n => format!("it shows {}: {}", plural(n, "task id", "task ids"), task_ids.join(", ")),
+                        }
+                    ));
+                    return None;
                 }
             };
-            // The scan runs only for replies that refer to task ids.
-            let task_ids = if prepared.iter().any(|(_, refers)| *refers) {
-                let known = self.recorder.task_ids();
-                let mut st = self.state.lock().expect("mock lock poisoned");
-                st.seen.entry(who.alias.clone()).or_default().update(&request.messages, &known)
-            } else {
-                Vec::new()
-            };
-            let mut tool_calls = Vec::new();
-            let first_call = if self.attributor.is_some() {
-                let mut st = self.state.lock().expect("mock lock poisoned");
-                st.calls += reply.calls.len();
-                Some(st.calls - reply.calls.len())
-            } else {
-                None
-            };
-            for (i, (c, (args, refers))) in reply.calls.iter().zip(prepared).enumerate() {
-                let resolved =
-                    if *refers { resolve_task_refs(args, &task_ids).map(Arc::new) } else { Ok(args.clone()) };
-                let args = match resolved {
-                    Ok(args) => args,
-                    Err(reference) => {
-                        self.stop.halt(format!(
-                            "{}.calls[{i}]: {reference} refers to a task id the request does not show ({})",
-                            reply_place(lane, index),
-                            match task_ids.len() {
-                                0 => "it shows none".to_string(),
-                                n => format!("it shows {}: {}", plural(n, "task id", "task ids"), task_ids.join(", ")),
-                            }
-                        ));
-                        return std::future::pending().await;
-                    }
-                };
-                tool_calls.push(ToolCall {
-                    id: match first_call {
-                        None => call_id(who.alias.as_str(), call, i + 1),
-                        Some(before) => anonymous_call_id(before + i + 1),
-                    },
-                    name: c.tool.clone(),
-                    args,
-                });
-            }
-            // The reply's text is built only when the run budget has room for it.
-            let text = match &reply.text {
-                Some(text) if !self.stop.may_make_text(text.byte_len()) => return std::future::pending().await,
-                Some(text) => text.render(),
-                None => String::new(),
-            };
-            Ok(LlmReply { text, tool_calls })
+            tool_calls.push(ToolCall {
+                id: match first_call {
+                    None => call_id(who.alias.as_str(), call, i + 1),
+                    Some(before) => anonymous_call_id(before + i + 1),
+                },
+                name: c.tool.clone(),
+                args,
+            });
         }
+        // The reply's text is built only when the run budget has room for it.
+        let text = match &reply.text {
+            Some(text) if !self.stop.may_make_text(text.byte_len()) => return None,
+            Some(text) => text.render(),
+            None => String::new(),
+        };
+        Some(LlmReply { text, tool_calls })
     }
 }
 

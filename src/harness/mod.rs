@@ -39,7 +39,7 @@ use tokio::sync::Notify;
 /// The harness's signals out of a run: reasons to stop it now, and failed checks; and the
 /// run budget.
 pub struct Stop {
-    halts: Mutex<Vec<String>>,
+    halts: Mutex<Vec<Halted>>,
     checks: Mutex<Vec<String>>,
     internal: Mutex<Vec<String>>,
     notify: Notify,
@@ -62,10 +62,57 @@ struct Budget {
     spent: AtomicBool,
 }
 
-/// Whether `reason`, a halt of a run, is one of the run's limits (the event limit, the run
-/// budget): a stop the harness makes, not the core's doing or an authoring error.
-pub fn is_run_limit(reason: &str) -> bool {
-    reason.contains("event limit") || reason.contains("(the run budget")
+/// What kind of halt stopped a run: what the judge decides on, instead of searching the
+/// reason's text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Halt {
+    /// One of the run's limits: a stop the harness makes, not the core's doing or an
+    /// authoring error; it blames no one.
+    Limit(Limit),
+    /// Judged from the model's side: a request no agent accounts for (no lane can answer it).
+    /// The model-side attribution oracle's finding, not an authoring error.
+    Unattributed,
+    /// The core refused to start the session ([`crate::sut::Refused`]).
+    Refused,
+    /// The script cannot go on: an authoring error the harness found (an exhausted lane, a
+    /// request no lane selects, a `when` that fails, an approval nobody scripted).
+    Script,
+}
+
+/// One halt: its kind, and the reason as the trace and the verdict say it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Halted {
+    /// What kind of halt.
+    pub kind: Halt,
+    /// What happened, in words.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Halted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+/// Which of a run's limits stopped it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// The scenario's `limits.horizon_ms` of virtual time passed.
+    Horizon,
+    /// The trace reached the event limit (`limits.max_events`): recording stops, and the
+    /// run is stopped a little later, so the trace is cut.
+    Events,
+    /// The run budget (text made, messages examined), which no file can raise.
+    Budget,
+}
+
+/// The limit that stopped a run, and the reason as the trace and the verdict say it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitHit {
+    /// Which limit.
+    pub limit: Limit,
+    /// What happened, in words (the run's `stopped` line).
+    pub reason: String,
 }
 
 impl Stop {
@@ -130,14 +177,29 @@ impl Stop {
 
     fn budget_spent(&self, what: String) {
         if !self.budget.spent.swap(true, Ordering::Relaxed) {
-            self.halt(format!("{what} (the run budget, which no file can raise)"));
+            self.halt_as(Halt::Limit(Limit::Budget), format!("{what} (the run budget, which no file can raise)"));
         }
     }
 
-    /// Stops the run for `reason` (the runner is waiting on [`Stop::halted`]).
+    /// Stops the run for `reason`, an authoring error ([`Halt::Script`]; the runner is
+    /// waiting on [`Stop::halted`]).
     pub fn halt(&self, reason: String) {
-        self.halts.lock().expect("stop lock poisoned").push(reason);
+        self.halt_as(Halt::Script, reason);
+    }
+
+    /// Stops the run for `reason`, a halt of kind `kind`.
+    pub fn halt_as(&self, kind: Halt, reason: String) {
+        self.halts.lock().expect("stop lock poisoned").push(Halted { kind, reason });
         self.notify.notify_one();
+    }
+
+    /// The first run limit that stopped the run ([`Halt::Limit`]), if one did.
+    pub fn run_limit(&self) -> Option<LimitHit> {
+        let halts = self.halts.lock().expect("stop lock poisoned");
+        halts.iter().find_map(|h| match h.kind {
+            Halt::Limit(limit) => Some(LimitHit { limit, reason: h.reason.clone() }),
+            Halt::Unattributed | Halt::Refused | Halt::Script => None,
+        })
     }
 
     /// Records a panic inside the run (the harness's or the core's) and stops the run.
@@ -162,7 +224,7 @@ impl Stop {
     }
 
     /// Why the run was halted, in order.
-    pub fn halts(&self) -> Vec<String> {
+    pub fn halts(&self) -> Vec<Halted> {
         self.halts.lock().expect("stop lock poisoned").clone()
     }
 

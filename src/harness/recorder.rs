@@ -60,7 +60,8 @@ impl Recorder {
         if entries.len() >= self.max_events {
             drop(entries);
             if !self.capped.swap(true, Ordering::Relaxed) {
-                self.stop.halt(format!("the run exceeded the event limit of {} events", self.max_events));
+                let reason = format!("the run exceeded the event limit of {} events", self.max_events);
+                self.stop.halt_as(super::Halt::Limit(super::Limit::Events), reason);
             }
             return;
         }

@@ -8,6 +8,9 @@
 //! before it when something started); a reply with a terminal call runs none of them
 //! (`roku.terminal.no-other-call-runs`). Nothing here judges: an event no call explains is
 //! simply left unmatched, for the oracles to report in their own words.
+//!
+//! Coverage keeps its own index (`coverage::facts`), on purpose: a matching mistake shared
+//! by both would hide a violation and credit its clause as shown at once.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -32,7 +35,7 @@ pub(super) fn first_terminal<'a>(calls: &'a [ToolCall], agent: &AgentId) -> Opti
 }
 
 /// The names of the `subagent` family (`bub.tools.family`).
-pub(super) const FAMILY: [&str; 4] = ["subagent", "subagent.wait", "subagent.send", "subagent.cancel"];
+pub(super) use crate::rules::words::SUBAGENT_FAMILY as FAMILY;
 
 /// Every agent the evidence names, numbered densely: at the trace lines, in the events (a
 /// spawned child, a task's child) and in the requests. The oracles keep their per-agent state

@@ -26,7 +26,7 @@ use crate::sut::llm::{Message, Role, Transcript};
 use crate::trace::{What, json_string};
 
 /// `roku.agent.empty-task`.
-const EMPTY_TASK: &str = "[Sub-agent error] No task provided.";
+use crate::rules::words::NO_TASK as EMPTY_TASK;
 /// The calls that may be refused with `spawn.refused`.
 const SPAWNING: [&str; 2] = ["Agent", "subagent"];
 /// `roku.loop.empty-text-completed`.

@@ -149,9 +149,30 @@ pub struct LlmReply {
     pub tool_calls: Vec<ToolCall>,
 }
 
-/// A failed LLM call.
+/// A failed LLM call: what a core is told, and (by [`Display`](std::fmt::Display)) the
+/// text its `llm_failed` event carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LlmError(pub String);
+pub enum LlmError {
+    /// The provider answered with an error (a scripted reply's `error`): its text.
+    Refused(String),
+    /// The reply's stream broke off after this many chunks.
+    StreamDropped {
+        /// The chunks that arrived before it broke.
+        chunks: usize,
+    },
+}
+
+impl std::fmt::Display for LlmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LlmError::Refused(text) => f.write_str(text),
+            LlmError::StreamDropped { chunks: 1 } => f.write_str("stream dropped after 1 chunk"),
+            LlmError::StreamDropped { chunks } => write!(f, "stream dropped after {chunks} chunks"),
+        }
+    }
+}
+
+impl std::error::Error for LlmError {}
 
 /// The model the core talks to.
 pub trait Llm: Send + Sync {

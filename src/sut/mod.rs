@@ -283,6 +283,31 @@ pub trait CoreSession: Send {
     fn live_sessions(&self) -> Vec<String>;
 }
 
+/// A core's refusal to start a session: why, in its words (a configuration it does not
+/// accept, such as a profile it cannot honour).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl From<String> for Refused {
+    fn from(why: String) -> Refused {
+        Refused(why)
+    }
+}
+
+impl From<crate::rules::InvalidKnob> for Refused {
+    fn from(invalid: crate::rules::InvalidKnob) -> Refused {
+        Refused(invalid.to_string())
+    }
+}
+
 /// An orchestration core the harness can drive.
 pub trait SystemUnderTest: Send + Sync {
     /// A short name for reports (`builtin`, `tiny-roku`, ...).
@@ -293,8 +318,9 @@ pub trait SystemUnderTest: Send + Sync {
     fn capabilities(&self) -> Capabilities;
 
     /// Starts a session with the harness's parts. Called inside the run's paused-clock
-    /// runtime. The error explains a configuration the core refuses.
-    fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, String>;
+    /// runtime. The error explains a configuration the core refuses (a finding about the
+    /// core: the run stops with [`crate::harness::Halt::Refused`]).
+    fn start(&self, config: SessionConfig, harness: Harness) -> Result<Box<dyn CoreSession>, Refused>;
 
     /// What this core reports through its `Observer`. A core that reports no events (or not
     /// with the built-in core's semantics) says [`Reports::NoEvents`] and is judged from its

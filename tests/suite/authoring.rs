@@ -256,7 +256,7 @@ fn task_ref_the_run_never_queued_fails_the_expectation_naming_it() {
     let json = r#"{"name": "x", "lanes": [{"agent": "main", "replies": [{"text": "a"}]}], "turns": [{"user": "go"}],
         "expect": {"trace": ["delivered $task1"]}}"#;
     let scenario = rehearsal::scenario::parse(Path::new("x.json"), json).unwrap();
-    let verdict = rehearsal::runner::verify(&scenario, &[]);
+    let verdict = rehearsal::runner::Runner::new().verify(&scenario, &[]);
     assert_eq!(
         verdict.failures[0].what,
         "expect.trace[0]: $task1 refers to a task the run did not queue (it queued none)"

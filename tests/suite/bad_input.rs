@@ -40,7 +40,7 @@ fn unknown_top_level_field_exits_2_naming_field_and_place() {
     let out = run_bad("unknown-top-field.json", 2);
     assert_contains(
         &out.stderr,
-        "error: tests/fixtures/bad/unknown-top-field.json:3:9: at `lanez`: unknown field `lanez`, expected one of `name`",
+        "error: tests/fixtures/bad/unknown-top-field.json:3:9: at `lanez`: unknown field `lanez`, expected one of `format`, `name`",
         &out.both(),
     );
 }
@@ -411,7 +411,7 @@ fn unknown_field_in_repeat_text_is_a_parse_error() {
 #[test]
 fn load_of_a_missing_file_is_an_io_error() {
     let path = manifest_path("tests/fixtures/bad/does-not-exist.json");
-    match scenario::load(&path) {
+    match rehearsal::load::file(&path, &rehearsal::core::Builtin) {
         Err(ScenarioError::Io { path: p, message }) => {
             assert_eq!(p, path);
             assert!(!message.is_empty());
@@ -451,4 +451,98 @@ fn broken_profile_file_written_in_is_placed_in_the_scenario_file() {
         "error: tests/fixtures/bad/profile-file-written-in-broken.json:4:3: at `profile_files[\"reviewer.md\"]`: line 4, column 1 of the file, front matter:",
         &out.both(),
     );
+}
+
+/// Issue 21 (one front door) and issue 27 (class 6): `rehearsal run` once skipped the profile
+/// name check, so a misspelt profile ran and failed with knock-on errors (exit 1) where the
+/// library refused it. Both doors now refuse it at load, with exit 2 and a did-you-mean.
+#[test]
+fn a_misspelt_profile_name_is_refused_by_the_cli_and_the_library_alike() {
+    let relative = "tests/fixtures/bad-profiles/misspelt-name.json";
+    let out = rehearsal(&["run", relative]);
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    let field = "at `lanes[0].replies[0].calls[0].args.agent`";
+    let guess = "did you mean `researcher`?";
+    assert_contains(&out.stderr, &format!("error: {relative}:8:78: {field}"), &out.both());
+    assert_contains(&out.stderr, guess, &out.both());
+
+    let path = manifest_path(relative);
+    let error = rehearsal::runner::Runner::new().check_file(&path).expect_err("the library refuses it too");
+    let text = error.to_string();
+    assert!(matches!(error, ScenarioError::Invalid { .. }), "{text}");
+    assert!(text.contains(field) && text.contains(guess), "{text}");
+    let error = rehearsal::load::file(&path, &rehearsal::core::Builtin).expect_err("the front door refuses it");
+    assert_eq!(error.to_string(), text);
+}
+
+#[test]
+fn a_misspelt_clause_id_in_the_description_exits_2_with_the_nearest_id() {
+    // Issue 26: a clause id that names no clause of docs/rules/ used to pass silently.
+    let out = run_bad("misspelt-clause-id.json", 2);
+    assert_contains(
+        &out.stderr,
+        "error: tests/fixtures/bad/misspelt-clause-id.json:3:3: at `description`: `core.budget.pre-deduction` is written as a rule clause id, but docs/rules/ has no such clause; did you mean `core.budget.pre-deduction-both-families`?",
+        &out.both(),
+    );
+}
+
+#[test]
+fn clause_ids_and_areas_that_exist_pass_and_a_missing_area_is_refused() {
+    let with = |description: &str| {
+        let json = format!(
+            r#"{{"name": "ids", "description": {description:?}, "lanes": [{{"agent": "main", "replies": [{{"text": "done"}}]}}], "turns": [{{"user": "go"}}]}}"#
+        );
+        scenario::parse(Path::new("ids.json"), &json)
+    };
+    with("bub.spawn.*, oracle.depth.alias-numbering, bub051.nesting.no-grandchild: real ids.").unwrap();
+    // Dotted words that are not ids: a file name, a path, two parts, another family.
+    with("see docs/rules/core.md, core.md, core.budget, serde.json.value and main/1.").unwrap();
+    let Err(ScenarioError::Invalid { field, message, .. }) = with("bub.spawnn.*: an area with no clause.") else {
+        panic!("an area with no clause must be refused")
+    };
+    assert_eq!(field, "description");
+    assert_eq!(message, "`bub.spawnn.*` is written as a rule clause id, but docs/rules/ has no such clause");
+}
+
+#[test]
+fn a_future_format_version_exits_2_naming_both_versions_before_its_unknown_fields() {
+    // Issue 26: a file of a newer format is refused for its version, not for the first field
+    // this version does not know.
+    let out = run_bad("future-format.json", 2);
+    assert_contains(
+        &out.stderr,
+        "error: tests/fixtures/bad/future-format.json:2:3: at `format`: this file is written in scenario format 2, but this rehearsal reads formats up to 1; use a rehearsal that reads format 2",
+        &out.both(),
+    );
+    assert!(!out.stderr.contains("a_field_of_format_2"), "{}", out.both());
+}
+
+#[test]
+fn format_1_is_the_default_and_0_is_refused() {
+    let with = |format: &str| {
+        let json = format!(
+            r#"{{{format}"name": "f", "lanes": [{{"agent": "main", "replies": [{{"text": "done"}}]}}], "turns": [{{"user": "go"}}]}}"#
+        );
+        scenario::parse(Path::new("f.json"), &json)
+    };
+    assert_eq!(scenario::FORMAT, 1);
+    let (left_out, one) = (with("").unwrap(), with(r#""format": 1, "#).unwrap());
+    assert_eq!((left_out.format, one.format), (None, Some(1)));
+    // The version changes nothing a run does.
+    let profiles = rehearsal::load::resolve_profiles(&one, Path::new(".")).unwrap();
+    let trace = |s: &scenario::Scenario| {
+        rehearsal::Runner::new()
+            .run(s, &profiles, rehearsal::internals::harness::schedule::Schedule::default_order())
+            .trace
+            .text()
+    };
+    assert_eq!(trace(&left_out), trace(&one));
+    let Err(ScenarioError::Invalid { field, message, .. }) = with(r#""format": 0, "#) else {
+        panic!("format 0 must be refused")
+    };
+    assert_eq!((field.as_str(), message.as_str()), ("format", "format versions start at 1"));
+    let Err(ScenarioError::Invalid { field, .. }) = with(r#""format": 3, "#) else {
+        panic!("format 3 must be refused")
+    };
+    assert_eq!(field, "format");
 }

@@ -151,11 +151,22 @@ fn json_format_ends_with_a_summary_record_with_the_counts_and_the_exit_code() {
 
 #[test]
 fn the_pass_line_says_how_many_tie_orders_explore_checked() {
-    let out = rehearsal(&["run", "--explore", "3", PASSING]);
+    let out =
+        rehearsal(&["run", "--explore", "3", "scenarios/bub/five-children-cap-2-tie-at-30s-delivered-together.json"]);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stdout.contains(", 4 tie orders: the default and 3 explored)\n"), "{}", out.both());
+}
+
+#[test]
+fn explore_on_a_run_without_same_instant_ties_runs_one_order_and_says_so() {
+    // Issue 27: `--explore 100000` on a scenario with no tie re-ran one order 100,001 times.
+    // One reply, one wait: every tie order is the default one. A second run of the same order
+    // would take as long again, so the time bounds how many ran.
+    let out = rehearsal(&["run", "--explore", "4000000000", PASSING]);
     assert_eq!(out.code, Some(0), "{}", out.both());
     assert!(
         out.stdout.starts_with(
-            "PASS fixture-text-reply (tests/fixtures/passing/text-reply.json; 5 events, 100 ms virtual, 4 tie orders: the default and 3 explored)\n"
+            "PASS fixture-text-reply (tests/fixtures/passing/text-reply.json; 5 events, 100 ms virtual, no same-instant ties: one order is every order)\n"
         ),
         "{}",
         out.both()
@@ -404,9 +415,10 @@ fn a_timeline_that_cannot_be_written_exits_2_naming_the_path_after_the_verdict()
 #[test]
 fn the_readme_s_timeline_picture_is_what_the_command_draws() {
     let cap4 = "scenarios/bub/cap-4-six-children-queue-fifo.json";
-    let (scenario, verdict) =
-        rehearsal::runner::verify_file(&crate::support::manifest_path(cap4)).unwrap_or_else(|e| panic!("{e}"));
-    let drawn = rehearsal::timeline::svg(&scenario.name, &verdict.run.trace);
+    let (scenario, verdict) = rehearsal::runner::Runner::new()
+        .check_file(&crate::support::manifest_path(cap4))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let drawn = rehearsal::internals::timeline::svg(&scenario.name, &verdict.run.trace);
     let shown = std::fs::read_to_string(crate::support::manifest_path("docs/timeline-cap-4.svg")).unwrap();
     assert!(
         shown == drawn,

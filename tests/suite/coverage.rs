@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use rehearsal::coverage::{self, Measure};
+use rehearsal::internals::coverage::{self, Measure};
 use rehearsal::runner;
 
 use crate::support::{manifest_path, rehearsal};
@@ -230,7 +230,7 @@ fn detectors_fire_on_what_a_run_shows_and_not_on_its_neighbour() {
     let mut wrong = Vec::new();
     for (file, clause, want) in SHOWN {
         let path = manifest_path("scenarios").join(file);
-        let (_, verdict) = runner::verify_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let (_, verdict) = runner::Runner::new().check_file(&path).unwrap_or_else(|e| panic!("{e}"));
         verdict.assert_passed();
         let reached = coverage::reached(&verdict.run.evidence());
         let got = reached.ids().any(|id| id == *clause);
@@ -245,7 +245,7 @@ fn detectors_fire_on_what_a_run_shows_and_not_on_its_neighbour() {
 fn every_scenario_description_names_only_clauses_of_the_docs() {
     let mut unknown = Vec::new();
     for entry in walk(&manifest_path("scenarios")) {
-        let scenario = rehearsal::scenario::load(&entry).unwrap();
+        let scenario = rehearsal::load::file(&entry, &rehearsal::core::Builtin).unwrap().into_parts().0;
         let head = scenario.description.split(": ").next().unwrap_or_default();
         for id in head.split(", ").filter(|id| id.split('.').count() >= 3 && !id.contains(' ')) {
             if !coverage::clauses().iter().any(|c| c.id == id) {
@@ -271,12 +271,12 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn the_fuzzer_reports_the_clauses_its_campaign_reached_whatever_its_threads() {
-    use rehearsal::fuzz::{Options, Shard, run_campaign};
+    use rehearsal::internals::fuzz::{Options, Shard, run_campaign};
     let options = |jobs| Options {
         cases: 60,
         seed: 7,
         explore: 0,
-        family: rehearsal::generate::Family::Any,
+        family: rehearsal::internals::generate::Family::Any,
         shrink_steps: 64,
         jobs,
         judge: Default::default(),
@@ -295,12 +295,12 @@ fn the_fuzzer_reports_the_clauses_its_campaign_reached_whatever_its_threads() {
 
 #[test]
 fn shards_reach_together_the_clauses_of_the_unsharded_campaign_first_at_the_same_cases() {
-    use rehearsal::fuzz::{Options, Shard, run_campaign};
+    use rehearsal::internals::fuzz::{Options, Shard, run_campaign};
     let options = Options {
         cases: 90,
         seed: 3,
         explore: 0,
-        family: rehearsal::generate::Family::Any,
+        family: rehearsal::internals::generate::Family::Any,
         shrink_steps: 64,
         jobs: 2,
         judge: Default::default(),

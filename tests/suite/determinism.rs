@@ -1,4 +1,4 @@
-//! Determinism: the same scenario, run twice through `runner::run` (each run on its own fresh
+//! Determinism: the same scenario, run twice through `Runner::run` (each run on its own fresh
 //! paused-clock runtime), gives byte-identical traces, in text and in JSON lines; and the
 //! seed, the one source of what a run draws, does change the task ids.
 
@@ -43,8 +43,10 @@ fn race(seed: u64) -> Scenario {
 #[test]
 fn same_scenario_run_twice_gives_identical_text_and_json_traces() {
     let scenario = race(7);
-    let first = runner::run(&scenario, &[]);
-    let second = runner::run(&scenario, &[]);
+    let first =
+        runner::Runner::new().run(&scenario, &[], rehearsal::internals::harness::schedule::Schedule::default_order());
+    let second =
+        runner::Runner::new().run(&scenario, &[], rehearsal::internals::harness::schedule::Schedule::default_order());
     assert!(first.halts.is_empty(), "{:?}\n{}", first.halts, first.trace.text());
     // Not vacuous: both children ran, the steer arrived and the wait delivered both results.
     let text = first.trace.text();
@@ -59,15 +61,21 @@ fn same_scenario_run_twice_gives_identical_text_and_json_traces() {
 #[test]
 fn verify_passes_the_race_scenario_with_no_determinism_failure() {
     let scenario = race(7);
-    let verdict = runner::verify(&scenario, &[]);
+    let verdict = runner::Runner::new().verify(&scenario, &[]);
     let failures: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
     assert!(failures.is_empty(), "{failures:?}\n{}", verdict.run.trace.text());
 }
 
 #[test]
 fn a_different_seed_draws_different_task_ids() {
-    let a = runner::run(&race(7), &[]).trace.text();
-    let b = runner::run(&race(8), &[]).trace.text();
+    let a = runner::Runner::new()
+        .run(&race(7), &[], rehearsal::internals::harness::schedule::Schedule::default_order())
+        .trace
+        .text();
+    let b = runner::Runner::new()
+        .run(&race(8), &[], rehearsal::internals::harness::schedule::Schedule::default_order())
+        .trace
+        .text();
     assert_ne!(a, b, "the seed should change the background task ids");
     // Only the drawn ids differ: with them masked, the traces are the same.
     assert_eq!(mask_task_ids(&a), mask_task_ids(&b));

@@ -13,12 +13,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rehearsal::fuzz;
-use rehearsal::harness::schedule::Schedule;
+use rehearsal::internals::fuzz;
+use rehearsal::internals::harness::schedule::Schedule;
 use rehearsal::runner::Runner;
 use rehearsal::scenario::{self, Lane, PresetName, Reply, Scenario, ToolSpec, Turn};
 use rehearsal::sut::llm::BoxFuture;
-use rehearsal::sut::{Capabilities, CoreSession, Harness, Outcome, SessionConfig, Steer, SystemUnderTest};
+use rehearsal::sut::{Capabilities, CoreSession, Harness, Outcome, Refused, SessionConfig, Steer, SystemUnderTest};
 use serde_json::json;
 
 use crate::support::{Output, rehearsal};
@@ -100,6 +100,8 @@ fn what_no_file_may_ask_for_is_refused_at_load_naming_field_and_limit() {
         ),
         ("repeat-count-1e10", "this text stands for 20000000000 characters, more than limits.max_text_chars"),
         ("repeat-count-u64-max", "this text stands for more than 2^64 characters"),
+        ("result-of-leading-zero", "\"$task01\" is not a task reference: write `$taskN`"),
+        ("result-of-plus", "\"$task+1\" is not a task reference: write `$taskN`"),
         ("task-ref-leading-zero", "\"$task01\" is not a task reference"),
         ("task-ref-minus", "\"$task-1\" is not a task reference"),
         ("task-ref-plus", "\"$task+1\" is not a task reference"),
@@ -151,6 +153,9 @@ fn a_run_the_harness_stops_is_judged_on_the_stop_alone() {
     let expected: &[(&str, &str)] = &[
         ("event-cap", "stopped: the run exceeded the event limit of 25 events"),
         ("exhausted-lane", "stopped: lanes[0] (agent \"main\") is exhausted"),
+        // Issue 27: fork-isolation blamed the core for requests past the event limit's cut.
+        ("fork-cut-by-event-limit-early", "stopped: the run exceeded the event limit of 5 events"),
+        ("fork-cut-by-event-limit-late", "stopped: the run exceeded the event limit of 55 events"),
         ("horizon", "stopped: the run did not end within its horizon of 1000 ms"),
         ("missing-lane", "stopped: lanes: no lane selects agent main/2 (task \"c2\")"),
     ];
@@ -309,7 +314,7 @@ impl SystemUnderTest for Panicky {
         Capabilities::ALL
     }
 
-    fn start(&self, _: SessionConfig, _: Harness) -> Result<Box<dyn CoreSession>, String> {
+    fn start(&self, _: SessionConfig, _: Harness) -> Result<Box<dyn CoreSession>, Refused> {
         Ok(Box::new(PanickySession { in_spawned_task: self.in_spawned_task }))
     }
 }
@@ -392,7 +397,7 @@ fn a_panic_in_the_harness_is_an_internal_error_too_and_the_next_run_is_clean() {
 #[test]
 fn the_fuzzer_reports_a_panic_as_a_finding_and_shrinks_it_as_one() {
     let scenario = panicking_tool();
-    let fuzz::Verdict::Panics(panics) = fuzz::check(&scenario, Schedule::default_order()) else {
+    let fuzz::CaseResult::Panics(panics) = fuzz::check(&scenario, Schedule::default_order()) else {
         panic!("a panicking run is a finding")
     };
     assert!(panics[0].ends_with(": the tool broke"), "{panics:?}");
@@ -467,14 +472,12 @@ fn a_file_over_the_size_limit_is_refused_without_being_read_whole() {
     let dir = tempfile::tempdir().unwrap();
     let file = std::fs::File::create(dir.path().join("huge.json")).unwrap();
     // Sparse: 65 MiB that take no disk space.
-    file.set_len(scenario::MAX_FILE_BYTES + 1024 * 1024).unwrap();
+    file.set_len(rehearsal::load::MAX_FILE_BYTES + 1024 * 1024).unwrap();
     let out = rehearsal_within(dir.path(), &["run", "huge.json"], Duration::from_secs(60));
     assert_eq!(out.code, Some(2), "{}", out.both());
     assert!(out.stderr.contains("huge.json"), "{}", out.both());
     assert!(
-        out.stderr.contains(
-            "huge.json: cannot read: larger than 67108864 bytes, the most a scenario or profile file may hold"
-        ),
+        out.stderr.contains("huge.json: cannot read: larger than 67108864 bytes, the most a scenario file may hold"),
         "{}",
         out.both()
     );
@@ -506,4 +509,277 @@ fn amplification_stops_at_the_run_budget_as_a_harness_stop() {
         assert!(stopped, "{file}: {}", out.both());
         assert!(!out.stdout.contains("oracle "), "{file}: {}", out.both());
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Round 3 (issue 27, classes 4 to 6): the fuzzer's command line, outputs, verdicts.
+
+/// A scenario file that passes, under `name` in `dir`.
+fn passing_file(dir: &Path, name: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let text =
+        std::fs::read_to_string(crate::support::manifest_path("tests/fixtures/passing/text-reply.json")).unwrap();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn fuzz_threads_are_capped_at_the_cases_and_cores_so_a_huge_jobs_count_runs() {
+    // Issue 27: `-j 40000` panicked ("a fuzz thread starts: WouldBlock").
+    let dir = tempfile::tempdir().unwrap();
+    let out = rehearsal_within(
+        dir.path(),
+        &["fuzz", "--cases", "3", "-j", "40000", "--out", "findings"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stdout.starts_with("3 cases in "), "{}", out.both());
+    assert!(!out.stdout.contains("40000 threads"), "{}", out.both());
+}
+
+#[test]
+fn a_fuzz_campaign_that_would_run_no_case_is_refused() {
+    // Issue 27: `--cases 0` and an empty shard exited 0, a CI gate that cannot fail.
+    let dir = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (&["fuzz", "--cases", "0"][..], "--cases 0 runs no case"),
+        (&["fuzz", "--cases", "2", "--shard", "3/4"][..], "shard 3/4 holds none of the 2 cases"),
+    ] {
+        let out = rehearsal_within(dir.path(), args, Duration::from_secs(10));
+        assert_eq!(out.code, Some(2), "{args:?}\n{}", out.both());
+        assert!(out.stderr.contains(says), "{args:?}\n{}", out.both());
+        assert!(out.stdout.is_empty(), "{args:?}: no campaign ran\n{}", out.both());
+    }
+}
+
+#[test]
+fn fuzz_checks_that_its_out_folder_is_writable_before_the_first_case() {
+    // Issue 27: `--out` was checked only once a finding had been shrunk. A million cases
+    // would take minutes: the refusal comes at once.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a-file"), "").unwrap();
+    for out_dir in ["a-file", "a-file/below"] {
+        let out =
+            rehearsal_within(dir.path(), &["fuzz", "--cases", "1000000", "--out", out_dir], Duration::from_secs(10));
+        assert_eq!(out.code, Some(2), "{out_dir}\n{}", out.both());
+        assert!(out.stderr.contains(&format!("--out {out_dir}: a-file is not a folder")), "{}", out.both());
+    }
+    // A folder that does not exist yet is fine (made for a finding), and nothing is left behind.
+    let out = rehearsal_within(dir.path(), &["fuzz", "--cases", "1", "--out", "new/deeper"], Duration::from_secs(60));
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["a-file"], "the probe leaves nothing");
+}
+
+#[test]
+fn a_timeline_that_would_overwrite_its_scenario_is_refused() {
+    // Issue 27: `--timeline self.json` overwrote the scenario it ran, with exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let file = passing_file(dir.path(), "self.json");
+    let before = std::fs::read(&file).unwrap();
+    std::os::unix::fs::symlink("self.json", dir.path().join("link.svg")).unwrap();
+    for target in ["self.json", "./self.json", "link.svg"] {
+        for format in ["text", "json"] {
+            let out = rehearsal_within(
+                dir.path(),
+                &["run", "self.json", "--timeline", target, "--format", format],
+                Duration::from_secs(10),
+            );
+            assert_eq!(out.code, Some(2), "{target}\n{}", out.both());
+            assert!(out.stderr.contains("is the input file self.json: not overwritten"), "{}", out.both());
+        }
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), before, "the scenario is untouched");
+}
+
+#[test]
+fn a_report_that_cannot_be_written_to_stdout_exits_non_zero_with_a_message() {
+    // Issue 27: `> /dev/full` exited 0 with nothing on stderr.
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else { return };
+    let out = Command::new(env!("CARGO_BIN_EXE_rehearsal"))
+        .args(["run", "tests/fixtures/passing/text-reply.json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("error: cannot write the report to standard output:"), "{stderr}");
+}
+
+#[test]
+fn an_early_usage_error_still_gives_the_json_summary_and_the_junit_document() {
+    // Issue 27: an empty folder or a bad --require-coverage printed no document at all.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    passing_file(dir.path(), "one.json");
+    let cases: [&[&str]; 3] = [
+        &["run", "empty"],
+        &["run", "one.json", "--require-coverage", "missing.txt"],
+        &["run", "one.json", "--filter", "nothing*"],
+    ];
+    for args in cases {
+        let json = rehearsal_within(dir.path(), &[args, &["--format", "json"]].concat(), Duration::from_secs(10));
+        assert_eq!(json.code, Some(2), "{args:?}\n{}", json.both());
+        let last: serde_json::Value = serde_json::from_str(json.stdout.lines().last().unwrap_or("")).unwrap();
+        assert_eq!((last["type"].as_str(), last["exit_code"].as_u64()), (Some("summary"), Some(2)), "{}", json.both());
+        let usage: serde_json::Value = serde_json::from_str(json.stdout.lines().next().unwrap()).unwrap();
+        assert_eq!(usage["type"], "usage_error", "{}", json.both());
+        let junit = rehearsal_within(dir.path(), &[args, &["--format", "junit"]].concat(), Duration::from_secs(10));
+        assert_eq!(junit.code, Some(2), "{args:?}\n{}", junit.both());
+        assert!(junit.stdout.starts_with("<?xml"), "{}", junit.both());
+        assert!(junit.stdout.contains("<testcase name=\"usage\" classname=\"rehearsal.usage\""), "{}", junit.both());
+        assert!(junit.stdout.contains("errors=\"1\""), "{}", junit.both());
+    }
+}
+
+#[test]
+fn two_files_never_share_a_golden_file() {
+    // Issue 27: `x/s.json` and `y/s.json` named on their own, and `a__b.json` beside
+    // `a/b.json`, shared one golden file; `--accept` passed both while one overwrote the other.
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["x/s.json", "y/s.json", "suite/a__b.json", "suite/a/b.json", "suite/ok.json"] {
+        passing_file(dir.path(), name);
+    }
+    let out = rehearsal_within(
+        dir.path(),
+        &["run", "x/s.json", "y/s.json", "suite", "--snapshots", "golden", "--accept"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    for (file, other) in [("x/s.json", "y/s.json"), ("y/s.json", "x/s.json"), ("suite/a__b.json", "suite/a/b.json")] {
+        let says = format!("{file}: at `--snapshots`: its golden file ");
+        let line = out.stderr.lines().find(|l| l.contains(&says)).unwrap_or_else(|| panic!("{file}\n{}", out.both()));
+        assert!(line.contains(&format!("would also be that of {other}: not run")), "{line}");
+    }
+    assert!(out.stdout.contains("1 passed, 0 failed, 4 bad input"), "{}", out.both());
+    let written: Vec<_> =
+        std::fs::read_dir(dir.path().join("golden")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(written, ["ok.snap"], "only the file with a golden name of its own was written");
+    // The folder that holds both gives each its own name.
+    let out =
+        rehearsal_within(dir.path(), &["run", ".", "--snapshots", "golden2", "--accept"], Duration::from_secs(30));
+    assert!(out.stderr.contains("suite__a__b.snap would also be that of ./suite/a/b.json"), "{}", out.both());
+    assert!(!out.stderr.contains("s.snap would"), "x__s and y__s are apart: {}", out.both());
+}
+
+#[test]
+fn a_steer_timed_after_the_last_turn_fails_instead_of_passing_silently() {
+    // Issue 27: a `steer` after the last turn was never delivered, and the run passed.
+    let out = rehearsal(&["run", "tests/fixtures/hostile/verdicts/steer-after-last-turn.json"]);
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert!(
+        out.stdout.contains("steer[0] (at_ms 5000) was never delivered: the session's last turn ended at 100 ms"),
+        "{}",
+        out.both()
+    );
+}
+
+#[test]
+fn a_file_named_and_also_found_in_a_named_folder_runs_once() {
+    // Issue 27: it ran twice and counted twice.
+    let dir = tempfile::tempdir().unwrap();
+    passing_file(dir.path(), "suite/a.json");
+    passing_file(dir.path(), "suite/b.json");
+    for args in [
+        &["run", "suite/a.json", "suite"][..],
+        &["run", "suite", "suite/a.json"],
+        &["run", "suite/a.json", "./suite/a.json"],
+    ] {
+        let out = rehearsal_within(dir.path(), args, Duration::from_secs(30));
+        assert_eq!(out.code, Some(0), "{args:?}\n{}", out.both());
+        let runs = out.stdout.lines().filter(|l| l.starts_with("PASS ")).count();
+        let expected = if args.len() == 3 && args[2] == "./suite/a.json" { 1 } else { 2 };
+        assert_eq!(runs, expected, "{args:?}\n{}", out.both());
+    }
+}
+
+#[test]
+fn nested_flow_yaml_in_profile_front_matter_is_refused_at_once() {
+    // Issue 27: 162 KB of nested flow-style YAML in a profile took 16 s to parse.
+    let dir = tempfile::tempdir().unwrap();
+    let profile = format!("---\ndescription: x\ntools: {}{}\n---\nBody.\n", "[".repeat(81_000), "]".repeat(81_000));
+    let scenario = json!({
+        "name": "nested-profile",
+        "rules": {"preset": "bub"},
+        "profile_files": {"deep.md": profile},
+        "lanes": [{"agent": "main", "replies": [{"text": "ok"}]}],
+        "turns": [{"user": "hi"}]
+    });
+    std::fs::write(dir.path().join("s.json"), scenario.to_string()).unwrap();
+    let started = Instant::now();
+    let out = rehearsal_within(dir.path(), &["run", "s.json"], Duration::from_secs(10));
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    assert!(out.stderr.contains("more than the 16384 a profile may have"), "{}", out.both());
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// Issue 27, class 3: a golden file (`--snapshots`) that is a FIFO hung the run, and one that
+/// links to /dev/zero read until memory ran out. Both now go through the front door's bounded
+/// reader (`load::read`) and are refused unread, naming the file, with exit 2.
+#[cfg(unix)]
+#[test]
+fn a_golden_file_that_is_a_fifo_or_a_link_to_dev_zero_is_refused_unread() {
+    for kind in ["fifo", "zero"] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("good.json"), GOOD).unwrap();
+        std::fs::create_dir(dir.path().join("snaps")).unwrap();
+        let golden = dir.path().join("snaps/good.snap");
+        if kind == "fifo" {
+            assert!(Command::new("mkfifo").arg(&golden).status().expect("mkfifo runs").success());
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &golden).unwrap();
+        }
+        let out = rehearsal_within(dir.path(), &["run", "good.json", "--snapshots", "snaps"], Duration::from_secs(60));
+        assert_eq!(out.code, Some(2), "{kind}: {}", out.both());
+        assert!(
+            out.stderr.contains("snaps/good.snap: cannot read: not a regular file")
+                && out.stderr.contains("a golden file is not read from it"),
+            "{kind}: {}",
+            out.both()
+        );
+    }
+}
+
+/// Issue 27, class 3: a `--require-coverage` file that is a FIFO or a link to /dev/zero is
+/// refused unread, naming the file, with exit 2.
+#[cfg(unix)]
+#[test]
+fn a_coverage_requirements_file_that_is_a_fifo_or_a_link_to_dev_zero_is_refused_unread() {
+    for kind in ["fifo", "zero"] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("good.json"), GOOD).unwrap();
+        let required = dir.path().join("required.txt");
+        if kind == "fifo" {
+            assert!(Command::new("mkfifo").arg(&required).status().expect("mkfifo runs").success());
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &required).unwrap();
+        }
+        let args = ["run", "good.json", "--require-coverage", "required.txt"];
+        let out = rehearsal_within(dir.path(), &args, Duration::from_secs(60));
+        assert_eq!(out.code, Some(2), "{kind}: {}", out.both());
+        assert!(
+            out.stderr.contains("required.txt: cannot read: not a regular file")
+                && out.stderr.contains("a coverage requirements file is not read from it"),
+            "{kind}: {}",
+            out.both()
+        );
+    }
+}
+
+/// Issue 27, class 6: a scenario file with one Latin-1 byte got "stream did not contain valid
+/// UTF-8", with no line or column. The bounded reader places the byte.
+#[test]
+fn a_latin1_byte_in_a_scenario_is_placed_by_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = GOOD.replace("\"go\"", "\"caf?\"").into_bytes();
+    let at = bytes.iter().position(|&b| b == b'?').unwrap();
+    bytes[at] = 0xe9;
+    std::fs::write(dir.path().join("latin1.json"), bytes).unwrap();
+    let out = rehearsal_within(dir.path(), &["run", "latin1.json"], Duration::from_secs(60));
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    let column = at + 1;
+    assert!(out.stderr.contains(&format!("latin1.json:1:{column}: at `.`: byte 0xe9 is not UTF-8")), "{}", out.both());
+    assert!(!out.stderr.contains("stream did not contain valid UTF-8"), "{}", out.both());
 }

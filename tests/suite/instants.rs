@@ -4,7 +4,7 @@
 //! of an instant. The violations are made by moving one real line of a real run, so the
 //! evidence is otherwise exactly what the core records.
 
-use rehearsal::oracles::{self, Oracle};
+use rehearsal::internals::oracles::{self, Oracle};
 use rehearsal::runner::{self, Runner};
 use rehearsal::scenario;
 use rehearsal::sut::event::Event;
@@ -13,12 +13,15 @@ use rehearsal::trace::What;
 use crate::support::manifest_path;
 
 fn scenario(name: &str) -> scenario::Scenario {
-    scenario::load(&manifest_path(&format!("scenarios/bub/{name}.json"))).expect("the scenario loads")
+    rehearsal::load::file(&manifest_path(&format!("scenarios/bub/{name}.json")), &rehearsal::core::Builtin)
+        .expect("the scenario loads")
+        .into_parts()
+        .0
 }
 
 /// The default-order run of a shipped scenario.
 fn run(name: &str) -> runner::Run {
-    runner::run(&scenario(name), &[])
+    runner::Runner::new().run(&scenario(name), &[], rehearsal::internals::harness::schedule::Schedule::default_order())
 }
 
 /// The line of the first core event of `agent` at `ms` that `pick` accepts.
@@ -140,7 +143,7 @@ fn a_request_sent_before_a_same_instant_steering_message_is_a_delivery_violation
 fn generated_scenarios_hold_same_instant_ties() {
     use proptest::strategy::{Strategy, ValueTree};
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-    use rehearsal::generate::{self, Family};
+    use rehearsal::internals::generate::{self, Family};
     use std::collections::BTreeMap;
 
     let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]));
@@ -148,8 +151,13 @@ fn generated_scenarios_hold_same_instant_ties() {
     let (mut cases, mut tied) = (0, 0);
     for _ in 0..200 {
         let scenario = strategy.new_tree(&mut runner).unwrap().current();
-        let profiles = runner::resolve_profiles(&scenario, std::path::Path::new(".")).expect("inline profiles");
-        let run = runner::run(&scenario, &profiles);
+        let profiles =
+            rehearsal::load::resolve_profiles(&scenario, std::path::Path::new(".")).expect("inline profiles");
+        let run = runner::Runner::new().run(
+            &scenario,
+            &profiles,
+            rehearsal::internals::harness::schedule::Schedule::default_order(),
+        );
         cases += 1;
         // Per instant: background ends (results and timeouts) and root steering or requests.
         let mut ends: BTreeMap<u128, usize> = BTreeMap::new();
@@ -183,7 +191,7 @@ fn arrivals_between_an_answer_and_its_consequence_are_not_the_turn_going_on() {
         ("child-timeout-between-a-final-answer-and-the-hold", 1),
     ] {
         let path = manifest_path(&format!("tests/fixtures/regressions/{name}.json"));
-        let s = scenario::load(&path).unwrap();
+        let s = rehearsal::load::file(&path, &rehearsal::core::Builtin).unwrap().into_parts().0;
         Runner::new().explore(16).check(&s).unwrap().assert_passed();
         Runner::new().only_order(seed).check(&s).unwrap().assert_passed();
     }

@@ -10,7 +10,7 @@ use serde_json::json;
 use rehearsal::runner::Runner;
 use rehearsal::scenario::{Lane, PresetName, Reply, Scenario, ScenarioError, ToolResult, ToolSpec, Turn};
 use rehearsal::sut::event::OutcomeKind;
-use rehearsal::sut::{Capabilities, CoreSession, Harness, SessionConfig, SystemUnderTest};
+use rehearsal::sut::{Capabilities, CoreSession, Harness, Refused, SessionConfig, SystemUnderTest};
 
 fn hello() -> Scenario {
     Scenario::builder("hello")
@@ -24,7 +24,9 @@ fn hello() -> Scenario {
 fn a_scenario_built_in_code_checks_like_a_file() {
     let verdict = Runner::new().explore(3).check(&hello()).unwrap();
     verdict.assert_passed();
-    assert_eq!(verdict.orders, 4, "the default order and three explored ones");
+    // One reply, one wait: no same-instant tie, so the default order is every order (issue 27).
+    assert_eq!(verdict.orders, 1, "no tie: only the default order runs");
+    assert!(verdict.untied);
     assert_eq!(verdict.name, "hello");
 }
 
@@ -101,8 +103,8 @@ impl SystemUnderTest for Nothing {
         Capabilities { foreground: false, background: false, risk_gate: false, steering: false }
     }
 
-    fn start(&self, _: SessionConfig, _: Harness) -> Result<Box<dyn CoreSession>, String> {
-        Err("this core runs nothing".into())
+    fn start(&self, _: SessionConfig, _: Harness) -> Result<Box<dyn CoreSession>, Refused> {
+        Err(Refused("this core runs nothing".into()))
     }
 }
 
@@ -131,4 +133,7 @@ fn a_core_that_lacks_a_feature_skips_with_the_reason() {
         verdict.to_string().contains("the core `nothing` refused the session: this core runs nothing"),
         "{verdict}"
     );
+    // The refusal is a kind of halt the judge decides on, not text to search.
+    let kinds: Vec<_> = verdict.run.halts.iter().map(|h| h.kind).collect();
+    assert_eq!(kinds, [rehearsal::internals::harness::Halt::Refused]);
 }

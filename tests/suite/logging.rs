@@ -15,7 +15,10 @@ fn scenario(json: &str) -> Scenario {
 /// Runs the scenario once and checks that it passed, so the logs come from the run we meant.
 fn run_passing(json: &str) {
     let scenario = scenario(json);
-    let verdict = runner::judge(&scenario, runner::run(&scenario, &[]));
+    let verdict = runner::judge(
+        &scenario,
+        runner::Runner::new().run(&scenario, &[], rehearsal::internals::harness::schedule::Schedule::default_order()),
+    );
     let failures: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
     assert!(failures.is_empty(), "{}: {failures:?}\n{}", scenario.name, verdict.run.trace.text());
 }

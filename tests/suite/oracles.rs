@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use rehearsal::evidence::Exchange;
-use rehearsal::oracles::{self, Evidence, Oracle, Violation};
+use rehearsal::internals::evidence::Exchange;
+use rehearsal::internals::oracles::{self, Evidence, Oracle, Violation};
 use rehearsal::rules::Rules;
 use rehearsal::runner;
 use rehearsal::scenario;
@@ -2256,8 +2256,15 @@ pub(crate) fn parse(json: &str) -> scenario::Scenario {
 /// `judge` says.
 pub(crate) fn tampered(json: &str, tamper: impl FnOnce(&mut runner::Run)) -> Vec<String> {
     let scenario = parse(json);
-    let profiles = runner::resolve_profiles(&scenario, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
-    let verdict = runner::judge(&scenario, runner::run(&scenario, &profiles));
+    let profiles = rehearsal::load::resolve_profiles(&scenario, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let verdict = runner::judge(
+        &scenario,
+        runner::Runner::new().run(
+            &scenario,
+            &profiles,
+            rehearsal::internals::harness::schedule::Schedule::default_order(),
+        ),
+    );
     let what: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
     assert!(verdict.passed(), "the untouched run fails: {what:#?}\n{}", verdict.run.trace.text());
     let mut run = verdict.run;
@@ -2588,6 +2595,55 @@ fn depth_child_numbered_out_of_spawn_order() {
     assert_has(
         &failures,
         "oracle depth: main at 0.100s: main's child number 1 is called main/2; children are numbered in spawn order, so it is main/1",
+    );
+}
+
+/// Renames every trace mention of `from` (its own lines and the child fields of its parent's
+/// and its task's events) to `to`, as a core that gave two children one alias would record.
+fn rename_agent(run: &mut runner::Run, from: &AgentId, to: &AgentId) {
+    for entry in &mut run.trace.entries {
+        if entry.agent == *from {
+            entry.agent = to.clone();
+        }
+        if let What::Core(
+            Event::Spawned { child, .. }
+            | Event::ChildResult { child, .. }
+            | Event::TimedOut { child, .. }
+            | Event::TaskQueued { child, .. }
+            | Event::TaskStarted { child, .. }
+            | Event::TaskEnded { child, .. },
+        ) = &mut entry.what
+            && *child == *from
+        {
+            *child = to.clone();
+        }
+    }
+}
+
+#[test]
+fn depth_child_count_restarting_every_turn() {
+    // Semantic mutant 68 (child-count-not-kept-across-turns): the second turn's child is
+    // main/1 again. Before issue 26 the oracle took any alias seen before for a continuation,
+    // so only the scenario's expectations caught it.
+    let scenario = include_str!("../../scenarios/bub/child-aliases-count-on-across-turns.json");
+    let failures = tampered(scenario, |run| rename_agent(run, &kid(2), &kid(1)));
+    assert_has(
+        &failures,
+        "oracle depth: main at 0.600s: main spawned main/1 again by `subagent`, which is not a continuation (a `subagent.send` running a finished background child again): a new child takes the next number, main/2",
+    );
+}
+
+#[test]
+fn depth_continuation_of_a_run_that_has_not_ended() {
+    // A `subagent.send` continuation is legal only once the child's earlier run has ended.
+    let scenario = include_str!("../../scenarios/bub/named-session-kept-continued-and-shared.json");
+    let failures = tampered(scenario, |run| {
+        let line = line_of(run, |e| matches!(e, Event::TaskEnded { .. }));
+        run.trace.entries.remove(line);
+    });
+    assert_has(
+        &failures,
+        "oracle depth: main at 0.700s: main spawned main/1 again by `subagent.send`, which is not a continuation (a `subagent.send` running a finished background child again): a new child takes the next number, main/2",
     );
 }
 

@@ -104,12 +104,26 @@ fn misread(misread: impl FnOnce(&mut Vec<rehearsal::sut::Profile>)) -> Vec<Strin
 
     use rehearsal::runner;
     let scenario = super::oracles::parse(PROFILE_SOURCES);
-    let mut profiles = runner::resolve_profiles(&scenario, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
-    let clean = runner::judge(&scenario, runner::run(&scenario, &profiles));
+    let mut profiles = rehearsal::load::resolve_profiles(&scenario, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let clean = runner::judge(
+        &scenario,
+        rehearsal::runner::Runner::new().run(
+            &scenario,
+            &profiles,
+            rehearsal::internals::harness::schedule::Schedule::default_order(),
+        ),
+    );
     let what: Vec<&str> = clean.failures.iter().map(|f| f.what.as_str()).collect();
     assert!(clean.passed(), "the profiles as read fail: {what:#?}");
     misread(&mut profiles);
-    let judged = runner::judge(&scenario, runner::run(&scenario, &profiles));
+    let judged = runner::judge(
+        &scenario,
+        rehearsal::runner::Runner::new().run(
+            &scenario,
+            &profiles,
+            rehearsal::internals::harness::schedule::Schedule::default_order(),
+        ),
+    );
     judged.failures.into_iter().map(|f| f.what).filter(|w| w.starts_with("oracle context")).collect()
 }
 
@@ -165,11 +179,14 @@ fn profiles_whitespace_around_a_body_is_not_judged() {
 #[test]
 fn profiles_refused_by_the_loader_is_a_finding_only_if_they_read() {
     let scenario = super::oracles::parse(PROFILE_SOURCES);
-    let refused = rehearsal::oracles::profiles_refused(&scenario.profile_files, &scenario.profiles, "no");
+    let refused = rehearsal::internals::oracles::profiles_refused(&scenario.profile_files, &scenario.profiles, "no");
     assert!(refused.is_some_and(|v| v.message.contains("which read as written: no")));
     let mut broken = scenario.profile_files.clone();
     broken.insert("other.md".into(), "---\nmodel: m\n---\n".into());
-    assert!(rehearsal::oracles::profiles_refused(&broken, &scenario.profiles, "no").is_none(), "no description");
+    assert!(
+        rehearsal::internals::oracles::profiles_refused(&broken, &scenario.profiles, "no").is_none(),
+        "no description"
+    );
 }
 
 #[test]

@@ -163,7 +163,11 @@ pub(crate) fn set_budget(run: &mut Run, line: usize, value: u32) {
 }
 
 /// The `n`-th request (from 0) of `agent` among the exchanges.
-pub(crate) fn request_of<'a>(run: &'a mut Run, agent: &str, n: usize) -> &'a mut rehearsal::evidence::Exchange {
+pub(crate) fn request_of<'a>(
+    run: &'a mut Run,
+    agent: &str,
+    n: usize,
+) -> &'a mut rehearsal::internals::evidence::Exchange {
     run.exchanges
         .iter_mut()
         .filter(|x| x.request.agent.as_str() == agent)

@@ -1,6 +1,6 @@
 //! Every scenario file under `scenarios/` runs through the core: its expectations must hold,
 //! two runs must give byte-identical traces, and its trace must match the reviewed snapshot
-//! in `snapshots/` (named after the file). The body is `rehearsal::golden::render`, so
+//! in `snapshots/` (named after the file). The body is `rehearsal::internals::golden::render`, so
 //! `rehearsal run scenarios --snapshots snapshots` compares against the very same files.
 
 use rehearsal::runner;
@@ -8,7 +8,7 @@ use rehearsal::runner;
 #[test]
 fn every_scenario_passes_and_matches_its_snapshot() {
     insta::glob!("../../scenarios", "**/*.json", |path| {
-        let (scenario, verdict) = runner::verify_file(path).unwrap_or_else(|e| panic!("{e}"));
+        let (scenario, verdict) = runner::Runner::new().check_file(path).unwrap_or_else(|e| panic!("{e}"));
         let failures: Vec<String> = verdict
             .failures
             .iter()
@@ -26,7 +26,7 @@ fn every_scenario_passes_and_matches_its_snapshot() {
             description => scenario.description.clone(),
             omit_expression => true,
         }, {
-            insta::assert_snapshot!(name, rehearsal::golden::render(&scenario, &verdict));
+            insta::assert_snapshot!(name, rehearsal::internals::golden::render(&scenario, &verdict));
         });
     });
 }

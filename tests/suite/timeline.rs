@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use rehearsal::generate::{self, Family};
-use rehearsal::harness::schedule::Schedule;
+use rehearsal::internals::generate::{self, Family};
+use rehearsal::internals::harness::schedule::Schedule;
+use rehearsal::internals::timeline;
 use rehearsal::sut::AgentId;
 use rehearsal::sut::event::Event;
 use rehearsal::trace::{Entry, Trace, What};
-use rehearsal::{cli, runner, timeline};
+use rehearsal::{cli, runner};
 
 use crate::support::{manifest_path, rehearsal};
 
@@ -23,7 +24,8 @@ const THIRTY: &str = "tests/fixtures/timeline/thirty-agents.json";
 
 /// The scenario's name and the trace of its run in the default tie order.
 fn run(relative: &str) -> (String, Trace) {
-    let (scenario, verdict) = runner::verify_file(&manifest_path(relative)).unwrap_or_else(|e| panic!("{e}"));
+    let (scenario, verdict) =
+        runner::Runner::new().check_file(&manifest_path(relative)).unwrap_or_else(|e| panic!("{e}"));
     assert!(verdict.passed(), "{relative} should pass before it is drawn");
     (scenario.name, verdict.run.trace)
 }
@@ -233,7 +235,7 @@ fn every_scenario_and_fixture_that_runs_draws_a_well_formed_picture() {
     let mut drawn = 0;
     for (file, _) in cli::collect(&folders).files {
         // Bad input does not run; a run that stops (an exhausted lane) is drawn with its stop.
-        let Ok((scenario, verdict)) = runner::verify_file(&file) else { continue };
+        let Ok((scenario, verdict)) = runner::Runner::new().check_file(&file) else { continue };
         check_picture(&scenario.name, &verdict.run.trace).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         drawn += 1;
     }
@@ -247,9 +249,9 @@ proptest! {
     /// row per agent, the same bytes twice.
     #[test]
     fn generated_runs_draw_well_formed_pictures(scenario in generate::scenario(Family::Any), order in 0u64..1000) {
-        let profiles = runner::resolve_profiles(&scenario, Path::new(".")).expect("inline profiles only");
+        let profiles = rehearsal::load::resolve_profiles(&scenario, Path::new(".")).expect("inline profiles only");
         let schedule = if order == 0 { Schedule::default_order() } else { Schedule::seeded(order) };
-        let run = runner::run_scheduled(&scenario, &profiles, schedule);
+        let run = runner::Runner::new().run(&scenario, &profiles, schedule);
         let checked = check_picture(&scenario.name, &run.trace);
         prop_assert!(checked.is_ok(), "{}", checked.unwrap_err());
         prop_assert_eq!(timeline::svg(&scenario.name, &run.trace), timeline::svg(&scenario.name, &run.trace));

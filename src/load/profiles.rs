@@ -2,7 +2,9 @@
 //!
 //! Files are read before a run starts, never during one. A file without a `description`, or
 //! whose front matter does not parse, is an error naming the file (and the line, where the
-//! YAML parser knows it). Precedence between folders is the runner's business.
+//! YAML parser knows it): bad input. Precedence between folders is [`super::resolve_profiles`]'s
+//! business. Whether the core reads a profile as it is written is not judged here but by the
+//! oracles (`oracle.context.profiles-as-written`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -75,6 +77,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ScenarioError> {
         return Err(invalid(path, "front matter", "the front matter has no closing `---` line"));
     }
     let body: String = lines.collect();
+    bounded(&yaml).map_err(|m| invalid(path, "front matter", m))?;
     let front = front_matter(path, &yaml)?;
     let description = front.description.map(|d| d.trim().to_string()).filter(|d| !d.is_empty());
     let Some(description) = description else {
@@ -98,6 +101,74 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ScenarioError> {
         timeout,
         body: body.trim().to_string(),
     })
+}
+
+/// The most bytes of front matter a profile may have: a profile's fields (a name, a
+/// description of a few paragraphs, two lists, three scalars) fit in far less, and the
+/// prompt is the body below the front matter, which has no such cap. At this size even the
+/// parser's worst case (nested flow collections the nesting count missed) stays far below a
+/// second.
+pub const MAX_FRONT_MATTER_BYTES: usize = 16 << 10;
+
+/// The deepest nesting of flow collections (`[…]`, `{…}`) front matter may have. No field of a
+/// profile nests at all; a list of tools is one level.
+pub const MAX_FRONT_MATTER_NESTING: usize = 16;
+
+/// Refuses front matter past [`MAX_FRONT_MATTER_BYTES`] or nested past
+/// [`MAX_FRONT_MATTER_NESTING`], before the YAML parser sees it: the parser's own recursion
+/// limit applies only after quadratic work on nested flow collections (issue 27: 162 KB took
+/// 16 s). The nesting is counted in one pass, outside quoted scalars and comments (a quote
+/// opens a scalar after a blank or `[{,:`, as YAML's do; an apostrophe inside a word does
+/// not); a bracket in a plain scalar counts too, which can only over-count.
+fn bounded(yaml: &str) -> Result<(), String> {
+    if yaml.len() > MAX_FRONT_MATTER_BYTES {
+        return Err(format!(
+            "the front matter is {} bytes, more than the {MAX_FRONT_MATTER_BYTES} a profile may have",
+            yaml.len()
+        ));
+    }
+    let (mut depth, mut line) = (0usize, 1usize);
+    let mut quote: Option<char> = None;
+    let mut chars = yaml.chars().peekable();
+    let mut previous = '\n';
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            // A quoted scalar may go on over a line break.
+            (_, '\n') => line += 1,
+            (Some('"'), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => {
+                // `''` inside a single-quoted scalar is an escaped quote.
+                if q == '\'' && chars.peek() == Some(&'\'') {
+                    chars.next();
+                } else {
+                    quote = None;
+                }
+            }
+            (Some(_), _) => {}
+            (None, '"' | '\'') if previous.is_whitespace() || matches!(previous, '[' | '{' | ',' | ':') => {
+                quote = Some(c)
+            }
+            (None, '#') if previous.is_whitespace() => {
+                while chars.peek().is_some_and(|c| *c != '\n') {
+                    chars.next();
+                }
+            }
+            (None, '[' | '{') => {
+                depth += 1;
+                if depth > MAX_FRONT_MATTER_NESTING {
+                    return Err(format!(
+                        "the front matter nests more than {MAX_FRONT_MATTER_NESTING} deep (`[` and `{{`), at its line {line}: a profile's fields do not nest"
+                    ));
+                }
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        previous = c;
+    }
+    Ok(())
 }
 
 #[cfg(feature = "profile-files")]
@@ -147,7 +218,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Profile>, ScenarioError> {
     paths
         .iter()
         .map(|path| {
-            let text = crate::scenario::read_bounded(path, crate::scenario::MAX_FILE_BYTES)?;
+            let text = super::read(path, "profile file")?;
             parse(path, &text)
         })
         .collect()
@@ -171,6 +242,24 @@ pub fn from_spec(spec: &ProfileSpec) -> Profile {
 #[cfg(all(test, feature = "profile-files"))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_flow_front_matter_is_refused_before_the_yaml_parser_sees_it() {
+        // Issue 27: 162 KB of nested flow YAML took 16 s to parse before its recursion limit.
+        let nested = format!("---\ndescription: x\ntools: {}{}\n---\n", "[".repeat(80_000), "]".repeat(80_000));
+        let e = parse(Path::new("p.md"), &nested).unwrap_err().to_string();
+        assert!(e.contains("more than the 16384 a profile may have"), "{e}");
+        let deep = format!("---\ndescription: x\ntools: {}a{}\n---\n", "[{".repeat(9), "}]".repeat(9));
+        let e = parse(Path::new("p.md"), &deep).unwrap_err().to_string();
+        assert!(e.contains("nests more than 16 deep"), "{e}");
+        // Brackets in quoted scalars and comments are text; an apostrophe in a word opens nothing.
+        let text = "---\ndescription: \"[[[[[[[[[[[[[[[[[[[[\" # [[[[[[[[[[[[[[[[[[\nmodel: it's [x]\ntools: [a, '[[[[[[[[[[[[[[[[[[[[']\n---\n";
+        let p = parse(Path::new("p.md"), text).unwrap();
+        assert_eq!(p.tools.unwrap()[1], "[[[[[[[[[[[[[[[[[[[[");
+        // A closing bracket in a string does not hide the nesting around it.
+        let hidden = format!("---\ndescription: x\ntools: {}\n---\n", "[\"]\", ".repeat(17));
+        assert!(parse(Path::new("p.md"), &hidden).unwrap_err().to_string().contains("nests more than 16 deep"));
+    }
 
     #[test]
     fn front_matter_fields_and_defaults() {
