@@ -31,6 +31,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+// The depth error (`core.depth.guard-error`) and the empty task are refusals in every
+// built-in dialect.
+use crate::rules::words::{DEPTH_ERROR, NO_TASK};
+
 /// How one runtime spells sub-agents to the model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,6 +68,16 @@ pub struct Dialect {
     /// `{"task_id":…,"status":…,"result":…}`, if any.
     #[serde(default)]
     pub wait: Option<String>,
+    /// The final text the runtime writes for a reply with neither calls nor text, if it
+    /// writes one (the built-in core: `Runtime loop completed.`, `roku.loop.empty-text-completed`).
+    #[serde(default)]
+    pub empty_text: Option<String>,
+    /// Whether the tool calls of one reply run at the same time (bub 0.5.1 gathers them),
+    /// rather than one after another (the default). Attribution reads the order of a reply's
+    /// synchronous children from it: run in order, an earlier call with no child by the time
+    /// a later one asks made none; run together, the children may ask in any order.
+    #[serde(default)]
+    pub parallel_calls: bool,
 }
 
 /// A tool that starts a child.
@@ -101,6 +115,10 @@ pub struct SpawnTool {
     /// string): a call naming a tool its caller was not offered makes no child.
     #[serde(default)]
     pub tools: Option<String>,
+    /// The argument listing the skills the child may have (a list, or one comma-separated
+    /// string): a call naming a skill its caller lacks makes no child.
+    #[serde(default)]
+    pub skills: Option<String>,
     /// What the parent is handed for a child stopped by its time limit, `{seconds}` standing
     /// for the limit (`120`, `0.5`); `None`: the dialect does not say.
     #[serde(default)]
@@ -128,6 +146,10 @@ pub struct SendTool {
     pub task_id: String,
     /// The argument holding the message.
     pub message: String,
+    /// The field of its JSON result present when the send continued a finished task in a new
+    /// run (rather than handing the message to the running one), if the dialect says.
+    #[serde(default)]
+    pub continued_field: Option<String>,
 }
 
 /// A tool that ends a loop.
@@ -194,8 +216,8 @@ impl std::error::Error for DialectError {}
 /// The names of the built-in dialects.
 pub const BUILTIN: [&str; 5] = ["roku", "bub", "rehearsal", "bub-0.5.1", "generic"];
 
-/// The depth error of `core.depth.guard-error`, a refusal in every built-in dialect.
-const DEPTH_ERROR: &str = "[Sub-agent error] Sub-agents cannot spawn further sub-agents.";
+/// What the built-in core answers for a reply with neither calls nor text.
+const EMPTY_TEXT: &str = "Runtime loop completed.";
 
 fn roku_agent() -> SpawnTool {
     SpawnTool {
@@ -210,6 +232,7 @@ fn roku_agent() -> SpawnTool {
         task_id_field: None,
         model: None,
         tools: None,
+        skills: None,
         timeout_text: Some("[Sub-agent error] Timed out after {seconds} seconds.".into()),
     }
 }
@@ -227,6 +250,7 @@ fn bub_subagent() -> SpawnTool {
         task_id_field: Some("task_id".into()),
         model: Some("model".into()),
         tools: Some("allowed_tools".into()),
+        skills: Some("allowed_skills".into()),
         timeout_text: Some("Timed out after {seconds} seconds.".into()),
     }
 }
@@ -248,7 +272,7 @@ fn terminals() -> Vec<TerminalTool> {
 fn builtin_refusals() -> Vec<String> {
     [
         DEPTH_ERROR,
-        "[Sub-agent error] No task provided.",
+        NO_TASK,
         "[Tool denied]",
         "tool `Agent` is not enabled",
         "tool `subagent` is not enabled",
@@ -267,8 +291,12 @@ fn builtin_refusals() -> Vec<String> {
 impl Dialect {
     /// The built-in dialect called `name` (one of [`BUILTIN`]).
     pub fn builtin(name: &str) -> Option<Dialect> {
-        let bub_send =
-            || SendTool { name: "subagent.send".into(), task_id: "task_id".into(), message: "message".into() };
+        let bub_send = || SendTool {
+            name: "subagent.send".into(),
+            task_id: "task_id".into(),
+            message: "message".into(),
+            continued_field: Some("session".into()),
+        };
         let notification = || Notification {
             open: "<subagent-notification task_id=\"".into(),
             middle: "\" status=\"".into(),
@@ -286,6 +314,8 @@ impl Dialect {
                 compaction: None,
                 notices: nudges(),
                 wait: None,
+                empty_text: Some(EMPTY_TEXT.into()),
+                parallel_calls: false,
             },
             "bub" => Dialect {
                 name: name.into(),
@@ -297,6 +327,8 @@ impl Dialect {
                 compaction: None,
                 notices: nudges(),
                 wait: Some("subagent.wait".into()),
+                empty_text: Some(EMPTY_TEXT.into()),
+                parallel_calls: false,
             },
             // The built-in core speaks both families at once.
             "rehearsal" => {
@@ -318,15 +350,21 @@ impl Dialect {
                     task_id_field: None,
                     model: None,
                     tools: None,
+                    skills: None,
                     timeout_text: None,
                 }],
                 send: Vec::new(),
                 terminal: Vec::new(),
-                refusals: vec!["Error:".into()],
+                // A child's call of the tool it was not offered gets bub's unknown-tool guidance
+                // (docs/rules/bub-0.5.1.md, bub051.tools.not-offered-not-run): no child is made.
+                refusals: vec!["Error:".into(), "Tool `subagent` does not exist.".into()],
                 notification: None,
                 compaction: None,
                 notices: Vec::new(),
                 wait: None,
+                empty_text: None,
+                // `asyncio.gather` over the reply's calls (bub051.parallel.one-reply).
+                parallel_calls: true,
             },
             "generic" => Dialect {
                 name: name.into(),
@@ -342,6 +380,7 @@ impl Dialect {
                     task_id_field: None,
                     model: None,
                     tools: None,
+                    skills: None,
                     timeout_text: None,
                 }],
                 send: Vec::new(),
@@ -351,6 +390,8 @@ impl Dialect {
                 compaction: None,
                 notices: Vec::new(),
                 wait: None,
+                empty_text: None,
+                parallel_calls: false,
             },
             _ => return None,
         })
@@ -408,7 +449,10 @@ impl Dialect {
     /// call, or its own text when it has no calls; `None` when the reply does not end a loop.
     pub fn final_text(&self, reply: &crate::sut::llm::Message) -> Option<String> {
         if reply.tool_calls.is_empty() {
-            return Some(reply.content.clone());
+            return Some(match &self.empty_text {
+                Some(text) if reply.content.is_empty() => text.clone(),
+                _ => reply.content.clone(),
+            });
         }
         reply.tool_calls.iter().find_map(|c| {
             let terminal = self.terminal.iter().find(|t| t.name == c.name)?;
@@ -418,6 +462,16 @@ impl Dialect {
                 _ => text.to_string(),
             })
         })
+    }
+
+    /// Whether `name` is one of the dialect's own sub-agent tools (a spawn, send or wait tool,
+    /// or a tool named `<spawn tool>.<anything>`, as `subagent.cancel`): a child is never
+    /// granted one by name (`bub.child.tools-at-most-parent`).
+    pub fn is_family(&self, name: &str) -> bool {
+        let n = normalized(name);
+        let spawn = self.spawn.iter().map(|t| normalized(&t.name));
+        let named = self.send.iter().map(|t| &t.name).chain(self.wait.iter()).map(|t| normalized(t));
+        spawn.clone().any(|s| n == s || n.starts_with(&format!("{s}_"))) || named.into_iter().any(|s| n == s)
     }
 
     /// The notification `text` holds, if it is one.
@@ -438,26 +492,31 @@ impl SpawnTool {
         args.get(&self.prompt).and_then(|p| p.as_str()).map(str::trim).unwrap_or_default()
     }
 
-    /// Whether every tool a call of this tool grants its child was offered to the caller
-    /// (names matched trimmed, without regard to case, `.` and `_` alike; the terminal tools
-    /// `final_answer` and `fail` are every child's).
-    pub fn grants_within(&self, args: &serde_json::Value, offered: &[String]) -> bool {
-        let Some(arg) = &self.tools else { return true };
-        let names: Vec<String> = match args.get(arg) {
-            Some(serde_json::Value::Array(items)) => {
-                items.iter().filter_map(|v| v.as_str()).map(String::from).collect()
-            }
-            Some(serde_json::Value::String(s)) => s.split(',').map(String::from).collect(),
-            _ => return true,
-        };
-        let norm = |s: &str| s.trim().to_lowercase().replace('.', "_");
-        names
-            .iter()
-            .map(|n| norm(n))
-            .filter(|n| !n.is_empty())
-            .all(|n| n == "final_answer" || n == "fail" || offered.iter().any(|o| norm(o) == n))
+    /// The tool names a call of this tool lists for its child (its `tools` argument: a list,
+    /// or one comma-separated string), empty names dropped; `None` when it lists none.
+    pub fn granted_names(&self, args: &serde_json::Value) -> Option<Vec<String>> {
+        list_arg(args, self.tools.as_deref()?)
     }
 
+    /// The skill names a call of this tool lists for its child (its `skills` argument), as
+    /// [`SpawnTool::granted_names`] reads tools.
+    pub fn granted_skills(&self, args: &serde_json::Value) -> Option<Vec<String>> {
+        list_arg(args, self.skills.as_deref()?)
+    }
+
+    /// The profile a call of this tool names, trimmed; `None` when it names none.
+    pub fn profile_of<'a>(&self, args: &'a serde_json::Value) -> Option<&'a str> {
+        let name = args.get(self.profile.as_ref()?)?.as_str()?.trim();
+        (!name.is_empty()).then_some(name)
+    }
+
+    /// Whether every tool a call of this tool grants its child was offered to the caller
+    /// (names matched trimmed, without regard to case, `.` and `_` alike; the terminal tools
+    /// `final_answer` and `fail` are every child's). The attribution also refuses the sub-agent
+    /// tools themselves and reads a profile's list.
+    pub fn grants_within(&self, args: &serde_json::Value, offered: &[String]) -> bool {
+        self.granted_names(args).is_none_or(|names| names_within(&names, offered, |_| false, true))
+    }
     /// Which conversation a call of this tool starts its child from.
     pub fn session_of(&self, args: &serde_json::Value) -> SessionKind {
         let Some(arg) = &self.session else { return SessionKind::Fresh };
@@ -468,6 +527,31 @@ impl SpawnTool {
             Some(name) => SessionKind::Named(name.to_string()),
         }
     }
+}
+
+/// Bub's name matching: trimmed, case-insensitive, `.` and `_` alike.
+fn normalized(name: &str) -> String {
+    name.trim().to_lowercase().replace('.', "_")
+}
+
+/// Whether every name of `names` is one of `available` (or, with `terminal`, a terminal tool
+/// `final_answer` / `fail`), and none is `barred`; names matched as Bub matches them.
+pub fn names_within(names: &[String], available: &[String], barred: impl Fn(&str) -> bool, terminal: bool) -> bool {
+    names.iter().map(|n| normalized(n)).all(|n| {
+        terminal && (n == "final_answer" || n == "fail") || !barred(&n) && available.iter().any(|o| normalized(o) == n)
+    })
+}
+
+/// A list argument: a JSON array of strings, or one comma-separated string; empty names
+/// dropped, `None` when none is left.
+fn list_arg(args: &serde_json::Value, arg: &str) -> Option<Vec<String>> {
+    let names: Vec<String> = match args.get(arg)? {
+        serde_json::Value::Array(items) => items.iter().filter_map(|v| v.as_str()).map(String::from).collect(),
+        serde_json::Value::String(s) => s.split(',').map(String::from).collect(),
+        _ => return None,
+    };
+    let names: Vec<String> = names.into_iter().filter(|n| !n.trim().is_empty()).collect();
+    (!names.is_empty()).then_some(names)
 }
 
 /// Which conversation a spawn call starts its child from.

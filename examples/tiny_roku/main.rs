@@ -20,8 +20,7 @@ mod core;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rehearsal::runner::{self, Runner};
-use rehearsal::scenario;
+use rehearsal::runner::Runner;
 
 use crate::core::{Bug, CallIds, TinyRoku};
 
@@ -79,23 +78,19 @@ fn main() -> ExitCode {
     let runner = Runner::new().on(&core);
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for file in &files {
-        let loaded = scenario::load(file).and_then(|s| {
-            let profiles = runner::resolve_profiles(&s, file.parent().unwrap_or(Path::new(".")))?;
-            Ok((s, profiles))
-        });
-        let (scenario, profiles) = match loaded {
-            Ok(loaded) => loaded,
+        let (scenario, profiles) = match rehearsal::load::file(file, &core) {
+            Ok(loaded) => loaded.into_parts(),
+            Err(rehearsal::scenario::ScenarioError::Unsupported { core, missing, .. }) => {
+                skipped += 1;
+                println!("SKIP {}: the core `{core}` does not implement {}", file.display(), missing.join(", "));
+                continue;
+            }
             Err(e) => {
                 failed += 1;
                 println!("FAIL {}: {e}", file.display());
                 continue;
             }
         };
-        if let Err(why) = runner.applies(&scenario) {
-            skipped += 1;
-            println!("SKIP {}: {why}", file.display());
-            continue;
-        }
         let verdict = runner.verify(&scenario, &profiles);
         if verdict.passed() {
             passed += 1;

@@ -41,8 +41,12 @@
 //! when its result (seen in the parent's next request) is one of the dialect's refusals, when
 //! the request that led to it did not offer the tool, when its prompt is empty, or, for a
 //! synchronous tool, when a later call of the same reply has a child already (the calls of a
-//! reply run one after another, so an earlier child would have asked first). A call whose
-//! outcome nothing shows yet counts as having made a child. Task ids are read from the
+//! reply run one after another, so an earlier child would have asked first; not so in a
+//! dialect whose calls of one reply run together, `parallel_calls`). A call on a
+//! named session that looks in use (a task of it whose run has not ended, a call on it whose
+//! child has not asked, an earlier call or continuing send of the same reply) is foreseen to
+//! make none, a guess its result confirms or overrides (and a child asking for it overrides). A call whose outcome nothing shows yet
+//! counts as having made a child. A send whose result is a refusal continues nothing. Task ids are read from the
 //! results the runtime gave (the dialect's `task_id_field`), never from call ids, whose form is
 //! the runtime's.
 //!
@@ -53,7 +57,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::dialect::{Dialect, ResultMode, SessionKind};
+use crate::dialect::{Dialect, ResultMode, SessionKind, SpawnTool, names_within};
 use crate::sut::AgentId;
 use crate::sut::llm::{Message, Role, Transcript};
 
@@ -120,6 +124,9 @@ pub struct SpawnCall {
     pub session: SessionKind,
     /// Whether its result comes back synchronously.
     pub sync: bool,
+    /// Whether the synchronous calls of its reply run one after another (not at the same
+    /// time: the dialect's `parallel_calls`).
+    pub in_order: bool,
     /// The profile it names.
     pub profile: Option<String>,
     /// Its time limit argument, in seconds, if it gave a number.
@@ -161,6 +168,11 @@ pub struct ModelSide {
     pub calls: Vec<SpawnCall>,
     /// The dialect the record was read with.
     pub dialect: Option<Arc<Dialect>>,
+    /// The exchanges' times are wall times (a runtime over the wire, on its own clock), not the
+    /// harness's virtual time: an instant is no longer shared, and the time between a child's
+    /// final reply and the moment its runtime has taken it in is the runtime's, unseen. Oracles
+    /// that order a reply before a request by their times alone do not judge such a record.
+    pub wall_times: bool,
 }
 
 impl ModelSide {
@@ -187,6 +199,15 @@ struct Agent {
     last: usize,
     open: bool,
     requests: usize,
+    /// The named session its runs record into, if any.
+    session: Option<String>,
+    /// Its time limit in seconds, as the call that made it gave it (a continuation keeps it).
+    timeout_seconds: Option<f64>,
+    /// When its current run began: its first request, or the first after a reply that ended
+    /// its loop.
+    run_started: Duration,
+    /// Whether its last reply ended its loop (the next request begins a new run).
+    ended: bool,
 }
 
 /// The online attributor (see the module doc).
@@ -195,8 +216,64 @@ pub struct Attributor {
     side: Vec<String>,
     record: ModelSide,
     agents: Vec<Agent>,
-    /// Per named session, the agent of its last run.
-    sessions: BTreeMap<String, usize>,
+    /// Per named session, the exchange whose request and reply are what the session recorded:
+    /// the last that ended a run of it in time (`bub.session.named-recorded-on-end`); `None`
+    /// while no run has.
+    sessions: BTreeMap<String, Option<usize>>,
+    /// What the runtime was configured with, when the harness knows it.
+    configured: Option<Configured>,
+    /// Send calls the model was made to give and no request has taken up yet, unless their
+    /// result showed a refusal.
+    sends: Vec<SendCall>,
+    /// The spawn calls (indices into the record's calls) foreseen to make no child only
+    /// because their named session looked in use: their result, once seen, decides.
+    in_use_guesses: Vec<usize>,
+}
+
+/// A send call the model was made to give.
+#[derive(Debug)]
+struct SendCall {
+    /// The exchange whose reply made it, and its place among that reply's calls.
+    exchange: usize,
+    position: usize,
+    /// The task id and the message it sent, both trimmed.
+    task: String,
+    message: String,
+}
+
+/// What the harness configured the runtime with, beyond what requests show: its profiles and
+/// the root's skills. The attribution reads them to foresee which spawn calls make no child
+/// (`bub.spawn.unknown-profile`, `bub.spawn.unknown-tools`, `bub.spawn.unknown-skills`), so
+/// that a later call's child gets its number before the parent's next request shows the
+/// refusals.
+#[derive(Clone, Debug, Default)]
+pub struct Configured {
+    /// Each profile: its name, the tools and the skills it lists.
+    pub profiles: Vec<ConfiguredProfile>,
+    /// The skills the root may use.
+    pub skills: Vec<String>,
+}
+
+impl Configured {
+    /// What a session configured with `profiles` and root skills `skills` shows.
+    pub fn of(profiles: &[crate::sut::Profile], skills: &[String]) -> Configured {
+        let profiles = profiles
+            .iter()
+            .map(|p| ConfiguredProfile { name: p.name.clone(), tools: p.tools.clone(), skills: p.skills.clone() })
+            .collect();
+        Configured { profiles, skills: skills.to_vec() }
+    }
+}
+
+/// A profile as configured.
+#[derive(Clone, Debug, Default)]
+pub struct ConfiguredProfile {
+    /// Its name.
+    pub name: String,
+    /// The tools it lists, if any.
+    pub tools: Option<Vec<String>>,
+    /// The skills it lists, if any.
+    pub skills: Option<Vec<String>>,
 }
 
 impl Attributor {
@@ -204,7 +281,49 @@ impl Attributor {
     /// contains one of `side` are side requests.
     pub fn new(dialect: Arc<Dialect>, side: Vec<String>) -> Attributor {
         let record = ModelSide { dialect: Some(dialect.clone()), ..ModelSide::default() };
-        Attributor { dialect, side, record, agents: Vec::new(), sessions: BTreeMap::new() }
+        Attributor {
+            dialect,
+            side,
+            record,
+            agents: Vec::new(),
+            sessions: BTreeMap::new(),
+            configured: None,
+            sends: Vec::new(),
+            in_use_guesses: Vec::new(),
+        }
+    }
+
+    /// The same attributor, knowing what the runtime was configured with: the harness set it
+    /// up, so the owner of the model endpoint knows it as well.
+    pub fn configured(self, configured: Configured) -> Attributor {
+        Attributor { configured: Some(configured), ..self }
+    }
+
+    /// Whether a call of `tool` with `args`, by `parent` whose request offered `offered`,
+    /// grants its child only what its caller has: every tool it (or, when it lists none, its
+    /// profile) names was offered and is none of the dialect's own sub-agent tools; with the
+    /// configuration known, its profile exists and its skills are the root's.
+    fn grants_within(&self, tool: &SpawnTool, args: &serde_json::Value, offered: &[String], parent: &AgentId) -> bool {
+        let profile = match (tool.profile_of(args), &self.configured) {
+            (Some(name), Some(c)) => match c.profiles.iter().find(|p| p.name == name) {
+                Some(p) => Some(p),
+                None => return false,
+            },
+            _ => None,
+        };
+        let nonempty = |l: &Option<Vec<String>>| l.clone().filter(|l| !l.is_empty());
+        let tools = tool.granted_names(args).or_else(|| profile.and_then(|p| nonempty(&p.tools)));
+        if let Some(names) = tools
+            && !names_within(&names, offered, |n| self.dialect.is_family(n), true)
+        {
+            return false;
+        }
+        // Only the root's skills are known; a child's are narrowed by its own call.
+        let skills = tool.granted_skills(args).or_else(|| profile.and_then(|p| nonempty(&p.skills)));
+        match (skills, &self.configured) {
+            (Some(names), Some(c)) if *parent == AgentId::root() => names_within(&names, &c.skills, |_| false, false),
+            _ => true,
+        }
     }
 
     /// The dialect it reads.
@@ -240,17 +359,76 @@ impl Attributor {
         exchange.reply = Some(reply.clone());
         exchange.replied = Some(at);
         let Some(Attribution::Agent(who)) = self.record.attributions.get(number).cloned() else { return };
+        let ends = self.dialect.final_text(reply).is_some();
         if let Some(agent) = self.agents.iter_mut().find(|a| a.alias == who.alias) {
             agent.open = false;
+            agent.ended = ends;
+            // A named session records a run that ended, unless its time limit had passed
+            // (then the run was cut short and the session stays as it was).
+            let in_time = agent
+                .timeout_seconds
+                .is_none_or(|limit| limit <= 0.0 || at.saturating_sub(agent.run_started).as_secs_f64() <= limit);
+            if ends
+                && in_time
+                && let Some(name) = &agent.session
+            {
+                self.sessions.insert(name.clone(), Some(number));
+            }
         }
-        let offered = &self.record.exchanges[number].tools;
+        // The named sessions in use when the reply's calls begin (`bub.session.named-one-at-a-time`):
+        // a task of the session whose run has not ended, or a call on it whose child has not
+        // asked yet (queued).
+        let mut busy: Vec<String> = self
+            .agents
+            .iter()
+            .filter(|a| !a.ended)
+            .filter(|a| {
+                a.timeout_seconds
+                    .is_none_or(|limit| limit <= 0.0 || at.saturating_sub(a.run_started).as_secs_f64() <= limit)
+            })
+            .filter_map(|a| a.session.clone())
+            .chain(self.record.calls.iter().filter_map(|c| match (&c.session, &c.outcome) {
+                (SessionKind::Named(name), CallOutcome::Waiting { refused: false } | CallOutcome::Made) => {
+                    Some(name.clone())
+                }
+                _ => None,
+            }))
+            .collect();
+        let offered = self.record.exchanges[number].tools.clone();
         let mut calls = Vec::new();
+        let mut guesses = Vec::new();
         for (position, call) in reply.tool_calls.iter().enumerate() {
+            if let Some(send) = self.dialect.send_tool(&call.name) {
+                let arg =
+                    |name: &str| call.args.get(name).and_then(|v| v.as_str()).unwrap_or_default().trim().to_string();
+                let (task, message) = (arg(&send.task_id), arg(&send.message));
+                // A send that continues a finished task of a named session takes the session.
+                if !message.is_empty()
+                    && let Some(name) = self.session_continued(&task)
+                {
+                    busy.push(name);
+                }
+                self.sends.push(SendCall { exchange: number, position, task, message });
+                continue;
+            }
             let Some(tool) = self.dialect.spawn_tool(&call.name) else { continue };
             let prompt = tool.prompt_of(&call.args).to_string();
-            let refused =
-                !offered.contains(&call.name) || prompt.is_empty() || !tool.grants_within(&call.args, offered);
-            let profile = tool.profile.as_ref().and_then(|p| call.args.get(p)).and_then(|p| p.as_str());
+            let refused = !offered.contains(&call.name)
+                || prompt.is_empty()
+                || !self.grants_within(tool, &call.args, &offered, &who.alias);
+            let session = tool.session_of(&call.args);
+            let in_use = match &session {
+                SessionKind::Named(name) if !refused => {
+                    let in_use = busy.contains(name);
+                    busy.push(name.clone());
+                    in_use
+                }
+                _ => false,
+            };
+            if in_use {
+                guesses.push(self.record.calls.len() + calls.len());
+            }
+            let profile = tool.profile_of(&call.args);
             let timeout = tool.timeout_seconds.as_ref().and_then(|t| call.args.get(t)).and_then(|t| t.as_f64());
             calls.push(SpawnCall {
                 exchange: number,
@@ -258,16 +436,18 @@ impl Attributor {
                 parent: who.alias.clone(),
                 tool: call.name.clone(),
                 prompt,
-                session: tool.session_of(&call.args),
+                session,
                 sync: tool.result == ResultMode::Sync,
+                in_order: tool.result == ResultMode::Sync && !self.dialect.parallel_calls,
                 profile: profile.map(str::trim).filter(|p| !p.is_empty()).map(String::from),
                 timeout_seconds: timeout,
-                outcome: CallOutcome::Waiting { refused },
+                outcome: CallOutcome::Waiting { refused: refused || in_use },
                 runtime_id: None,
                 task_id: None,
                 result: None,
             });
         }
+        self.in_use_guesses.extend(guesses);
         self.record.calls.extend(calls);
     }
 
@@ -332,6 +512,12 @@ impl Attributor {
             let (goal, profile) = (Arc::from(c.prompt.as_str()), c.profile.as_deref().map(Arc::from));
             return self.take(Some(call), alias, goal, profile, number, true);
         }
+        // A send's continuation belongs to the sent task's agent, even where the session's
+        // record is another agent's last request (two tasks may share a named session).
+        if let Some(i) = self.restarted(&messages) {
+            let extends = extension(&self.record.exchanges[self.agents[i].last], &messages).is_some();
+            best = Some((i, 0, extends));
+        }
         let Some((i, _, extends)) = best else {
             return Attribution::Unattributed(format!(
                 "request #{number} ({} messages) starts no child of a spawn call and goes on from no agent's last request",
@@ -339,7 +525,12 @@ impl Attributor {
             ));
         };
         self.learn_results(i, &messages);
+        let arrived = self.record.exchanges[number].arrived;
         let agent = &mut self.agents[i];
+        if agent.ended {
+            agent.run_started = arrived;
+            agent.ended = false;
+        }
         agent.last = number;
         agent.open = true;
         agent.requests += 1;
@@ -352,20 +543,55 @@ impl Attributor {
         })
     }
 
+    /// The agent of a named session's task that a send call continues: the request is the
+    /// session's record (the request and reply that ended its last run in time, which may be
+    /// another task's, or nothing when no run recorded any), then the send's message.
+    fn restarted(&mut self, messages: &Transcript) -> Option<usize> {
+        let (k, agent) = self.sends.iter().enumerate().find_map(|(k, SendCall { task, message, .. })| {
+            let call = self.record.calls.iter().find(|c| c.task_id.as_deref() == Some(task.as_str()))?;
+            let CallOutcome::Child(alias) = &call.outcome else { return None };
+            // The agent may still have a request open: a run cancelled or cut by its limit
+            // never gets its reply.
+            let i = self.agents.iter().position(|a| &a.alias == alias)?;
+            let recorded = *self.sessions.get(self.agents[i].session.as_ref()?)?;
+            let start = match recorded {
+                Some(e) => extension(&self.record.exchanges[e], messages)?,
+                None => 0,
+            };
+            let sent = messages.get(start).is_some_and(|m| m.role == Role::User && m.content.trim() == message);
+            (sent && messages.len() == start + 1).then_some((k, i))
+        })?;
+        self.sends.remove(k);
+        self.agents[agent].ended = true;
+        Some(agent)
+    }
+
+    /// The named session a send to `task` would continue: the task's agent has a session and
+    /// its run has ended.
+    fn session_continued(&self, task: &str) -> Option<String> {
+        let call = self.record.calls.iter().find(|c| c.task_id.as_deref() == Some(task))?;
+        let CallOutcome::Child(alias) = &call.outcome else { return None };
+        let agent = self.agents.iter().find(|a| &a.alias == alias)?;
+        agent.session.clone().filter(|_| agent.ended)
+    }
+
     /// Whether an earlier call `d` of the same parent as `call` counts as having made a child.
     fn counted(&self, d: &SpawnCall, call: &SpawnCall) -> bool {
         match d.outcome {
             CallOutcome::Child(_) | CallOutcome::Made => true,
             CallOutcome::Refused => false,
-            CallOutcome::Waiting { refused } => !(refused || d.sync && call.sync && d.exchange == call.exchange),
+            CallOutcome::Waiting { refused } => {
+                !(refused || d.in_order && call.in_order && d.exchange == call.exchange)
+            }
         }
     }
 
     /// The earliest waiting spawn call whose child `messages` starts.
     fn new_child(&self, messages: &Transcript, goes_on: bool) -> Option<usize> {
         let first = messages.first()?;
-        self.record.calls.iter().position(|c| {
-            if !matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made) {
+        self.record.calls.iter().enumerate().position(|(k, c)| {
+            let guessed = self.in_use_guesses.contains(&k) && matches!(c.outcome, CallOutcome::Waiting { .. });
+            if !(guessed || matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made)) {
                 return false;
             }
             let prompt_at = |at: usize| messages.get(at).is_some_and(|m| m.role == Role::User && m.content == c.prompt);
@@ -376,9 +602,9 @@ impl Attributor {
                     extension(e, messages).is_some_and(&prompt_at)
                 }
                 SessionKind::Named(name) => match self.sessions.get(name) {
-                    None => !goes_on && first.role == Role::User && first.content == c.prompt,
-                    Some(&agent) => {
-                        let e = &self.record.exchanges[self.agents[agent].last];
+                    None | Some(None) => !goes_on && first.role == Role::User && first.content == c.prompt,
+                    Some(Some(recorded)) => {
+                        let e = &self.record.exchanges[*recorded];
                         extension(e, messages).is_some_and(|len| (len..messages.len()).any(prompt_at))
                     }
                 },
@@ -395,19 +621,21 @@ impl Attributor {
         number: usize,
         extends: bool,
     ) -> Attribution {
-        let index = self.agents.len();
+        let (mut session, mut timeout_seconds) = (None, None);
         if let Some(call) = call {
             let c = &mut self.record.calls[call];
             c.outcome = CallOutcome::Child(alias.clone());
-            let (exchange, sync) = (c.exchange, c.sync);
+            let (exchange, in_order) = (c.exchange, c.in_order);
+            timeout_seconds = c.timeout_seconds;
             if let SessionKind::Named(name) = &c.session {
-                self.sessions.insert(name.clone(), index);
+                self.sessions.entry(name.clone()).or_insert(None);
+                session = Some(name.clone());
             }
             // The calls of one reply run in order: an earlier synchronous call that has no
             // child by now made none.
-            if sync {
+            if in_order {
                 for d in &mut self.record.calls[..call] {
-                    if d.exchange == exchange && d.sync && matches!(d.outcome, CallOutcome::Waiting { .. }) {
+                    if d.exchange == exchange && d.in_order && matches!(d.outcome, CallOutcome::Waiting { .. }) {
                         d.outcome = CallOutcome::Refused;
                     }
                 }
@@ -420,6 +648,10 @@ impl Attributor {
             last: number,
             open: true,
             requests: 1,
+            session,
+            timeout_seconds,
+            run_started: self.record.exchanges[number].arrived,
+            ended: false,
         });
         Attribution::Agent(Attributed { alias, goal, profile, extends, number: 1 })
     }
@@ -432,7 +664,18 @@ impl Attributor {
         if kept.role != Role::Assistant {
             return;
         }
-        for c in self.record.calls.iter_mut().filter(|c| c.exchange == last) {
+        // A send refused (a session in use, an empty message) continues nothing.
+        let dialect = &self.dialect;
+        self.sends.retain(|s| {
+            let id = (s.exchange == last).then(|| kept.tool_calls.get(s.position)).flatten().map(|k| &k.id);
+            let refused = id.is_some_and(|id| {
+                messages.iter().skip(at + 1).any(|m| {
+                    m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&**id) && dialect.is_refusal(&m.content)
+                })
+            });
+            !refused
+        });
+        for (k, c) in self.record.calls.iter_mut().enumerate().filter(|(_, c)| c.exchange == last) {
             let Some(id) = kept.tool_calls.get(c.position).map(|k| k.id.clone()) else { continue };
             let Some(result) =
                 messages.iter().skip(at + 1).find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&*id))
@@ -441,7 +684,12 @@ impl Attributor {
             };
             c.runtime_id = Some(id);
             c.result = Some((result.content.clone(), result.is_error));
-            let refused = self.dialect.is_refusal(&result.content);
+            // A call foreseen to make no child (its tool not offered, its grant beyond its
+            // caller's) made none, whatever its result says: a runtime may word an unknown
+            // tool its own way (`core.knob.unknown-tool-message`).
+            // A session foreseen in use is only a guess: the result decides.
+            let foreseen = c.outcome == CallOutcome::Waiting { refused: true } && !self.in_use_guesses.contains(&k);
+            let refused = foreseen || self.dialect.is_refusal(&result.content);
             if refused && !matches!(c.outcome, CallOutcome::Child(_)) {
                 c.outcome = CallOutcome::Refused;
                 continue;

@@ -40,7 +40,7 @@ pub enum Judge {
 
 /// The model-side oracles, by name, in the order they run: what a verdict judged from the
 /// model's side says applied.
-pub const ORACLES: [&str; 11] = [
+pub const ORACLES: [&str; 12] = [
     "attribution",
     "depth",
     "truncation",
@@ -52,6 +52,23 @@ pub const ORACLES: [&str; 11] = [
     "timeouts",
     "delivery",
     "context",
+    "call-results",
+];
+
+/// The clause of each oracle of [`ORACLES`], in the same order.
+pub const CLAUSES: [&str; 12] = [
+    "oracle.model-side.attribution",
+    "oracle.model-side.depth",
+    "oracle.model-side.truncation",
+    "oracle.model-side.fork-snapshot",
+    "oracle.model-side.isolation",
+    "oracle.model-side.append-only",
+    "oracle.model-side.concurrency",
+    "oracle.model-side.budget",
+    "oracle.model-side.timeouts",
+    "oracle.model-side.delivery",
+    "oracle.model-side.context",
+    "oracle.model-side.call-results",
 ];
 
 /// One broken rule, as the model saw it.
@@ -168,6 +185,7 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect) -> Vec<Finding>
     timeouts(side, rules, dialect, &mut out);
     delivery(side, dialect, &mut out);
     context(side, dialect, &mut out);
+    call_results(side, dialect, &mut out);
     out.findings
 }
 
@@ -225,13 +243,43 @@ fn depth(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
             }
         }
     }
+    // A request no agent accounts for that begins with the prompt of a call made at the limit
+    // is that call's child asking the model, one level too deep.
+    for (i, a) in side.attributions.iter().enumerate() {
+        let Attribution::Unattributed(_) = a else { continue };
+        let first = side.exchanges[i].messages.first().filter(|m| m.role == Role::User);
+        let Some(c) = side.calls.iter().find(|c| {
+            c.exchange < i && c.parent.depth() >= limit && first.is_some_and(|m| m.content.trim() == c.prompt)
+        }) else {
+            continue;
+        };
+        out.at(
+            "depth",
+            "oracle.model-side.depth",
+            i,
+            format!(
+                "the request begins with the prompt of the `{}` call {} made at the depth limit {limit}: a child at depth {} asks the model",
+                c.tool,
+                c.parent,
+                c.parent.depth() + 1
+            ),
+            first,
+        );
+    }
     for c in &side.calls {
         if c.parent.depth() < limit {
             continue;
         }
         let made = matches!(c.outcome, CallOutcome::Child(_) | CallOutcome::Made);
-        let answered = c.result.as_ref().is_some_and(|(text, _)| !dialect.is_refusal(text));
-        if made || answered {
+        // A call of a tool the request did not offer is an unknown tool's call, answered as
+        // the runtime words those (`core.knob.unknown-tool-message`); only an offered spawn
+        // tool owes the refusal.
+        let offered = side.exchanges[c.exchange].tools.contains(&c.tool);
+        let answered = offered && c.result.as_ref().is_some_and(|(text, _)| !dialect.is_refusal(text));
+        // An unoffered tool's call is answered as an unknown tool's, which never names a task:
+        // a result that does started a child (`core.depth.subagent-root-only`).
+        let started = !offered && c.result.as_ref().is_some_and(|(text, _)| starts_task(dialect, c, text));
+        if made || answered || started {
             let what = match (&c.outcome, &c.result) {
                 (CallOutcome::Child(a), _) => format!("made the child {a}"),
                 (_, Some((text, _))) => format!("was answered {:?}, not a refusal", text),
@@ -253,17 +301,82 @@ fn depth(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
     }
 }
 
-/// A child's runs: its exchanges split after each reply that ends its loop.
+/// Whether `text`, the result of spawn call `c`, names the task it started (the dialect's task
+/// id field of a JSON result).
+fn starts_task(dialect: &Dialect, c: &SpawnCall, text: &str) -> bool {
+    let Some(field) = dialect.spawn_tool(&c.tool).and_then(|t| t.task_id_field.as_ref()) else { return false };
+    serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.get(field).is_some_and(|t| t.is_string()))
+}
+
+/// A child's runs: its exchanges split after each reply that ends its loop, and before each
+/// request that a send continuing its finished task began (a run the runtime ended without a
+/// final reply, as when its grant ran out, shows no reply that ends it).
 fn runs(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> Vec<Vec<(usize, usize)>> {
+    let continued = continuations(agents.side, alias, dialect);
     let mut runs = vec![Vec::new()];
+    let mut previous: Option<usize> = None;
     for &(i, n) in agents.exchanges(alias) {
-        runs.last_mut().expect("one run at least").push((i, n));
-        if agents.ex(i).reply.as_ref().is_some_and(|r| dialect.final_text(r).is_some()) {
+        let e = agents.ex(i);
+        let from = previous.and_then(|p| extension(agents.ex(p), &e.messages)).unwrap_or(0);
+        let begins = previous.is_some()
+            && (from..e.messages.len())
+                .filter_map(|k| e.messages.get(k))
+                .any(|m| m.role == Role::User && continued.iter().any(|c| c == m.content.trim()));
+        if begins && runs.last().is_some_and(|r| !r.is_empty()) {
             runs.push(Vec::new());
         }
+        runs.last_mut().expect("one run at least").push((i, n));
+        if e.reply.as_ref().is_some_and(|r| dialect.final_text(r).is_some()) {
+            runs.push(Vec::new());
+        }
+        previous = Some(i);
     }
     runs.retain(|r| !r.is_empty());
     runs
+}
+
+/// The messages (trimmed) of the send calls that continued `alias`'s finished task in a new
+/// run, as their results (in the caller's next request) show by the dialect's
+/// `continued_field`.
+fn continuations(side: &ModelSide, alias: &AgentId, dialect: &Dialect) -> Vec<String> {
+    let tasks: Vec<&str> = side
+        .calls
+        .iter()
+        .filter(|c| matches!(&c.outcome, CallOutcome::Child(a) if a == alias))
+        .filter_map(|c| c.task_id.as_deref())
+        .collect();
+    let mut out = Vec::new();
+    if tasks.is_empty() {
+        return out;
+    }
+    for (i, e) in side.exchanges.iter().enumerate() {
+        let Some(reply) = &e.reply else { continue };
+        for (position, call) in reply.tool_calls.iter().enumerate() {
+            let Some(send) = dialect.send_tool(&call.name) else { continue };
+            let Some(field) = &send.continued_field else { continue };
+            let arg = |name: &str| call.args.get(name).and_then(|v| v.as_str()).unwrap_or_default().trim();
+            if !tasks.contains(&arg(&send.task_id)) {
+                continue;
+            }
+            // Its result, in the caller's next request (the kept reply's call id is the runtime's).
+            let caller = side.alias(i);
+            let result =
+                side.exchanges.iter().enumerate().skip(i + 1).filter(|(j, _)| side.alias(*j) == caller).find_map(
+                    |(_, later)| {
+                        let n = extension(e, &later.messages)?;
+                        let id = later.messages.get(n - 1)?.tool_calls.get(position)?.id.clone();
+                        later.messages.iter().find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&*id))
+                    },
+                );
+            let continued = result
+                .and_then(|m| serde_json::from_str::<serde_json::Value>(&m.content).ok())
+                .is_some_and(|v| v.get(field).is_some());
+            if continued {
+                out.push(arg(&send.message).to_string());
+            }
+        }
+    }
+    out
 }
 
 /// What the parent received for task `task`: each delivered (status, body), from its last
@@ -337,20 +450,35 @@ fn truncation(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out)
             continue;
         };
         let want = expected_result(&final_text, rules.result_limit_chars);
+        // A result that is the runtime's timeout text stands for no reply of the child (its
+        // final reply, if any, came too late): oracle.model-side.timeouts judges it.
+        let timed_out = timeout_text(c, rules, dialect).filter(|t| *t != final_text);
+        let limit = rules.result_limit_chars.map_or("no limit".to_string(), |n| format!("limit {n}"));
         if c.sync {
             let Some((got, _)) = &c.result else { continue };
-            if *got != want {
-                let at = out.agents.exchanges(&c.parent).iter().find(|(i, _)| *i > last).map_or(c.exchange, |x| x.0);
+            if *got != want && timed_out.as_ref() != Some(got) {
+                // The parent's first request that holds the result.
+                let at = out
+                    .agents
+                    .exchanges(&c.parent)
+                    .iter()
+                    .find(|(i, _)| {
+                        c.runtime_id.is_some()
+                            && side.exchanges[*i]
+                                .messages
+                                .iter()
+                                .any(|m| m.role == Role::Tool && m.tool_call_id == c.runtime_id)
+                    })
+                    .map_or(c.exchange, |x| x.0);
                 let shown = Message::tool(c.runtime_id.as_deref().unwrap_or(""), got.clone(), false);
                 out.at(
                     "truncation",
                     "oracle.model-side.truncation",
                     at,
                     format!(
-                        "the result of the `{}` call that made {child} is not {child}'s final reply cut as the rules say ({} characters, limit {:?}): expected {:?}",
+                        "the result of the `{}` call that made {child} is not {child}'s final reply cut as the rules say ({} characters, {limit}): expected {:?}",
                         c.tool,
                         final_text.chars().count(),
-                        rules.result_limit_chars,
                         short(&want)
                     ),
                     Some(&shown),
@@ -364,7 +492,7 @@ fn truncation(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out)
         }
         let Some((at, got)) = deliveries(side, out.agents, &c.parent, task, dialect) else { continue };
         for (status, body) in got {
-            if (status == "completed" || status == "failed") && body != want {
+            if (status == "completed" || status == "failed") && body != want && timed_out.as_ref() != Some(&body) {
                 out.at(
                     "truncation",
                     "oracle.model-side.truncation",
@@ -379,6 +507,14 @@ fn truncation(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out)
             }
         }
     }
+}
+
+/// The timeout text the parent of `c` would read if its child timed out, when the model side
+/// can know the child's limit.
+fn timeout_text(c: &SpawnCall, rules: &Rules, dialect: &Dialect) -> Option<String> {
+    let template = dialect.spawn_tool(&c.tool)?.timeout_text.as_ref()?;
+    let limit = limit_of(c, rules).ok()??;
+    Some(template.replace("{seconds}", &seconds_text(limit)))
 }
 
 fn short(text: &str) -> String {
@@ -531,10 +667,19 @@ fn append_only(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                 .iter()
                 .take_while(|x| x.0 < pair[0].0)
                 .any(|x| extension(&side.exchanges[x.0], &b.messages).is_some());
+            // A named session's run continued by a send after runs that recorded nothing
+            // (each cut by its limit) starts from the message alone.
+            let alias = side.alias(pair[1].0);
+            let named = side.calls.iter().any(|c| {
+                matches!(c.session, SessionKind::Named(_))
+                    && matches!(&c.outcome, CallOutcome::Child(a) if Some(a) == alias)
+            });
+            let from_nothing =
+                named && b.messages.len() == 1 && b.messages.first().is_some_and(|m| m.role == Role::User);
             let compacted = dialect.compaction.as_ref().is_some_and(|c| {
                 b.messages.first().is_some_and(|m| m.role == Role::User && m.content.starts_with(&c.summary_prefix))
             });
-            if from_earlier || compacted {
+            if from_earlier || from_nothing || compacted {
                 continue;
             }
             let mut expected: Vec<Message> = a.messages.to_vec();
@@ -627,28 +772,161 @@ fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out
 }
 
 /// `oracle.model-side.budget`: a child never asks more often in one run than its grant can
-/// allow (`child_step_cap`; each request needs a step left).
+/// allow (each request needs a step left). A child's first run is bounded by its grant as the
+/// parent's own replies bound it ([`grant_bounds`]); a continued run by `child_step_cap`.
+/// The root asks no more once its turn's steps are spent and granted away ([`grant_bounds`]).
 fn budget(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
-    let _ = side;
-    let mut findings = Vec::new();
+    let (bounds, mut findings) = grant_bounds(side, rules, dialect);
     for alias in out.agents.of.keys().filter(|a| a.depth() > 0) {
-        for run in runs(out.agents, alias, dialect) {
-            if run.len() > rules.child_step_cap as usize {
-                let (i, n) = run[rules.child_step_cap as usize];
-                findings.push((
-                    i,
+        for (r, run) in runs(out.agents, alias, dialect).iter().enumerate() {
+            let cap = rules.child_step_cap;
+            let (allowed, why) = match bounds.get(alias).filter(|_| r == 0) {
+                Some(b) if b.grant < cap => (
+                    b.grant,
                     format!(
-                        "request #{n} is the run's {}th; a child is granted at most {} steps",
-                        rules.child_step_cap + 1,
-                        rules.child_step_cap
+                        "its grant is at most {}: min(what {} had left after the spawn cost, at most {}, child_step_cap {cap}; {})",
+                        b.grant, b.parent, b.left, b.how
                     ),
-                ));
+                ),
+                _ => (cap, format!("a child is granted at most {cap} steps")),
+            };
+            // Each reply costs a step at least, except one holding only spawn calls when a
+            // spawn costs nothing (a refused spawn pays the spawn cost alone,
+            // `roku.agent.refusal-pays-cost-only`): a request comes only while steps are left.
+            let mut spent = 0u64;
+            for (k, &(i, n)) in run.iter().enumerate() {
+                if spent >= u64::from(allowed) {
+                    findings.push((
+                        i,
+                        format!("request #{n} is the run's {}th, after replies that spent {spent} steps; {why}", k + 1),
+                    ));
+                    break;
+                }
+                let reply = side.exchanges[i].reply.as_ref();
+                let free = reply.is_some_and(|r| {
+                    !r.tool_calls.is_empty()
+                        && r.tool_calls.iter().all(|c| dialect.spawn_tool(&c.name).is_some())
+                        && rules.spawn_cost == 0
+                });
+                spent += u64::from(!free);
             }
         }
     }
     for (i, message) in findings {
         out.at("budget", "oracle.model-side.budget", i, message, None);
     }
+}
+
+/// What bounds a child's first grant, as read from its parent's replies.
+struct GrantBound {
+    /// The most the grant can be (`roku.grant.min-remaining-cap`: min(remaining after the
+    /// spawn cost, `child_step_cap`)).
+    grant: u32,
+    /// The parent.
+    parent: AgentId,
+    /// The most the parent had left after the spawn cost.
+    left: u32,
+    /// How that was reckoned.
+    how: String,
+}
+
+/// An upper bound on each child's first grant, from the parent's own replies alone: a parent
+/// starts its run (the root: each turn, with `root_step_budget`; a child: with its grant's
+/// bound) and pays at least 1 step for each regular call it made before the spawn call
+/// (`roku.calls.catalog-cost`; an unknown or denied call costs 1 too) and `spawn_cost` for each
+/// spawn call that made a child (`core.budget.pre-deduction-both-families`, its grant not
+/// counted). Calls of the dialect's own sub-agent tools otherwise, and replies holding a
+/// terminal call, count nothing. A root request that gains a user message other than a
+/// notification or a notice may start a new turn: the root's count starts again there.
+///
+/// The root is judged by the same count (`core.budget.pre-deduction-both-families`,
+/// `core.budget.never-refunded`, `roku.loop.budget-zero-no-llm-call`): each grant leaves it at
+/// the spawn and never returns, so a root request that arrives when its turn's count of steps
+/// spent and granted has reached `root_step_budget` is a finding (exchange, message). The
+/// count is a lower bound: a grant is `min(left, child_step_cap)` of a `left` reckoned from
+/// the least spent, and spent + that grant never falls as the true spend rises.
+fn grant_bounds(
+    side: &ModelSide,
+    rules: &Rules,
+    dialect: &Dialect,
+) -> (BTreeMap<AgentId, GrantBound>, Vec<(usize, String)>) {
+    // Per agent: (the most its run started with, the least it has spent, what was counted,
+    // the least granted away).
+    let mut state: BTreeMap<AgentId, (u32, u32, usize, u32)> = BTreeMap::new();
+    let mut root_findings: Vec<(usize, String)> = Vec::new();
+    let mut bounds: BTreeMap<AgentId, GrantBound> = BTreeMap::new();
+    let mut previous: BTreeMap<AgentId, usize> = BTreeMap::new();
+    for (i, e) in side.exchanges.iter().enumerate() {
+        let Some(alias) = side.alias(i).cloned() else { continue };
+        let root = alias.depth() == 0;
+        let prev = previous.insert(alias.clone(), i);
+        let ended =
+            prev.is_some_and(|p| side.exchanges[p].reply.as_ref().is_some_and(|r| dialect.final_text(r).is_some()));
+        // What the request gained since the agent's previous one: from the end of that
+        // request's messages, reply or not (a turn that ended on a model error appends no
+        // reply, and the next turn's user message comes right after; fuzz case 728).
+        let from = prev.map_or(0, |p| side.exchanges[p].messages.len());
+        let new_turn = root
+            && e.messages.iter().skip(from).any(|m| {
+                m.role == Role::User
+                    && dialect.notified(&m.content).is_none()
+                    && !dialect.notices.iter().any(|n| m.content.starts_with(n.as_str()))
+            });
+        if prev.is_none() || new_turn || (!root && ended) {
+            let start = if root {
+                rules.root_step_budget
+            } else if prev.is_none() {
+                bounds.get(&alias).map_or(rules.child_step_cap, |b| b.grant)
+            } else {
+                rules.child_step_cap
+            };
+            state.insert(alias.clone(), (start, 0, 0, 0));
+        } else if root
+            && let Some(s) = state.get(&alias)
+            && s.1.saturating_add(s.3) >= s.0
+            && !root_findings.iter().any(|(j, _)| side.alias(*j) == Some(&alias))
+        {
+            root_findings.push((
+                i,
+                format!(
+                    "{alias} asks the model after its turn's budget of {} is gone: at least {} steps spent by {} calls and {} granted to children, which never return",
+                    s.0, s.1, s.2, s.3
+                ),
+            ));
+        }
+        let Some(reply) = &e.reply else { continue };
+        if dialect.final_text(reply).is_some() {
+            continue;
+        }
+        let Some(s) = state.get_mut(&alias) else { continue };
+        for (position, call) in reply.tool_calls.iter().enumerate() {
+            if dialect.spawn_tool(&call.name).is_some() {
+                let made = side.calls.iter().find(|c| c.exchange == i && c.position == position);
+                if let Some(c) = made
+                    && let Some(child) = child_of(c)
+                {
+                    let left = s.0.saturating_sub(s.1).saturating_sub(rules.spawn_cost);
+                    let how = format!(
+                        "{} steps at the start of its run, at least {} spent by {} earlier calls, {} for the spawn",
+                        s.0, s.1, s.2, rules.spawn_cost
+                    );
+                    bounds.insert(
+                        child.clone(),
+                        GrantBound { grant: left.min(rules.child_step_cap), parent: alias.clone(), left, how },
+                    );
+                    s.1 += rules.spawn_cost;
+                    s.2 += 1;
+                    // What left the parent for the grant, reckoned from all it spent and granted.
+                    let granted = s.0.saturating_sub(s.1).saturating_sub(s.3).min(rules.child_step_cap);
+                    s.3 += granted;
+                }
+            } else if !dialect.is_family(&call.name) {
+                s.1 += 1;
+                s.2 += 1;
+            }
+        }
+    }
+    (bounds, root_findings)
 }
 
 /// The time limit of the child of `c`, as the model side can know it: `None` when it has
@@ -700,6 +978,19 @@ fn timeouts(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
             got
         };
         let child = child_of(c);
+        if !c.sync
+            && let (Some(task), Some(limit)) = (&c.task_id, limit)
+        {
+            findings.extend(timeout_status(
+                side,
+                out.agents,
+                dialect,
+                c,
+                task,
+                child,
+                &template.replace("{seconds}", &seconds_text(limit)),
+            ));
+        }
         let start = child.and_then(|a| out.agents.exchanges(a).first()).map(|x| side.exchanges[x.0].arrived);
         for (text, at) in handed {
             if !text.starts_with(prefix) || prefix.is_empty() {
@@ -758,8 +1049,65 @@ fn timeouts(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
     }
 }
 
+/// The timeout text `want` delivered for `task` under a status other than `timed_out`
+/// (`bub.timeout.outcome`, `bub.delivery.status-values`: a stopped child's task ends
+/// `timed_out`), in a notification or a wait entry, unless the child's own final reply is that
+/// text. Each as (exchange, message, text), once per status.
+fn timeout_status(
+    side: &ModelSide,
+    agents: &Agents,
+    dialect: &Dialect,
+    c: &SpawnCall,
+    task: &str,
+    child: Option<&AgentId>,
+    want: &str,
+) -> Vec<(usize, String, String)> {
+    let own = child.is_some_and(|a| {
+        agents
+            .exchanges(a)
+            .iter()
+            .any(|x| side.exchanges[x.0].reply.as_ref().and_then(|r| dialect.final_text(r)).is_some_and(|f| f == want))
+    });
+    let mut found: Vec<(usize, String, String)> = Vec::new();
+    if own {
+        return found;
+    }
+    for &(i, _) in agents.exchanges(&c.parent) {
+        let mut got: Vec<String> = Vec::new();
+        for m in side.exchanges[i].messages.iter() {
+            if m.role == Role::User
+                && let Some(n) = dialect.notified(&m.content)
+                && n.task_id == task
+                && n.body == want
+            {
+                got.push(n.status.to_string());
+            }
+            if m.role == Role::Tool && m.content.starts_with('[') {
+                got.extend(
+                    wait_entries(&m.content)
+                        .into_iter()
+                        .filter(|e| e.0 == task && e.2.as_deref() == Some(want))
+                        .map(|e| e.1),
+                );
+            }
+        }
+        for status in got.into_iter().filter(|s| s != "timed_out") {
+            if !found.iter().any(|(_, m, _)| m.contains(&format!("status `{status}`"))) {
+                found.push((
+                    i,
+                    format!(
+                        "task {task} is reported timed out ({want:?}) with status `{status}`; a timed-out task's status is `timed_out`"
+                    ),
+                    want.to_string(),
+                ));
+            }
+        }
+    }
+    found
+}
+
 /// `oracle.model-side.delivery`: each result at most once per run, results due at one instant
-/// together, a wait's results in completion order.
+/// together, the notifications new in one request and a wait's results in completion order.
 fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     let mut findings = Vec::new();
     let runs = open_runs(side, out.agents, dialect);
@@ -777,7 +1125,27 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             ));
         }
     }
+    // Over the wire a final reply's time is when the server gave it, not when the runtime took
+    // it in: "before the parent's next request" cannot be read from wall times.
+    if !side.wall_times {
+        findings.extend(delivered_before_next_request(side, out.agents, dialect));
+    }
+    findings.extend(notification_last(side, out.agents, dialect));
     // Ties: results whose final replies were given in one instant reach the parent together.
+    // When a task's run ended, as a request arriving `before` reports it, for the `j`-th of `k`
+    // results of the task it lists: a continued task (`subagent.send`) has several runs, and the
+    // `k` results read then are those of its last `k` runs ended by then, in order (fuzz case
+    // 2586: a wait listed a continuation's result by its second run, judged by its first).
+    let done_nth = |task: &str, before: Duration, j: usize, k: usize| -> Option<Duration> {
+        let c = side.calls.iter().find(|c| c.task_id.as_deref() == Some(task))?;
+        let all: Vec<Duration> = runs.iter().filter(|(d, ..)| std::ptr::eq(*d, c)).map(|(_, _, _, end)| *end).collect();
+        let ended: Vec<Duration> = all.iter().copied().filter(|end| *end <= before).collect();
+        match ended.len().checked_sub(k) {
+            Some(skip) => ended.get(skip + j).copied(),
+            None => all.first().copied(),
+        }
+    };
+    // The end of a task's first run (ties between results taken in at once).
     let done_at = |task: &str| -> Option<Duration> {
         let c = side.calls.iter().find(|c| c.task_id.as_deref() == Some(task))?;
         let (_, _, _, end) = runs.iter().find(|(d, ..)| std::ptr::eq(*d, c))?;
@@ -789,8 +1157,13 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             let e = &side.exchanges[i];
             let mut here: BTreeSet<String> = BTreeSet::new();
             let mut wait_orders: Vec<Vec<String>> = Vec::new();
+            // The notifications this request takes in for the first time, in message order.
+            let mut notified: Vec<String> = Vec::new();
             for m in e.messages.iter() {
                 if let Some(x) = dialect.notified(&m.content) {
+                    if !seen.contains(x.task_id) && !notified.iter().any(|t| t == x.task_id) {
+                        notified.push(x.task_id.to_string());
+                    }
                     here.insert(x.task_id.to_string());
                 }
                 if m.role == Role::Tool && m.content.starts_with('[') {
@@ -808,7 +1181,8 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                     let finished_final = child_of(c).and_then(|a| out.agents.exchanges(a).last()).is_some_and(|x| {
                         side.exchanges[x.0].reply.as_ref().is_some_and(|r| dialect.final_text(r).is_some())
                     });
-                    if other != *t
+                    if !side.wall_times
+                        && other != *t
                         && finished_final
                         && done_at(other) == Some(when)
                         && !here.contains(other)
@@ -820,14 +1194,42 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                     }
                 }
             }
+            // `bub.delivery.completion-order`: results taken in at once (several notifications
+            // new in one request) are in the order their children finished, ties in call order.
+            // Only tasks whose child's last request got its final reply: a run that ended
+            // otherwise (out of steps after a slow tool, stopped) ends after its last reply.
+            let times: Vec<(Duration, usize)> = notified
+                .iter()
+                .filter_map(|t| {
+                    let at = side.calls.iter().position(|c| c.task_id.as_deref() == Some(t))?;
+                    let last = child_of(&side.calls[at]).and_then(|a| out.agents.exchanges(a).last())?;
+                    side.exchanges[last.0].reply.as_ref().and_then(|r| dialect.final_text(r))?;
+                    Some((done_at(t)?, at))
+                })
+                .collect();
+            if times.windows(2).any(|w| out_of_order(w[0], w[1], side.wall_times)) {
+                findings.push((
+                    i,
+                    format!(
+                        "request #{n} takes in notifications out of completion order (ties in call order): {}",
+                        notified.join(", ")
+                    ),
+                ));
+            }
             for order in wait_orders {
                 let times: Vec<(Duration, usize)> = order
                     .iter()
-                    .filter_map(|t| {
-                        Some((done_at(t)?, side.calls.iter().position(|c| c.task_id.as_deref() == Some(t))?))
+                    .enumerate()
+                    .filter_map(|(i, t)| {
+                        let k = order.iter().filter(|x| *x == t).count();
+                        let j = order[..i].iter().filter(|x| *x == t).count();
+                        Some((
+                            done_nth(t, e.arrived, j, k)?,
+                            side.calls.iter().position(|c| c.task_id.as_deref() == Some(t))?,
+                        ))
                     })
                     .collect();
-                if times.windows(2).any(|w| w[0] > w[1]) {
+                if times.windows(2).any(|w| out_of_order(w[0], w[1], side.wall_times)) {
                     findings.push((i, format!("a wait answer in request #{n} lists its results out of completion order (ties in call order): {}", order.join(", "))));
                 }
             }
@@ -839,6 +1241,116 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     for (i, message) in findings {
         out.at("delivery", "oracle.model-side.delivery", i, message, None);
     }
+}
+
+/// How far apart two final replies given on the server's wall clock must be before the order a
+/// runtime takes them in is judged: over the wire, a reply given is not yet a reply read, and
+/// children that end within this of each other may be read in either order (the example Python
+/// runtime read four results given in one millisecond up to 57 ms apart on a loaded machine).
+const WALL_SLACK: Duration = Duration::from_millis(100);
+
+/// Whether `first`, listed before `second`, is out of completion order: by (final reply, call)
+/// on virtual times; on wall times only when it ended later by more than [`WALL_SLACK`].
+fn out_of_order(first: (Duration, usize), second: (Duration, usize), wall_times: bool) -> bool {
+    if wall_times { first.0 > second.0 + WALL_SLACK } else { first > second }
+}
+
+/// Each run of a background task whose final reply the endpoint gave reaches the parent by the
+/// parent's first request after it (`bub.delivery.before-next-step`: "every result that has
+/// arrived is taken in by the parent before its next model request"; `bub.delivery.result-record`):
+/// that request holds at least as many results of the task (notifications or wait entries) as
+/// the task had runs ended before it arrived. Requests in the instant of the final reply are not
+/// judged (the result may be due after them).
+fn delivered_before_next_request(side: &ModelSide, agents: &Agents, dialect: &Dialect) -> Vec<(usize, String)> {
+    let mut findings = Vec::new();
+    for c in side.calls.iter().filter(|c| !c.sync) {
+        let (Some(task), Some(child)) = (&c.task_id, child_of(c)) else { continue };
+        let ends: Vec<(Duration, usize, usize)> = runs(agents, child, dialect)
+            .iter()
+            .filter_map(|run| {
+                let &(i, n) = run.last()?;
+                let e = &side.exchanges[i];
+                e.reply.as_ref().filter(|r| dialect.final_text(r).is_some())?;
+                Some((e.replied?, i, n))
+            })
+            .collect();
+        for (k, &(end, _, n)) in ends.iter().enumerate() {
+            let Some(&(at, m)) = agents.exchanges(&c.parent).iter().find(|(i, _)| side.exchanges[*i].arrived > end)
+            else {
+                continue;
+            };
+            let arrived = side.exchanges[at].arrived;
+            let due = ends.iter().filter(|x| x.0 < arrived).count();
+            let held = delivered_in(side, at, task, dialect);
+            if held < due {
+                findings.push((
+                    at,
+                    format!(
+                        "request #{m} of {} ({:?}) holds {held} result(s) of task {task}, but {child} gave {due} final repl{} before it (run {} ended with request #{n}, replied at {end:?})",
+                        c.parent,
+                        arrived,
+                        if due == 1 { "y" } else { "ies" },
+                        k + 1
+                    ),
+                ));
+                break;
+            }
+        }
+    }
+    findings
+}
+
+/// The messages a request gains after its agent's previous request and reply end with the
+/// notifications: no other user message (a steering message, a message sent to the task)
+/// follows a notification among them (`bub.delivery.before-next-step`: results are taken in
+/// "after any message sent to it, so that request ends with the notification"). A runtime
+/// notice (a budget nudge) may follow.
+fn notification_last(side: &ModelSide, agents: &Agents, dialect: &Dialect) -> Vec<(usize, String)> {
+    let mut findings = Vec::new();
+    for list in agents.of.values() {
+        for pair in list.windows(2) {
+            let (a, (b, n)) = (&side.exchanges[pair[0].0], pair[1]);
+            let new = side.exchanges[b].messages.iter().skip(a.messages.len() + 1);
+            let mut notified = None;
+            for m in new {
+                if m.role != Role::User || dialect.notices.iter().any(|p| m.content.starts_with(p.as_str())) {
+                    continue;
+                }
+                match (dialect.notified(&m.content), &notified) {
+                    (Some(x), _) => notified = Some(x.task_id.to_string()),
+                    (None, Some(task)) => {
+                        findings.push((
+                            b,
+                            format!(
+                                "request #{n} takes in the result of task {task} before the user message {}: a result is taken in after any message sent, so the request ends with the notification",
+                                show(m)
+                            ),
+                        ));
+                        break;
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+    }
+    findings
+}
+
+/// How many results of `task` exchange `at`'s request holds (notifications and wait entries).
+fn delivered_in(side: &ModelSide, at: usize, task: &str, dialect: &Dialect) -> usize {
+    side.exchanges[at]
+        .messages
+        .iter()
+        .map(|m| {
+            let notified = m.role == Role::User && dialect.notified(&m.content).is_some_and(|n| n.task_id == task);
+            let waited = if m.role == Role::Tool && m.content.starts_with('[') {
+                wait_entries(&m.content).iter().filter(|e| e.0 == task && e.2.is_some()).count()
+            } else {
+                0
+            };
+            usize::from(notified) + waited
+        })
+        .sum()
 }
 
 /// `oracle.model-side.context`: a child asks for the model its call named, else its parent's.
@@ -868,6 +1380,59 @@ fn context(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     }
     for (i, message) in findings {
         out.at("context", "oracle.model-side.context", i, message, None);
+    }
+}
+
+/// `oracle.model-side.call-results`: in every request, the results of an assistant message's
+/// tool calls come right after it, before any other message (Chat Completions requires it;
+/// `roku.nudge.after-regular-call` puts a nudge after its call's result, so a runtime notice
+/// right after a result is allowed). A call left unanswered (a
+/// fork snapshot taken at the call, a terminal call held while children run) is no finding:
+/// only a message inserted before a result that does come.
+fn call_results(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
+    let mut findings = Vec::new();
+    for (i, e) in side.exchanges.iter().enumerate() {
+        let messages: Vec<&Message> = e.messages.iter().collect();
+        'request: for (k, m) in messages.iter().enumerate() {
+            if m.role != Role::Assistant || m.tool_calls.is_empty() {
+                continue;
+            }
+            let mut open: Vec<&str> = m.tool_calls.iter().map(|c| c.id.as_str()).collect();
+            for next in k + 1..messages.len() {
+                if open.is_empty() {
+                    break;
+                }
+                let r = messages[next];
+                if r.role == Role::Tool {
+                    open.retain(|id| r.tool_call_id.as_deref() != Some(*id));
+                    continue;
+                }
+                // A runtime notice right after a regular call's result (a nudge, one per call).
+                let notice = r.role == Role::User
+                    && messages[next - 1].role == Role::Tool
+                    && dialect.notices.iter().any(|n| r.content.starts_with(n.as_str()));
+                if notice {
+                    continue;
+                }
+                let late = open.iter().find(|id| {
+                    messages[next..].iter().any(|x| x.role == Role::Tool && x.tool_call_id.as_deref() == Some(**id))
+                });
+                if let Some(id) = late {
+                    findings.push((
+                        i,
+                        format!(
+                            "message {next} stands between the assistant message {k} and the results of its calls (call {id} is answered only after it)"
+                        ),
+                        r.clone(),
+                    ));
+                    break 'request;
+                }
+                break;
+            }
+        }
+    }
+    for (i, message, m) in findings {
+        out.at("call-results", "oracle.model-side.call-results", i, message, Some(&m));
     }
 }
 
@@ -917,4 +1482,22 @@ pub fn determinism(a: &ModelSide, b: &ModelSide) -> Option<Finding> {
             .to_string(),
         offending: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On virtual times order is exact (ties in call order); on the wire's wall times two
+    /// results within the slack are not judged, and a later one listed first beyond it is.
+    #[test]
+    fn completion_order_has_a_slack_on_wall_times_only() {
+        let ms = Duration::from_millis;
+        assert!(out_of_order((ms(110), 0), (ms(100), 1), false));
+        assert!(out_of_order((ms(100), 1), (ms(100), 0), false));
+        assert!(!out_of_order((ms(100), 0), (ms(100), 1), false));
+        assert!(!out_of_order((ms(157), 0), (ms(100), 1), true));
+        assert!(!out_of_order((ms(100), 1), (ms(100), 0), true));
+        assert!(out_of_order((ms(201), 0), (ms(100), 1), true));
+    }
 }

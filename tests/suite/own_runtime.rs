@@ -12,14 +12,14 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use rehearsal::runner::{self, Runner, Verdict};
-use rehearsal::scenario::{self, Scenario};
+use rehearsal::runner::{Runner, Verdict};
+use rehearsal::scenario::{self, Scenario, ScenarioError};
 use rehearsal::sut::Profile;
 use rehearsal::sut::llm::Role;
 
 #[allow(dead_code)]
 #[path = "../../examples/tiny_roku/core.rs"]
-mod tiny_roku;
+pub(crate) mod tiny_roku;
 
 use tiny_roku::{Bug, CallIds, TinyRoku};
 
@@ -44,12 +44,16 @@ fn scenario_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// A scenario file with its profiles resolved, as `runner::verify_file` loads it.
-fn load(path: &Path) -> (Scenario, Vec<Profile>) {
-    let scenario = scenario::load(path).unwrap_or_else(|e| panic!("{e}"));
-    let profiles = runner::resolve_profiles(&scenario, path.parent().expect("a file has a folder"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    (scenario, profiles)
+/// A scenario file with its profiles resolved, through the front door for `core`; `None` when
+/// the core does not implement what the scenario needs, with what it lacks.
+fn load(core: &TinyRoku, path: &Path) -> Result<(Scenario, Vec<Profile>), String> {
+    match rehearsal::load::file(path, core) {
+        Ok(loaded) => Ok(loaded.into_parts()),
+        Err(ScenarioError::Unsupported { core, missing, .. }) => {
+            Err(format!("the core `{core}` does not implement {}", missing.join(", ")))
+        }
+        Err(e) => panic!("{e}"),
+    }
 }
 
 fn roku(name: &str) -> PathBuf {
@@ -57,10 +61,8 @@ fn roku(name: &str) -> PathBuf {
 }
 
 fn verify(core: &TinyRoku, path: &Path) -> Verdict {
-    let (scenario, profiles) = load(path);
-    let runner = Runner::new().on(core);
-    runner.applies(&scenario).unwrap_or_else(|why| panic!("{}: skipped: {why}", scenario.name));
-    runner.verify(&scenario, &profiles)
+    let (scenario, profiles) = load(core, path).unwrap_or_else(|why| panic!("{}: skipped: {why}", path.display()));
+    Runner::new().on(core).verify(&scenario, &profiles)
 }
 
 fn verify_inline(core: &TinyRoku, json: &str) -> Verdict {
@@ -89,12 +91,14 @@ fn sweep(core: &TinyRoku) -> Sweep {
     let runner = Runner::new().on(core);
     let mut found = Sweep::default();
     for path in scenario_files(&scenarios_dir()) {
-        let (scenario, profiles) = load(&path);
         let relative = path.strip_prefix(scenarios_dir()).unwrap_or(&path).display().to_string();
-        if let Err(why) = runner.applies(&scenario) {
-            found.skipped.push((relative, why));
-            continue;
-        }
+        let (scenario, profiles) = match load(core, &path) {
+            Ok(loaded) => loaded,
+            Err(why) => {
+                found.skipped.push((relative, why));
+                continue;
+            }
+        };
         let verdict = runner.verify(&scenario, &profiles);
         if verdict.passed() {
             found.passed.push(relative);
@@ -255,8 +259,8 @@ fn renaming_call_ids_changes_no_verdict_and_no_trace_line() {
 /// `PROPTEST_CASES` says otherwise.
 mod generated {
     use proptest::prelude::*;
-    use rehearsal::generate::{self, Family};
-    use rehearsal::harness::schedule::Schedule;
+    use rehearsal::internals::generate::{self, Family};
+    use rehearsal::internals::harness::schedule::Schedule;
     use rehearsal::runner::Runner;
 
     use super::tiny_roku::{CallIds, TinyRoku};
