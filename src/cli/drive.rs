@@ -1,0 +1,237 @@
+//! `rehearsal drive SCENARIO|DIR --runtime NAME -- CMD ARGS...`: each scenario served on its
+//! own port, its runtime's command run once per user turn, the run judged by the model-side
+//! oracles and the turns' stdout and exit codes, reported as `rehearsal run` reports. A folder
+//! runs in parallel (`--jobs`); the report is the same for any number of jobs (wall times go
+//! to stderr only).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::report::{Reporter, Style};
+use super::run::collect;
+use super::style::{Paint, Terminal};
+use super::{ColorChoice, Exit, Format};
+use crate::drive::{DriveError, DriveOptions, Driven, Exited};
+use crate::jobs;
+use crate::runtime::RuntimeDescription;
+use crate::scenario::ScenarioError;
+use crate::trace::printable;
+
+/// The options of `rehearsal drive`.
+#[derive(clap::Args, Debug)]
+pub(super) struct DriveArgs {
+    /// Scenario files or folders.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// The runtime: a built-in description (bub, py-runtime, roku, generic) or a description
+    /// `.json` file (docs/runtimes.md).
+    #[arg(long, value_name = "NAME", default_value = "generic", conflicts_with = "runtime_file")]
+    runtime: String,
+    /// A runtime description file (docs/runtimes.md); the same as `--runtime FILE.json`.
+    #[arg(long, value_name = "FILE")]
+    runtime_file: Option<PathBuf>,
+    /// Scenarios driven at once, each with its own server port and temp home (default: the
+    /// number of cores). The report is the same for any number.
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
+    /// Real seconds per scripted second of latency (0 answers at once).
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    time_scale: f64,
+    /// The wall-clock limit of one turn's command; past it its process group is killed.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::positive_duration)]
+    turn_limit: humantime::Duration,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Print each scenario's exchanges and each turn's stdout and stderr under its verdict.
+    #[arg(long)]
+    trace: bool,
+    /// Print only failures, errors and the summary.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+    /// When to colour the text report.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
+    /// The runtime's command and its arguments, after `--`. `{message}` is the turn's user
+    /// message, `{turn}` its number (from 1), `{session}` the scenario's session id,
+    /// `{home}` and `{workdir}` the temp folders.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// `rehearsal drive --help`'s closing part.
+pub(super) const DRIVE_AFTER_HELP: &str = "\
+Each scenario gets a server on 127.0.0.1 (port 0), a fresh temp home (HOME) and working
+directory kept across its turns, and the environment of its runtime description (base URL,
+key, model). The command runs once per turn in its own process group; when it exits, passes
+--turn-limit or Ctrl-C is pressed, the whole group is killed (platforms without process groups:
+the command only). Its stdout is what expect.message is compared with; expect.status: error
+means a non-zero exit. Expectations on core events (expect.trace, budget_left, steps,
+outcome) are not judged over the wire, and a note says so. A scenario that needs a feature the
+runtime lacks is skipped with the reason.
+
+Exit codes:
+  0    every scenario passed
+  1    a rule was broken, an expectation failed, or the runtime died, hung or never called
+  2    bad input or usage: an unreadable or invalid scenario, an unknown runtime
+  3    internal error
+  4    the system under test could not be run: the command was not found or failed to start";
+
+enum Checked {
+    Ran(Box<Driven>),
+    Skipped(String, Vec<String>),
+    Bad(ScenarioError),
+    NotRun(String),
+    Setup(String),
+}
+
+pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
+    let style = Style {
+        format: args.format,
+        trace: false,
+        quiet: args.quiet,
+        coverage_all: false,
+        out: if args.format == Format::Text { Paint::new(args.color, terminal.stdout) } else { Paint::default() },
+        err: Paint::new(args.color, terminal.stderr),
+    };
+    let mut reporter = Reporter::new(style);
+    let chosen = match &args.runtime_file {
+        Some(file) => file.to_string_lossy().into_owned(),
+        None => args.runtime.clone(),
+    };
+    let description = match RuntimeDescription::load(&chosen) {
+        Ok(d) => d,
+        Err(e) => {
+            reporter.error(err, &format!("--runtime: {e}"));
+            return Exit::BadInput;
+        }
+    };
+    if !(args.time_scale.is_finite() && args.time_scale >= 0.0) {
+        reporter.error(err, &format!("--time-scale {} is not a number of 0 or more", args.time_scale));
+        return Exit::BadInput;
+    }
+    if let Some(note) = &description.note {
+        reporter.note(err, note);
+    }
+    let found = collect(&args.paths);
+    for problem in &found.problems {
+        reporter.bad_input(out, err, problem.path(), problem);
+    }
+    reporter.skipped = found.skipped.len();
+    if found.files.is_empty() && found.problems.is_empty() {
+        reporter.error(err, "no scenario file (*.json) under the paths given");
+        return Exit::BadInput;
+    }
+    let interrupt = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupt.clone();
+        // One handler per process; a second `drive` in the same process (tests) keeps the first.
+        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    }
+    let options = DriveOptions {
+        command: args.command.clone(),
+        time_scale: args.time_scale,
+        turn_limit: args.turn_limit.into(),
+        interrupt: Some(interrupt.clone()),
+        ..DriveOptions::default()
+    };
+    let jobs = args.jobs.map_or_else(jobs::default_jobs, usize::from);
+    let mut not_run = 0;
+    let files = found.files;
+    jobs::ordered(
+        &files,
+        jobs,
+        |(file, _)| {
+            let scenario = match crate::load::outside(file) {
+                Ok(loaded) => loaded.into_parts().0,
+                Err(e) => return Checked::Bad(e),
+            };
+            let missing = description.missing(&scenario);
+            if !missing.is_empty() {
+                return Checked::Skipped(scenario.name, missing);
+            }
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {
+                Ok(r) => r,
+                Err(e) => return Checked::Setup(format!("cannot start a runtime: {e}")),
+            };
+            match runtime.block_on(crate::drive::drive(&scenario, &description, &options)) {
+                Ok(driven) => Checked::Ran(Box::new(driven)),
+                Err(DriveError::NotRun(why)) => Checked::NotRun(why),
+                Err(DriveError::Setup(why)) => Checked::Setup(why),
+            }
+        },
+        |i, checked| {
+            let (file, _) = &files[i];
+            let shown = printable(&file.to_string_lossy()).into_owned();
+            match checked {
+                Checked::Bad(e) => reporter.bad_input(out, err, file, &e),
+                Checked::Skipped(name, missing) => {
+                    reporter.skipped += 1;
+                    reporter.note(
+                        err,
+                        &format!(
+                            "skipped {} ({shown}): runtime `{}` lacks {}",
+                            printable(&name),
+                            description.name,
+                            missing.join(", ")
+                        ),
+                    );
+                }
+                Checked::NotRun(why) => {
+                    not_run += 1;
+                    reporter.error(err, &format!("{shown}: the system under test could not be run: {why}"));
+                }
+                Checked::Setup(why) => {
+                    not_run += 1;
+                    reporter.error(err, &format!("{shown}: {why}"));
+                }
+                Checked::Ran(driven) => {
+                    for note in &driven.notes {
+                        reporter.note(err, &format!("{}: {}", printable(&driven.verdict.name), printable(note)));
+                    }
+                    let wall: u128 = driven.turns.iter().map(|t| t.elapsed.as_millis()).sum();
+                    reporter.note(
+                        err,
+                        &format!(
+                            "{}: {} requests, {} turns, {wall} ms wall time",
+                            printable(&driven.verdict.name),
+                            driven.wire.requests,
+                            driven.turns.len()
+                        ),
+                    );
+                    reporter.scenario(out, file, &driven.verdict);
+                    if args.trace && args.format == Format::Text {
+                        for line in crate::wire::trace_lines(&driven.wire) {
+                            let _ = writeln!(out, "    {}", printable(&line));
+                        }
+                        for (t, run) in driven.turns.iter().enumerate() {
+                            let how = match &run.exited {
+                                Exited::Code(c) => format!("exited {c}"),
+                                Exited::Signal(s) => format!("died of signal {s}"),
+                                Exited::TimedOut => "killed at the turn limit".to_string(),
+                                Exited::Interrupted => "interrupted".to_string(),
+                            };
+                            let _ = writeln!(out, "    turn {}: {how}", t + 1);
+                            for line in run.stdout.lines() {
+                                let _ = writeln!(out, "    | {}", printable(line));
+                            }
+                            for line in run.stderr.lines() {
+                                let _ = writeln!(out, "    ! {}", printable(line));
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    );
+    let exit = reporter.finish(out, err, None);
+    if interrupt.load(Ordering::SeqCst) {
+        return Exit::Interrupted;
+    }
+    match exit {
+        Exit::Passed | Exit::Failed if not_run > 0 => Exit::NotRun,
+        exit => exit,
+    }
+}

@@ -1,0 +1,172 @@
+//! `rehearsal serve SCENARIO`: the scenario's script played as an OpenAI-compatible model on
+//! 127.0.0.1 until the script ends or the idle limit passes; then the run is judged by the
+//! model-side oracles and reported as `rehearsal run` reports (text, JSON lines, JUnit).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::report::{Reporter, Style};
+use super::style::{Paint, Terminal};
+use super::{ColorChoice, Exit, Format};
+use crate::dialect::Dialect;
+use crate::wire::{self, End, ServeOptions, Server, WireRun};
+
+/// The options of `rehearsal serve`.
+#[derive(clap::Args, Debug)]
+pub(super) struct ServeArgs {
+    /// The scenario file.
+    scenario: PathBuf,
+    /// How the runtime spells sub-agents: a built-in dialect (rehearsal, roku, bub, bub-0.5.1,
+    /// generic) or a dialect `.json` file.
+    #[arg(long, value_name = "NAME", default_value = "generic")]
+    runtime: String,
+    /// The port on 127.0.0.1; 0 takes a free one.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Real seconds per scripted second of latency (0 answers at once). Wire times are wall
+    /// times.
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    time_scale: f64,
+    /// End the run when no request arrived and none was answered for this long.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::positive_duration)]
+    idle_limit: humantime::Duration,
+    /// Requests whose last message contains TEXT are side requests (a title or summary call):
+    /// answered with an empty text, put down to no agent. Repeat for more.
+    #[arg(long, value_name = "TEXT")]
+    side: Vec<String>,
+    /// Output format of the verdict.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Print the exchanges under the verdict (text format).
+    #[arg(long)]
+    trace: bool,
+    /// When to colour the text report.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
+}
+
+/// `rehearsal serve --help`'s closing part.
+pub(super) const SERVE_AFTER_HELP: &str = "\
+It prints the base URL and the environment lines to export (OPENAI_BASE_URL, OPENAI_API_KEY,
+and the runtime's own, such as BUB_API_BASE) on stderr, then serves POST /v1/chat/completions
+(streamed and not) and GET /v1/models. Wire times are wall times: a scripted latency waits
+latency_ms x --time-scale real milliseconds.
+
+Exit codes:
+  0    the run passed
+  1    a rule was broken (a model-side oracle, a request check, the script left unused, a
+       malformed, oversized, unattributed or unserved request)
+  2    bad input or usage: an unreadable or invalid scenario, an unknown runtime, a port
+       that cannot be bound
+  3    internal error
+  4    the system under test could not be run: no request arrived before the idle limit";
+
+pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
+    let style = Style {
+        format: args.format,
+        trace: false,
+        quiet: false,
+        coverage_all: false,
+        out: if args.format == Format::Text { Paint::new(args.color, terminal.stdout) } else { Paint::default() },
+        err: Paint::new(args.color, terminal.stderr),
+    };
+    let mut reporter = Reporter::new(style);
+    let scenario = match crate::load::outside(&args.scenario) {
+        Ok(loaded) => loaded.into_parts().0,
+        Err(e) => {
+            reporter.bad_input(out, err, &args.scenario, &e);
+            return reporter.finish(out, err, None);
+        }
+    };
+    let dialect = match Dialect::load(&args.runtime) {
+        Ok(dialect) => dialect,
+        Err(e) => {
+            reporter.error(err, &format!("--runtime: {e}"));
+            return Exit::BadInput;
+        }
+    };
+    let options = ServeOptions {
+        port: args.port,
+        time_scale: args.time_scale,
+        idle_limit: args.idle_limit.into(),
+        side: args.side.clone(),
+        ..ServeOptions::default()
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            reporter.error(err, &format!("cannot start the server's runtime: {e}"));
+            return Exit::Internal;
+        }
+    };
+    let run = runtime.block_on(async {
+        let server = Server::start(&scenario, dialect, options).await?;
+        let base = server.base_url();
+        let _ = writeln!(err, "serving {} on {base}", crate::trace::printable(&scenario.name));
+        for line in env_lines(&base, &args.runtime) {
+            let _ = writeln!(err, "export {line}");
+        }
+        let _ = err.flush();
+        let end = tokio::select! {
+            end = server.done() => end,
+            _ = tokio::signal::ctrl_c() => End::Caller,
+        };
+        Ok::<WireRun, wire::ServeError>(server.finish(end).await)
+    });
+    let run = match run {
+        Ok(run) => run,
+        Err(e) => {
+            reporter.error(err, &e.to_string());
+            return Exit::BadInput;
+        }
+    };
+    let ended = match run.end {
+        End::Script => "the script ended",
+        End::Stopped => "the script stopped the run",
+        End::Idle => "the idle limit passed",
+        End::Caller => "interrupted",
+    };
+    reporter.note(err, &format!("{ended} after {} requests, {} ms wall time", run.requests, run.elapsed.as_millis()));
+    for place in wire::not_applied(&scenario) {
+        reporter.note(err, &format!("not judged over the wire: {place}"));
+    }
+    for d in &run.disconnects {
+        reporter.note(
+            err,
+            &format!(
+                "request #{} ({} exchange {}): the client gave up after {} ms{}",
+                d.request,
+                if d.alias.is_empty() { "?" } else { &d.alias },
+                d.exchange,
+                d.held_ms,
+                if d.hang { " (a scripted hang)" } else { "" }
+            ),
+        );
+    }
+    if run.requests == 0 {
+        reporter.error(err, "no request arrived: the system under test never called the server");
+        return Exit::NotRun;
+    }
+    let verdict = wire::judge(&scenario, &run);
+    reporter.scenario(out, &args.scenario, &verdict);
+    if args.trace && args.format == Format::Text {
+        for line in wire::trace_lines(&run) {
+            let _ = writeln!(out, "    {}", crate::trace::printable(&line));
+        }
+    }
+    reporter.finish(out, err, None)
+}
+
+/// The environment lines a runtime takes: the OpenAI SDK's, and the runtime's own.
+fn env_lines(base: &str, runtime: &str) -> Vec<String> {
+    let mut lines = vec![format!("OPENAI_BASE_URL={base}"), "OPENAI_API_KEY=rehearsal".to_string()];
+    if runtime.starts_with("bub") {
+        lines.push(format!("BUB_API_BASE={base}"));
+        lines.push("BUB_API_KEY=rehearsal".to_string());
+        lines.push("BUB_MODEL=openai:rehearsal".to_string());
+    }
+    if runtime == "roku" {
+        lines.push(format!("ROKU_OPENAI_BASE_URL={base}/chat/completions"));
+    }
+    lines
+}

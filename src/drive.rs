@@ -1,0 +1,495 @@
+//! `rehearsal drive`: one scenario played against a runtime in another process. The server of
+//! [`crate::wire`] plays the model; the runtime's command runs once per user turn, in its own
+//! process group, in a fresh temp home and working directory kept across the scenario's turns,
+//! with the environment of its [`RuntimeDescription`]; its exit code, stdout and stderr are
+//! recorded; then the run is judged by the model-side oracles against the runtime's own limits,
+//! and each turn's `expect.message` / `message_contains` against its stdout and `expect.status`
+//! against its exit code.
+//!
+//! Placeholders in the command's arguments: `{message}` (the turn's user message), `{turn}`
+//! (its number, from 1), `{session}` (the scenario's `session.id`), `{home}` and `{workdir}`.
+//!
+//! Processes: on Unix each turn's command leads a new process group (`process_group(0)`); when
+//! the command exits, passes the wall-clock limit or the caller is interrupted, the whole group
+//! is killed (SIGKILL), so a grandchild it left sleeping does not outlive the run. On platforms
+//! without process groups only the command itself is killed; its own children may survive.
+//!
+//! What this module deliberately does not do: serve requests (the wire does), judge a rule
+//! (the oracles do), or parse the command line (the CLI does).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+use crate::runner::{Failure, FailureKind, Verdict};
+use crate::runtime::RuntimeDescription;
+use crate::scenario::Scenario;
+use crate::sut::event::Status;
+use crate::wire::{self, End, ServeOptions, Server, WireRun};
+
+/// How a scenario is driven. Every limit is named here with its default.
+#[derive(Clone, Debug)]
+pub struct DriveOptions {
+    /// The command and its arguments (with placeholders).
+    pub command: Vec<String>,
+    /// Real seconds per scripted second of latency. Default 1.
+    pub time_scale: f64,
+    /// The wall-clock limit of one turn's command; past it the group is killed. Default 60 s.
+    pub turn_limit: Duration,
+    /// The most bytes kept of a turn's stdout and of its stderr. Default 1 MiB.
+    pub output_max_bytes: usize,
+    /// Set from outside (Ctrl-C): the running command's group is killed and no turn starts.
+    pub interrupt: Option<Arc<AtomicBool>>,
+    /// Where the temp folders are made. Default: the system's temp folder.
+    pub temp_root: Option<PathBuf>,
+}
+
+impl Default for DriveOptions {
+    fn default() -> DriveOptions {
+        DriveOptions {
+            command: Vec::new(),
+            time_scale: 1.0,
+            turn_limit: Duration::from_secs(60),
+            output_max_bytes: 1 << 20,
+            interrupt: None,
+            temp_root: None,
+        }
+    }
+}
+
+/// Why a scenario could not be driven at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriveError {
+    /// The command was not found, or failed to start: the system under test could not be run.
+    NotRun(String),
+    /// The server could not start, or the temp folders could not be made.
+    Setup(String),
+}
+
+impl std::fmt::Display for DriveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DriveError::NotRun(why) | DriveError::Setup(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for DriveError {}
+
+/// How one turn's command ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Exited {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it (Unix), not sent by drive.
+    Signal(i32),
+    /// Drive killed it at the wall-clock limit.
+    TimedOut,
+    /// Drive killed it because the caller was interrupted.
+    Interrupted,
+}
+
+/// One turn's run of the command.
+#[derive(Clone, Debug)]
+pub struct TurnRun {
+    /// The arguments as run, placeholders filled.
+    pub args: Vec<String>,
+    /// How it ended.
+    pub exited: Exited,
+    /// Its stdout (lossy UTF-8, at most [`DriveOptions::output_max_bytes`]).
+    pub stdout: String,
+    /// Its stderr, likewise.
+    pub stderr: String,
+    /// Wall time it ran.
+    pub elapsed: Duration,
+}
+
+/// A driven scenario: the verdict and what it was made of.
+#[derive(Debug)]
+pub struct Driven {
+    /// The verdict (its run's `elapsed` is zero: wall times vary, and a report must not).
+    pub verdict: Verdict,
+    /// Each turn's run.
+    pub turns: Vec<TurnRun>,
+    /// The served run.
+    pub wire: WireRun,
+    /// What was not judged, and why (expectations on core events, rules knobs replaced).
+    pub notes: Vec<String>,
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A temp folder removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(root: Option<&Path>) -> std::io::Result<TempDir> {
+        let root = root.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        loop {
+            let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let path = root.join(format!("rehearsal-drive-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(TempDir(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Fills the placeholders of one argument.
+pub fn substitute(arg: &str, message: &str, turn: usize, session: &str, home: &Path, workdir: &Path) -> String {
+    // One pass, so a message holding `{turn}` is not substituted again.
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    let keys: [(&str, String); 5] = [
+        ("{message}", message.to_string()),
+        ("{turn}", turn.to_string()),
+        ("{session}", session.to_string()),
+        ("{home}", home.to_string_lossy().into_owned()),
+        ("{workdir}", workdir.to_string_lossy().into_owned()),
+    ];
+    'outer: while !rest.is_empty() {
+        for (key, value) in &keys {
+            if let Some(after) = rest.strip_prefix(key) {
+                out.push_str(value);
+                rest = after;
+                continue 'outer;
+            }
+        }
+        let c = rest.chars().next().expect("not empty");
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// Drives `scenario` on the runtime `description` with `options`. Must be called inside a
+/// tokio runtime with I/O and time enabled.
+pub async fn drive(
+    scenario: &Scenario,
+    description: &RuntimeDescription,
+    options: &DriveOptions,
+) -> Result<Driven, DriveError> {
+    let Some(program) = options.command.first() else {
+        return Err(DriveError::NotRun("no command given after `--`".into()));
+    };
+    let temp = TempDir::new(options.temp_root.as_deref())
+        .map_err(|e| DriveError::Setup(format!("cannot make a temp folder: {e}")))?;
+    let home = temp.0.join("home");
+    let workdir = temp.0.join("work");
+    for dir in [&home, &workdir] {
+        std::fs::create_dir_all(dir).map_err(|e| DriveError::Setup(format!("cannot make {}: {e}", dir.display())))?;
+    }
+    seed_files(scenario, &workdir).map_err(DriveError::Setup)?;
+    let serve = ServeOptions {
+        time_scale: options.time_scale,
+        // The commands' own ends, not an idle guess, end a driven run; the idle limit only
+        // bounds `done`, which drive does not wait on.
+        idle_limit: options.turn_limit.saturating_mul(scenario.turns.len().max(1) as u32),
+        ..ServeOptions::default()
+    };
+    let server =
+        Server::start(scenario, description.dialect(), serve).await.map_err(|e| DriveError::Setup(e.to_string()))?;
+    let base = server.base_url();
+    let model = scenario.session.model.clone().unwrap_or_else(|| "rehearsal".to_string());
+    let env = description.env_for(&base, &model, &home, &workdir);
+    let mut turns = Vec::new();
+    for (i, turn) in scenario.turns.iter().enumerate() {
+        if options.interrupt.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
+            break;
+        }
+        let args: Vec<String> = options
+            .command
+            .iter()
+            .map(|a| substitute(a, &turn.user, i + 1, &scenario.session.id, &home, &workdir))
+            .collect();
+        match run_turn(program, &args, &env, &home, &workdir, options).await {
+            Ok(run) => turns.push(run),
+            Err(e) => {
+                let _ = server.finish(End::Caller).await;
+                return Err(DriveError::NotRun(e));
+            }
+        }
+    }
+    // Every command has ended: the run is over. The script counts as ended if nothing it
+    // must use is left (a moment for the last request's bookkeeping).
+    let end = tokio::time::timeout(Duration::from_millis(20), server.done()).await.unwrap_or(End::Caller);
+    let end = if end == End::Idle { End::Caller } else { end };
+    let wire = server.finish(end).await;
+    let (judged, mut notes) = description.judged_as(scenario);
+    let mut verdict = wire::judge(&judged, &wire);
+    verdict.run.elapsed = Duration::ZERO;
+    for off in &description.oracles_off {
+        // A finding names its clause in parentheses: `model-side NAME (oracle.model-side.NAME)`.
+        let clause = format!("(oracle.model-side.{})", off.oracle);
+        let before = verdict.failures.len();
+        verdict.failures.retain(|f| !(f.kind == FailureKind::Oracle && f.what.contains(&clause)));
+        let left_out = before - verdict.failures.len();
+        let what = if left_out == 0 { String::new() } else { format!(" ({left_out} finding(s) left out)") };
+        notes.push(format!(
+            "oracle.model-side.{} is off for runtime `{}`{what}: {}",
+            off.oracle, description.name, off.why
+        ));
+    }
+    let mut turn_failures = Vec::new();
+    if wire.requests == 0 {
+        turn_failures.push(Failure::new(
+            FailureKind::Stopped,
+            "the runtime made no request to the model: it never called the server".to_string(),
+            Vec::new(),
+        ));
+    }
+    for (i, (turn, run)) in scenario.turns.iter().zip(&turns).enumerate() {
+        turn_failures.extend(judge_turn(i, turn, run));
+    }
+    if turns.len() < scenario.turns.len() {
+        turn_failures.push(Failure::new(
+            FailureKind::Stopped,
+            format!("interrupted: {} of {} turns ran", turns.len(), scenario.turns.len()),
+            Vec::new(),
+        ));
+    }
+    // The command's end is the likely cause of the rest: first.
+    turn_failures.append(&mut verdict.failures);
+    verdict.failures = turn_failures;
+    for place in wire::not_applied(scenario) {
+        let judged_here = [".message:", ".message_contains:", ".status:"];
+        if !judged_here.iter().any(|f| place.contains(f)) {
+            notes.push(format!("not judged over the wire: {place}"));
+        }
+    }
+    Ok(Driven { verdict, turns, wire, notes })
+}
+
+/// The turn's end judged: how the command ended, its stdout against `expect.message` and
+/// `message_contains`, its exit code against `expect.status`.
+fn judge_turn(i: usize, turn: &crate::scenario::Turn, run: &TurnRun) -> Vec<Failure> {
+    let mut out = Vec::new();
+    let tail = |s: &str| -> Vec<String> {
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(5)..].iter().map(|l| format!("stderr: {l}")).collect()
+    };
+    match &run.exited {
+        Exited::TimedOut => out.push(Failure::new(
+            FailureKind::Stopped,
+            format!("turns[{i}]: the runtime passed the wall-clock limit; its process group was killed"),
+            tail(&run.stderr),
+        )),
+        Exited::Interrupted => {}
+        Exited::Signal(s) => out.push(Failure::new(
+            FailureKind::Stopped,
+            format!("turns[{i}]: the runtime died of signal {s}"),
+            tail(&run.stderr),
+        )),
+        Exited::Code(code) => {
+            let want = turn.expect.status;
+            let ok = *code == 0;
+            match want {
+                Some(Status::Error) if ok => out.push(Failure::new(
+                    FailureKind::Expectation,
+                    format!("turns[{i}].expect.status: expected error (a non-zero exit), the runtime exited 0"),
+                    Vec::new(),
+                )),
+                Some(Status::Error) => {}
+                _ if !ok => out.push(Failure::new(
+                    FailureKind::Expectation,
+                    format!("turns[{i}]: the runtime exited {code}"),
+                    tail(&run.stderr),
+                )),
+                _ => {}
+            }
+        }
+    }
+    let said = run.stdout.trim_end_matches(['\n', '\r']);
+    if let Some(want) = &turn.expect.message {
+        let want = want.render();
+        if said != want {
+            out.push(Failure::new(
+                FailureKind::Expectation,
+                format!(
+                    "turns[{i}].expect.message: expected {}, the runtime printed {}",
+                    crate::trace::quoted(&want),
+                    crate::trace::quoted(said)
+                ),
+                Vec::new(),
+            ));
+        }
+    }
+    if let Some(want) = &turn.expect.message_contains {
+        let want = want.render();
+        if !said.contains(&want) {
+            out.push(Failure::new(
+                FailureKind::Expectation,
+                format!(
+                    "turns[{i}].expect.message_contains: {} is not in what the runtime printed, {}",
+                    crate::trace::quoted(&want),
+                    crate::trace::quoted(said)
+                ),
+                Vec::new(),
+            ));
+        }
+    }
+    out
+}
+
+/// Writes the scenario's profile files where a runtime looks for them:
+/// `.agents/agents/NAME` in the working directory.
+fn seed_files(scenario: &Scenario, workdir: &Path) -> Result<(), String> {
+    if scenario.profile_files.is_empty() {
+        return Ok(());
+    }
+    let dir = workdir.join(".agents").join("agents");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    for (name, text) in &scenario.profile_files {
+        if name.contains('/') || name.contains('\\') || name.starts_with('.') {
+            return Err(format!("profile_files: `{name}` is not a plain file name"));
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs one turn's command to its end, the wall-clock limit or an interrupt, then kills its
+/// process group. `Err`: it could not be started.
+async fn run_turn(
+    program: &str,
+    args: &[String],
+    env: &[(String, String)],
+    home: &Path,
+    workdir: &Path,
+    options: &DriveOptions,
+) -> Result<TurnRun, String> {
+    // A relative path with a separator would be resolved against the working directory set
+    // below: resolve it against drive's own, as a shell would.
+    let program: PathBuf = match Path::new(program) {
+        p if p.is_relative() && p.components().count() > 1 => {
+            std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf())
+        }
+        p => p.to_path_buf(),
+    };
+    let program = program.as_path();
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(&args[1..])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("HOME", home)
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    let started = tokio::time::Instant::now();
+    let mut child = command.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("the runtime's command `{}` was not found", program.display()),
+        _ => format!("the runtime's command `{}` failed to start: {e}", program.display()),
+    })?;
+    let pid = child.id();
+    let max = options.output_max_bytes;
+    let stdout = child.stdout.take().map(|s| tokio::spawn(read_capped(s, max)));
+    let stderr = child.stderr.take().map(|s| tokio::spawn(read_capped(s, max)));
+    let interrupted = async {
+        match &options.interrupt {
+            Some(flag) => {
+                while !flag.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let exited = tokio::select! {
+        status = child.wait() => match status {
+            Ok(status) => exit_of(status),
+            Err(_) => Exited::Signal(0),
+        },
+        _ = tokio::time::sleep(options.turn_limit) => Exited::TimedOut,
+        _ = interrupted => Exited::Interrupted,
+    };
+    // The whole group goes, whether the command ended by itself or not: a grandchild it left
+    // behind would otherwise keep running and hold its pipes open.
+    kill_group(pid);
+    let _ = child.kill().await;
+    let collect = |h: Option<tokio::task::JoinHandle<Vec<u8>>>| async move {
+        match h {
+            // A process that left the group (setsid) may hold the pipe: not waited for long.
+            Some(h) => match tokio::time::timeout(Duration::from_secs(2), h).await {
+                Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                _ => String::new(),
+            },
+            None => String::new(),
+        }
+    };
+    let stdout = collect(stdout).await;
+    let stderr = collect(stderr).await;
+    Ok(TurnRun { args: args.to_vec(), exited, stdout, stderr, elapsed: started.elapsed() })
+}
+
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(mut r: R, max: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = max.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Exited {
+    if let Some(code) = status.code() {
+        return Exited::Code(code);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return Exited::Signal(signal);
+        }
+    }
+    Exited::Signal(0)
+}
+
+/// Kills the process group `pid` leads (Unix); elsewhere nothing (the child is killed by the
+/// caller).
+fn kill_group(pid: Option<u32>) {
+    #[cfg(unix)]
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
+        // SAFETY: kill(2) with a negative pid signals the group; it touches no memory of ours.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = pid;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_once_each() {
+        let got =
+            substitute("t={turn} m={message} s={session}", "say {turn}", 2, "s-1", Path::new("/h"), Path::new("/w"));
+        assert_eq!(got, "t=2 m=say {turn} s=s-1");
+        assert_eq!(substitute("{home}/{workdir}", "", 1, "", Path::new("/h"), Path::new("/w")), "/h//w");
+        assert_eq!(substitute("héllo {x}", "", 1, "", Path::new("/h"), Path::new("/w")), "héllo {x}");
+    }
+}

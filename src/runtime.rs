@@ -1,0 +1,459 @@
+//! Runtime descriptions: what `rehearsal drive` must know of an agent runtime in another
+//! process, as data. A [`RuntimeDescription`] names the [`Dialect`] its requests are read in
+//! (the one place of runtime spelling), the environment that points it at the server, the
+//! runtime's own limits (which the oracles judge against, since a scenario's `rules` knobs
+//! cannot reach an outside runtime), and the scenario features it has, so that a scenario
+//! needing more is skipped with a reason, as `Capabilities` does in process.
+//!
+//! The name is chosen so that it is not confused with agent *profiles* (what a child is told),
+//! rule *presets* (the knobs of a family) or *dialects* (how requests are spelt): a
+//! description is about starting and judging a process.
+//!
+//! API: [`RuntimeDescription::builtin`]`(name)` for `bub` (bub 0.5.1 from PyPI), `py-runtime`
+//! (examples/py_runtime), `roku` and `generic`; [`RuntimeDescription::from_json`] and
+//! [`RuntimeDescription::load`] for a user's own (docs/runtimes.md documents the format).
+//!
+//! What this module deliberately does not do: start a process (that is `drive`), or read a
+//! request (that is the dialect's and the attribution's).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dialect::Dialect;
+use crate::scenario::{PresetName, Scenario};
+
+/// What `rehearsal drive` knows of one runtime.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeDescription {
+    /// Its name, for messages.
+    pub name: String,
+    /// The dialect its requests are read in: a built-in dialect's name (see
+    /// [`crate::dialect::BUILTIN`]).
+    pub dialect: String,
+    /// The environment it is started with, by variable. In each value `{base_url}` stands for
+    /// the server's base URL (`http://127.0.0.1:PORT/v1`), `{model}` for the scenario's model
+    /// (`session.model`, else `rehearsal`), `{home}` for the temp home and `{workdir}` for the
+    /// working directory. `HOME` and `PATH` are set by drive (`HOME` to the temp home).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The rules family it implements: the preset its limits start from.
+    pub preset: PresetName,
+    /// Its own limits: the facts the oracles judge against, whatever a scenario's `rules` say.
+    #[serde(default)]
+    pub limits: RuntimeLimits,
+    /// The scenario features it has.
+    #[serde(default)]
+    pub features: Features,
+    /// Model-side oracles that cannot judge this runtime, each with the reason (printed as a
+    /// note on every scenario): their findings are left out of its verdicts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oracles_off: Vec<OracleOff>,
+    /// What a user should know about checking it (printed once per `drive`).
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// A model-side oracle a runtime's description turns off, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OracleOff {
+    /// Its name (`truncation`; one of `oracles::model_side::ORACLES`).
+    pub oracle: String,
+    /// Why it cannot judge this runtime.
+    pub why: String,
+}
+
+/// A runtime's own limits; an absent field keeps the preset's value.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeLimits {
+    /// The deepest an agent runs (the root is 0).
+    #[serde(default)]
+    pub depth_limit: Option<u32>,
+    /// A child's hand-over longer than this many characters is cut or spilled; `null`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_limit_chars: Option<Option<usize>>,
+    /// The background children running at once.
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
+    /// A background child's default time limit in milliseconds; `null`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent_default_timeout_ms: Option<Option<u64>>,
+    /// The root's step budget per turn.
+    #[serde(default)]
+    pub root_step_budget: Option<u32>,
+}
+
+/// The scenario features a runtime has. A scenario that needs one it lacks is skipped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Features {
+    /// The tools the model may be scripted to call (spawn tools, waits, catalogue tools). A
+    /// scenario whose script calls any other tool (unless marked `undeclared`) is skipped;
+    /// empty: any tool.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Agent profiles (`profiles`, `profile_files`).
+    #[serde(default)]
+    pub profiles: bool,
+    /// Steering (`steer`).
+    #[serde(default)]
+    pub steering: bool,
+    /// An approval gate other than auto-approve.
+    #[serde(default)]
+    pub approvals: bool,
+    /// More than one user turn in one scenario (a session kept across runs of the command).
+    #[serde(default = "yes")]
+    pub turns: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Features {
+    fn default() -> Features {
+        Features { tools: Vec::new(), profiles: false, steering: false, approvals: false, turns: true }
+    }
+}
+
+/// A description that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeError(pub String);
+
+impl std::fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RuntimeError {}
+
+/// The names of the built-in descriptions.
+pub const BUILTIN: [&str; 4] = ["bub", "py-runtime", "roku", "generic"];
+
+fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+impl RuntimeDescription {
+    /// A built-in description by name ([`BUILTIN`]).
+    pub fn builtin(name: &str) -> Option<RuntimeDescription> {
+        let openai = [("OPENAI_BASE_URL", "{base_url}"), ("OPENAI_API_KEY", "rehearsal")];
+        Some(match name {
+            // bub 0.5.1 as shipped on PyPI (docs/rules/bub-0.5.1.md): one synchronous
+            // `subagent` tool, children cannot spawn. It never cuts a result: one of 16,384
+            // bytes or more is spilt behind a handle, which the conformance scenarios' request
+            // checks judge (the truncation oracle knows cuts, not spills), so no limit is
+            // stated. Its model id is `openai:<id>`.
+            "bub" => RuntimeDescription {
+                name: "bub".into(),
+                dialect: "bub-0.5.1".into(),
+                env: env(&[
+                    ("BUB_MODEL", "openai:{model}"),
+                    ("BUB_API_BASE", "{base_url}"),
+                    ("BUB_API_KEY", "rehearsal"),
+                    ("BUB_HOME", "{home}/.bub"),
+                    ("NO_COLOR", "1"),
+                ]),
+                preset: PresetName::Bub,
+                limits: RuntimeLimits {
+                    depth_limit: Some(1),
+                    result_limit_chars: Some(None),
+                    max_concurrency: None,
+                    subagent_default_timeout_ms: None,
+                    root_step_budget: None,
+                },
+                features: Features {
+                    tools: Vec::new(),
+                    profiles: false,
+                    steering: false,
+                    approvals: false,
+                    turns: true,
+                },
+                oracles_off: vec![OracleOff {
+                    oracle: "truncation".into(),
+                    why: "bub 0.5.1 never cuts a result; one of 16,384 bytes or more is spilt behind a handle, \
+                          which the conformance scenarios' request checks judge (the oracle knows cuts only)"
+                        .into(),
+                }],
+                note: None,
+            },
+            // examples/py_runtime: Bub's background family as docs/rules/bub.md writes it.
+            "py-runtime" => RuntimeDescription {
+                name: "py-runtime".into(),
+                dialect: "bub".into(),
+                // A budget of 60 (its default is 30) leaves room for five spawns of 1 + a grant
+                // of 10 each; the limit below states the same number, as a fact to judge.
+                env: env(&[openai[0], openai[1], ("PY_RUNTIME_MODEL", "{model}"), ("PY_RUNTIME_STEP_BUDGET", "60")]),
+                preset: PresetName::Bub,
+                limits: RuntimeLimits { depth_limit: Some(1), root_step_budget: Some(60), ..RuntimeLimits::default() },
+                features: Features {
+                    tools: names(&[
+                        "subagent",
+                        "subagent.wait",
+                        "subagent.send",
+                        "subagent.cancel",
+                        "final_answer",
+                        "ask_user",
+                        "fail",
+                        "fs_read",
+                    ]),
+                    profiles: false,
+                    steering: false,
+                    approvals: false,
+                    turns: true,
+                },
+                oracles_off: Vec::new(),
+                note: None,
+            },
+            "roku" => RuntimeDescription {
+                name: "roku".into(),
+                dialect: "roku".into(),
+                env: env(&[
+                    ("ROKU_OPENAI_BASE_URL", "{base_url}/chat/completions"),
+                    ("ROKU_OPENAI_API_KEY", "rehearsal"),
+                ]),
+                preset: PresetName::Roku,
+                limits: RuntimeLimits::default(),
+                features: Features {
+                    tools: Vec::new(),
+                    profiles: true,
+                    steering: false,
+                    approvals: false,
+                    turns: true,
+                },
+                oracles_off: Vec::new(),
+                note: Some(
+                    "roku: only Roku's wire format is checked (its provider posts to the full URL in \
+                     ROKU_OPENAI_BASE_URL); this description was not run against Roku itself"
+                        .into(),
+                ),
+            },
+            "generic" => RuntimeDescription {
+                name: "generic".into(),
+                dialect: "generic".into(),
+                env: env(&[openai[0], openai[1], ("OPENAI_MODEL", "{model}")]),
+                preset: PresetName::Roku,
+                limits: RuntimeLimits::default(),
+                features: Features::default(),
+                oracles_off: Vec::new(),
+                note: None,
+            },
+            _ => return None,
+        })
+    }
+
+    /// A description a user wrote, in the JSON form of [`RuntimeDescription`]; `file` names it
+    /// in errors, which say line, column and the field.
+    pub fn from_json(text: &str, file: &str) -> Result<RuntimeDescription, RuntimeError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let description: RuntimeDescription = serde_path_to_error::deserialize(de).map_err(|e| {
+            let inner = e.inner();
+            RuntimeError(format!("{file}:{}:{}: at `{}`: {inner}", inner.line(), inner.column(), e.path()))
+        })?;
+        for off in &description.oracles_off {
+            if !crate::oracles::model_side::ORACLES.contains(&off.oracle.as_str()) {
+                return Err(RuntimeError(format!(
+                    "{file}: oracles_off: `{}` is not a model-side oracle (one of {})",
+                    off.oracle,
+                    crate::oracles::model_side::ORACLES.join(", ")
+                )));
+            }
+        }
+        if Dialect::builtin(&description.dialect).is_none() {
+            return Err(RuntimeError(format!(
+                "{file}: dialect `{}` is not a built-in dialect (one of {})",
+                description.dialect,
+                crate::dialect::BUILTIN.join(", ")
+            )));
+        }
+        Ok(description)
+    }
+
+    /// A built-in name, or a `.json` file.
+    pub fn load(name_or_path: &str) -> Result<RuntimeDescription, RuntimeError> {
+        if let Some(d) = RuntimeDescription::builtin(name_or_path) {
+            return Ok(d);
+        }
+        if !name_or_path.ends_with(".json") {
+            return Err(RuntimeError(format!(
+                "unknown runtime `{name_or_path}`: a built-in is one of {}, or give a description `.json` file",
+                BUILTIN.join(", ")
+            )));
+        }
+        let text = std::fs::read_to_string(Path::new(name_or_path))
+            .map_err(|e| RuntimeError(format!("{name_or_path}: cannot read: {e}")))?;
+        RuntimeDescription::from_json(&text, name_or_path)
+    }
+
+    /// The dialect its requests are read in.
+    pub fn dialect(&self) -> Dialect {
+        Dialect::builtin(&self.dialect).expect("checked when the description was made")
+    }
+
+    /// The environment for one scenario, every placeholder filled.
+    pub fn env_for(&self, base_url: &str, model: &str, home: &Path, workdir: &Path) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .map(|(k, v)| {
+                let v = v
+                    .replace("{base_url}", base_url)
+                    .replace("{model}", model)
+                    .replace("{home}", &home.to_string_lossy())
+                    .replace("{workdir}", &workdir.to_string_lossy());
+                (k.clone(), v)
+            })
+            .collect()
+    }
+
+    /// Why `scenario` cannot be run on this runtime, if it cannot: each feature it needs and
+    /// the runtime lacks.
+    pub fn missing(&self, scenario: &Scenario) -> Vec<String> {
+        let f = &self.features;
+        let mut out = Vec::new();
+        if !f.steering && !scenario.steer.is_empty() {
+            out.push("steering (`steer`)".to_string());
+        }
+        if !f.profiles && (!scenario.profiles.is_empty() || !scenario.profile_files.is_empty()) {
+            out.push("agent profiles".to_string());
+        }
+        if !f.approvals && scenario.approval.mode != crate::scenario::GateMode::Auto {
+            out.push("an approval gate".to_string());
+        }
+        if !f.turns && scenario.turns.len() > 1 {
+            out.push("more than one turn".to_string());
+        }
+        if !f.tools.is_empty() {
+            let mut unknown: Vec<&str> = scenario
+                .lanes
+                .iter()
+                .flat_map(|l| &l.replies)
+                .flat_map(|r| &r.calls)
+                .filter(|c| !c.undeclared && !f.tools.contains(&c.tool))
+                .map(|c| c.tool.as_str())
+                .collect();
+            unknown.sort_unstable();
+            unknown.dedup();
+            for tool in unknown {
+                out.push(format!("the tool `{tool}`"));
+            }
+        }
+        out
+    }
+
+    /// `scenario` with this runtime's preset and limits in place of its `rules` (which cannot
+    /// reach an outside runtime; a limit the description does not state is its preset's), and
+    /// a sentence for each knob the file set that was replaced.
+    pub fn judged_as(&self, scenario: &Scenario) -> (Scenario, Vec<String>) {
+        let mut judged = scenario.clone();
+        let mut notes = Vec::new();
+        let given = scenario.rules.clone();
+        let l = &self.limits;
+        let mut rules = crate::scenario::RulesSpec { preset: self.preset, ..Default::default() };
+        rules.depth_limit = l.depth_limit;
+        rules.result_limit_chars = l.result_limit_chars;
+        rules.max_concurrency = l.max_concurrency;
+        rules.subagent_default_timeout_ms = l.subagent_default_timeout_ms;
+        rules.root_step_budget = l.root_step_budget;
+        if given.preset != rules.preset {
+            notes
+                .push(format!("rules.preset {:?} is judged as {:?}, the runtime's family", given.preset, rules.preset));
+        }
+        let knobs = [
+            ("depth_limit", given.depth_limit.is_some()),
+            ("result_limit_chars", given.result_limit_chars.is_some()),
+            ("max_concurrency", given.max_concurrency.is_some()),
+            ("subagent_default_timeout_ms", given.subagent_default_timeout_ms.is_some()),
+            ("root_step_budget", given.root_step_budget.is_some()),
+            ("recovery_budget", given.recovery_budget.is_some()),
+            ("child_step_cap", given.child_step_cap.is_some()),
+            ("spawn_cost", given.spawn_cost.is_some()),
+            ("agent_timeout_ms", given.agent_timeout_ms.is_some()),
+            ("unknown_tool_message", given.unknown_tool_message.is_some()),
+            ("agent_tool", given.agent_tool.is_some()),
+            ("subagent_tools", given.subagent_tools.is_some()),
+        ];
+        for (knob, set) in knobs {
+            if set {
+                notes.push(format!("rules.{knob}: does not reach runtime `{}`; its own limits are judged", self.name));
+            }
+        }
+        judged.rules = rules;
+        (judged, notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_has_a_builtin_dialect() {
+        for name in BUILTIN {
+            let d = RuntimeDescription::builtin(name).expect("listed");
+            assert_eq!(d.name, name);
+            let _ = d.dialect();
+        }
+    }
+
+    #[test]
+    fn the_bub_env_template_fills_base_url_and_model() {
+        let d = RuntimeDescription::builtin("bub").unwrap();
+        let env = d.env_for("http://127.0.0.1:9/v1", "m1", Path::new("/h"), Path::new("/w"));
+        assert!(env.contains(&("BUB_MODEL".into(), "openai:m1".into())));
+        assert!(env.contains(&("BUB_API_BASE".into(), "http://127.0.0.1:9/v1".into())));
+        let roku = RuntimeDescription::builtin("roku").unwrap();
+        let env = roku.env_for("http://x/v1", "m", Path::new("/h"), Path::new("/w"));
+        assert!(env.contains(&("ROKU_OPENAI_BASE_URL".into(), "http://x/v1/chat/completions".into())));
+    }
+
+    #[test]
+    fn a_user_description_round_trips_and_a_bad_field_names_its_place() {
+        let d = RuntimeDescription::builtin("py-runtime").unwrap();
+        let text = serde_json::to_string_pretty(&d).unwrap();
+        assert_eq!(RuntimeDescription::from_json(&text, "d.json").unwrap(), d);
+        let bad = RuntimeDescription::from_json(
+            "{\"name\":\"x\",\"dialect\":\"generic\",\"preset\":\"bub\",\n \"limts\":{}}",
+            "d.json",
+        )
+        .unwrap_err();
+        assert!(bad.0.starts_with("d.json:2:"), "{bad}");
+        assert!(bad.0.contains("limts"), "{bad}");
+        let dialect =
+            RuntimeDescription::from_json("{\"name\":\"x\",\"dialect\":\"nope\",\"preset\":\"bub\"}", "d.json")
+                .unwrap_err();
+        assert!(dialect.0.contains("`nope` is not a built-in dialect"), "{dialect}");
+        let off = RuntimeDescription::from_json(
+            "{\"name\":\"x\",\"dialect\":\"bub\",\"preset\":\"bub\",\"oracles_off\":[{\"oracle\":\"trunc\",\"why\":\"w\"}]}",
+            "d.json",
+        )
+        .unwrap_err();
+        assert!(off.0.contains("`trunc` is not a model-side oracle"), "{off}");
+    }
+
+    #[test]
+    fn the_runtime_limits_replace_the_scenarios_rules_and_say_so() {
+        let scenario: Scenario = serde_json::from_str(
+            r#"{"name":"s","rules":{"preset":"roku","max_concurrency":9,"child_step_cap":3},"lanes":[],"turns":[]}"#,
+        )
+        .unwrap();
+        let d = RuntimeDescription::builtin("py-runtime").unwrap();
+        let (judged, notes) = d.judged_as(&scenario);
+        assert_eq!(judged.rules.preset, PresetName::Bub);
+        assert_eq!(judged.rules.root_step_budget, Some(60));
+        assert_eq!(judged.rules.max_concurrency, None, "a limit the runtime does not state is its preset's");
+        assert_eq!(judged.rules.child_step_cap, None);
+        assert!(
+            notes.iter().any(|n| n.contains("rules.max_concurrency: does not reach runtime `py-runtime`")),
+            "{notes:?}"
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! A served run judged: the model-side oracles over its exchanges, the server's own findings,
+//! the request checks and the script's use, as the same [`Verdict`] `rehearsal run` reports.
+//!
+//! What this module deliberately does not do: judge any expectation on the core's events or
+//! the turns' outcomes ([`not_applied`] lists them), or re-derive a rule (the oracles of
+//! [`crate::oracles::model_side`] do).
+
+use crate::oracles::model_side;
+use crate::runner::{Failure, FailureKind, Run, Verdict};
+use crate::scenario::Scenario;
+use crate::trace::Trace;
+
+use super::{End, FindingKind, WireRun};
+
+/// Judges a served run of `scenario`. The verdict's run holds no trace (a runtime seen from
+/// the model's side reports no events); its `model_side` is the record judged, and its
+/// `elapsed` is wall time.
+pub fn judge(scenario: &Scenario, wire: &WireRun) -> Verdict {
+    let mut causes = Vec::new();
+    let mut failures = Vec::new();
+    for halt in &wire.halts {
+        causes.push(Failure::new(FailureKind::Stopped, format!("stopped: {halt}"), Vec::new()));
+    }
+    for finding in wire.findings.iter().filter(|f| f.kind != FindingKind::Unattributed) {
+        // Unattributed requests are the model-side attribution oracle's to report.
+        failures.push(Failure::new(
+            FailureKind::Oracle,
+            format!("wire: {}: {}", finding.kind.name(), finding.message),
+            Vec::new(),
+        ));
+    }
+    let rules = scenario.rules.resolve();
+    let dialect = wire
+        .side
+        .dialect
+        .as_deref()
+        .cloned()
+        .unwrap_or_else(|| crate::dialect::Dialect::builtin("generic").expect("a built-in dialect"));
+    for finding in model_side::check(&wire.side, &rules, &dialect) {
+        failures.push(Failure::new(FailureKind::Oracle, finding.to_string(), Vec::new()));
+    }
+    for check in &wire.failed_checks {
+        failures.push(Failure::new(FailureKind::Check, format!("check failed: {check}"), Vec::new()));
+    }
+    if wire.halts.is_empty() {
+        failures.extend(unused(scenario, wire));
+    }
+    causes.extend(failures);
+    let run = Run {
+        trace: Trace::default(),
+        outcomes: Vec::new(),
+        exchanges: wire.exchanges.clone(),
+        elapsed: wire.elapsed,
+        live_sessions: Vec::new(),
+        halts: wire.halts.clone(),
+        internal_errors: Vec::new(),
+        failed_checks: wire.failed_checks.clone(),
+        lane_use: wire.lane_use.clone(),
+        reply_use: wire.reply_use.clone(),
+        rules,
+        setup: Default::default(),
+        session_ended: wire.end == End::Script,
+        limit_hit: None,
+        alive_tasks: 0,
+        // Over the wire the harness sees no waits of its own: no tie order to explore.
+        tied_instants: 0,
+        model_side: Some(wire.side.clone()),
+        // A runtime over the wire reports no events: the exchanges are all the evidence.
+        reports: crate::sut::Reports::NoEvents,
+    };
+    Verdict {
+        name: scenario.name.clone(),
+        run,
+        failures: causes,
+        orders: 1,
+        default_only: Vec::new(),
+        only_order: None,
+        untied: false,
+    }
+}
+
+/// The script a served run left unused: lanes that selected no agent, and replies that had to
+/// be used and were not.
+fn unused(scenario: &Scenario, wire: &WireRun) -> Vec<Failure> {
+    let mut out = Vec::new();
+    let ended = match wire.end {
+        End::Idle => " before the idle limit ended the run",
+        _ => "",
+    };
+    for (i, lane) in scenario.lanes.iter().enumerate() {
+        let uses = wire.reply_use.get(i).map_or(&[][..], Vec::as_slice);
+        let must: Vec<usize> = lane
+            .replies
+            .iter()
+            .enumerate()
+            .filter(|(j, r)| !(r.optional || r.repeatable) && uses.get(*j).copied().unwrap_or(0) == 0)
+            .map(|(j, _)| j)
+            .collect();
+        if must.is_empty() {
+            continue;
+        }
+        let what = if wire.lane_use.get(i).copied().unwrap_or(0) == 0 {
+            format!("lanes[{i}] ({}) selected no agent{ended}: no request was put down to it", lane.selector())
+        } else {
+            let list: Vec<String> = must.iter().map(|j| format!("replies[{j}]")).collect();
+            format!("lanes[{i}] ({}): {} never answered a request{ended}", lane.selector(), list.join(", "))
+        };
+        out.push(Failure::new(FailureKind::UnusedScript, what, Vec::new()));
+    }
+    out
+}
+
+/// The expectations of `scenario` a served run cannot judge, each as its place and why: the
+/// core's events and the turns' outcomes are not on the wire.
+pub fn not_applied(scenario: &Scenario) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, turn) in scenario.turns.iter().enumerate() {
+        let e = &turn.expect;
+        let fields = [
+            ("outcome", e.outcome.is_some()),
+            ("status", e.status.is_some()),
+            ("message", e.message.is_some()),
+            ("message_contains", e.message_contains.is_some()),
+            ("budget_left", e.budget_left.is_some()),
+            ("steps", e.steps.is_some()),
+        ];
+        for (field, set) in fields {
+            if set {
+                out.push(format!("turns[{i}].expect.{field}: a turn's outcome is the runtime's, not on the wire"));
+            }
+        }
+    }
+    let x = &scenario.expect;
+    if !x.trace.is_empty() || !x.trace_absent.is_empty() {
+        out.push("expect.trace / expect.trace_absent: the core's events are not on the wire".to_string());
+    }
+    if x.elapsed_ms.is_some() {
+        out.push("expect.elapsed_ms: virtual time; a wire run measures wall time".to_string());
+    }
+    if x.live_sessions.is_some() {
+        out.push("expect.live_sessions: the runtime's session store is not on the wire".to_string());
+    }
+    if !scenario.steer.is_empty() {
+        out.push("steer: steering is sent by the runtime's user, not the model".to_string());
+    }
+    out
+}

@@ -1,0 +1,195 @@
+//! The wire: rehearsal plays the model over OpenAI Chat Completions, so that an agent runtime
+//! in any language (Python, TypeScript, Go, a Rust workspace that will not link into a test)
+//! is judged by the same scenario files and model-side oracles as the built-in core.
+//!
+//! - [`api`]: the request, response, chunk, error and model-list types (serde).
+//! - [`clock`]: virtual time across the process boundary (docs/clock-protocol.md): the
+//!   [`clock::VirtualClock`] state machine and the TCP endpoint a runtime's clock shim talks to.
+//! - [`stream`]: a reply as SSE chunks, as the `openai` SDKs parse them.
+//! - `script`: the bridge from an attributed request to its lane's next reply.
+//! - `server`: the routes, the body limit, errors as API error objects, real-time waits.
+//! - `judge`: a finished wire run judged by the model-side oracles, as a [`Verdict`].
+//!
+//! API (what `rehearsal serve` and `rehearsal drive` call):
+//!
+//! ```no_run
+//! # async fn demo(scenario: rehearsal::scenario::Scenario) -> Result<(), rehearsal::wire::ServeError> {
+//! use rehearsal::dialect::Dialect;
+//! use rehearsal::wire::{Server, ServeOptions};
+//! let dialect = Dialect::builtin("generic").expect("a built-in dialect");
+//! let server = Server::start(&scenario, dialect, ServeOptions::default()).await?;
+//! println!("OPENAI_BASE_URL={}", server.base_url()); // http://127.0.0.1:PORT/v1
+//! let end = server.done().await; // the script ended, it stopped, or the idle limit passed
+//! let run = server.finish(end).await;
+//! let verdict = rehearsal::wire::judge(&scenario, &run);
+//! println!("{verdict}");
+//! # Ok(()) }
+//! ```
+//!
+//! **Wire times are wall times.** An in-process run has a virtual clock; a runtime in another
+//! process has its own clock, so a served run measures real time since the server started
+//! (`arrived`, `replied` of each exchange), and scripted latencies wait
+//! `latency_ms × time_scale` real milliseconds. Rules judged on time (concurrency, timeouts)
+//! are judged on those times.
+//!
+//! What a wire run judges: the model-side oracles over the exchanges (each request put down
+//! to an agent by [`crate::evidence::attribution`]), the scripted request checks, the script's
+//! use, and what the server itself saw (malformed, oversized, unattributed or unserved
+//! requests: [`WireFinding`]). Expectations on the core's events (`expect.trace`, fragments,
+//! `budget_left`, turn outcomes) cannot apply to a runtime seen only from the model's side;
+//! [`not_applied`] lists those a scenario holds, and the report says so.
+//!
+//! What this module deliberately does not do: start the runtime (that is `rehearsal drive`),
+//! or read any event of a core.
+
+pub mod api;
+pub mod clock;
+mod judge;
+mod script;
+mod server;
+pub mod stream;
+
+use std::time::Duration;
+
+use crate::evidence::Exchange;
+use crate::evidence::attribution::ModelSide;
+
+pub use judge::{judge, not_applied};
+pub use server::{ServeError, ServeOptions, Server};
+
+#[cfg(doc)]
+use crate::runner::Verdict;
+
+/// How a served run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The script had nothing left that must be used, and no request was open.
+    Script,
+    /// The script stopped the run (an agent without a lane, an exhausted lane, a `when` that
+    /// failed, the run budget).
+    Stopped,
+    /// No request arrived and none was answered for the idle limit.
+    Idle,
+    /// The caller ended it (the runtime exited, Ctrl-C).
+    Caller,
+}
+
+/// What the server saw that the runtime is to blame for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WireFinding {
+    /// The HTTP request's number (arrival order, from 1).
+    pub request: usize,
+    /// What kind.
+    pub kind: FindingKind,
+    /// What, in a sentence naming the request.
+    pub message: String,
+}
+
+/// The kinds of [`WireFinding`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FindingKind {
+    /// The body is not JSON, or not a chat completion request.
+    Malformed,
+    /// The body is larger than the limit.
+    Oversized,
+    /// No agent accounts for the request (the model-side attribution oracle reports it too).
+    Unattributed,
+    /// A route the server does not serve.
+    NotServed,
+}
+
+impl FindingKind {
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Malformed => "malformed request",
+            FindingKind::Oversized => "oversized request",
+            FindingKind::Unattributed => "unattributed request",
+            FindingKind::NotServed => "request not served",
+        }
+    }
+}
+
+/// A request the client gave up on before its answer came (a `hang`, or a latency longer
+/// than the client waits): how a runtime's model timeout shows on the wire. Not a failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Disconnect {
+    /// The HTTP request's number.
+    pub request: usize,
+    /// Its exchange number.
+    pub exchange: usize,
+    /// The agent it was put down to.
+    pub alias: String,
+    /// How long it was held, in wall milliseconds.
+    pub held_ms: u64,
+    /// Whether the script held it on purpose (`hang`).
+    pub hang: bool,
+}
+
+/// The record of a served run.
+#[derive(Clone, Debug)]
+pub struct WireRun {
+    /// The exchanges as the model saw them, in arrival order, with wall times and each one's
+    /// attribution.
+    pub side: ModelSide,
+    /// The agents' exchanges as the script saw them (with their aliases).
+    pub exchanges: Vec<Exchange>,
+    /// What the server saw that the runtime is to blame for.
+    pub findings: Vec<WireFinding>,
+    /// Requests the client gave up on.
+    pub disconnects: Vec<Disconnect>,
+    /// Why the script stopped the run, if it did.
+    pub halts: Vec<crate::harness::Halted>,
+    /// Request checks that failed.
+    pub failed_checks: Vec<String>,
+    /// Replies used, per lane.
+    pub lane_use: Vec<usize>,
+    /// Per lane, per reply: how many requests it answered.
+    pub reply_use: Vec<Vec<usize>>,
+    /// How it ended.
+    pub end: End,
+    /// Wall time from the server's start to its finish.
+    pub elapsed: Duration,
+    /// HTTP requests received.
+    pub requests: usize,
+}
+
+/// The exchanges of a served run as lines a person reads (`rehearsal serve --trace`): when
+/// each request arrived (wall milliseconds), who it was put down to, what it held, and the
+/// reply given and when.
+pub fn trace_lines(run: &WireRun) -> Vec<String> {
+    use crate::evidence::attribution::Attribution;
+    run.side
+        .exchanges
+        .iter()
+        .zip(&run.side.attributions)
+        .enumerate()
+        .map(|(i, (e, a))| {
+            let who = match a {
+                Attribution::Agent(a) => format!("{} #{}", a.alias, a.number),
+                Attribution::Side(_) => "side request".to_string(),
+                Attribution::Unattributed(_) => "unattributed".to_string(),
+            };
+            let reply = match (&e.reply, e.replied) {
+                (Some(r), Some(at)) => {
+                    let calls: Vec<&str> = r.tool_calls.iter().map(|c| c.name.as_str()).collect();
+                    let what = match (r.content.is_empty(), calls.is_empty()) {
+                        (_, false) => format!("calls [{}]", calls.join(", ")),
+                        (false, true) => {
+                            format!("text {}", crate::trace::quoted(&r.content.chars().take(60).collect::<String>()))
+                        }
+                        (true, true) => "empty text".to_string(),
+                    };
+                    format!("{what} at {} ms", at.as_millis())
+                }
+                _ => "no reply".to_string(),
+            };
+            format!(
+                "{} ms  exchange {i}  {who}  {} messages, {} tools -> {reply}",
+                e.arrived.as_millis(),
+                e.messages.len(),
+                e.tools.len()
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,171 @@
+//! The bridge from a request on the wire to the scenario's script: each request is put down
+//! to an agent by the [`Attributor`] (what a model endpoint sees, nothing else), and the
+//! agent's lane gives its next reply through the same engine an in-process run uses
+//! ([`ScriptedLlm`]: lane selection, `when`, request checks, `$taskN`, the run budget).
+//!
+//! The bridge decides at once; it does not wait. The server waits out the latency in real
+//! time and tells the bridge when the reply was given ([`Bridge::replied`]) or that none will
+//! be ([`Bridge::failed`]). What this module deliberately does not do: know HTTP, or time.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::dialect::Dialect;
+use crate::evidence::Exchange;
+use crate::evidence::attribution::{Attribution, Attributor, ModelSide};
+use crate::harness::Stop;
+use crate::harness::clock::{Clock, Now};
+use crate::harness::exchanges::ExchangeLog;
+use crate::harness::mock_llm::{Answer, Script, ScriptedLlm, Who};
+use crate::harness::recorder::Recorder;
+use crate::harness::schedule::Schedule;
+use crate::scenario::Scenario;
+use crate::sut::llm::{LlmReply, LlmRequest, Message};
+
+use super::api::Converted;
+
+/// What to do with one request.
+#[derive(Debug)]
+pub(crate) enum Plan {
+    /// Answer as the script says (after its latency).
+    Answer(Answer),
+    /// A declared side request: answered with an empty text, not attributed.
+    Side,
+    /// No agent accounts for it: refuse it, with why.
+    Unattributed(String),
+    /// The script cannot answer it (no lane, an exhausted lane, a `when` that fails): the run
+    /// is stopped, with why.
+    Halted(String),
+}
+
+/// The attributor and the script of one served scenario.
+pub(crate) struct Bridge {
+    attributor: Attributor,
+    engine: ScriptedLlm,
+    stop: Arc<Stop>,
+    log: Arc<ExchangeLog>,
+    /// The task ids the runtime's spawn results showed, in call order (for `$taskN`).
+    task_ids: Arc<Mutex<Vec<String>>>,
+    session_id: Arc<str>,
+    /// Per exchange: its index in the exchange log (only agents' requests are logged).
+    logged: Vec<Option<usize>>,
+}
+
+impl Bridge {
+    /// The bridge of `scenario`, attributing as `dialect` spells spawn calls; requests whose
+    /// last message contains one of `side` are side requests.
+    pub(crate) fn new(scenario: &Scenario, dialect: Arc<Dialect>, side: Vec<String>) -> Bridge {
+        let stop = Arc::new(Stop::default());
+        let now = Now::unstarted();
+        let recorder = Arc::new(Recorder::new(scenario.limits.max_events, 0, stop.clone(), now.clone()));
+        let log = Arc::new(ExchangeLog::default());
+        let clock = Clock::new(Schedule::default_order(), now);
+        let task_ids = Arc::new(Mutex::new(Vec::new()));
+        let engine =
+            ScriptedLlm::new(Arc::new(Script::new(&scenario.lanes)), stop.clone(), clock, log.clone(), recorder)
+                .for_wire(task_ids.clone());
+        Bridge {
+            attributor: Attributor::new(dialect, side),
+            engine,
+            stop,
+            log,
+            task_ids,
+            session_id: scenario.session.id.as_str().into(),
+            logged: Vec::new(),
+        }
+    }
+
+    /// A request arrives at `arrived` (wall time since the server started): its exchange
+    /// number (arrival order, from 0) and what to do.
+    pub(crate) fn request(&mut self, converted: &Converted, model: Option<&str>, arrived: Duration) -> (usize, Plan) {
+        let tools = converted.tools.iter().map(|t| t.name.clone()).collect();
+        let (number, attribution) =
+            self.attributor.request(&converted.messages, tools, model.map(String::from), arrived);
+        self.learn_task_ids();
+        let who = match attribution {
+            Attribution::Agent(a) => a,
+            Attribution::Side(_) => {
+                self.logged.push(None);
+                return (number, Plan::Side);
+            }
+            Attribution::Unattributed(why) => {
+                self.logged.push(None);
+                return (number, Plan::Unattributed(why));
+            }
+        };
+        let request = LlmRequest {
+            agent: who.alias.clone(),
+            goal: who.goal.clone(),
+            profile: who.profile.clone(),
+            request_id: "".into(),
+            session_id: self.session_id.clone(),
+            model: model.map(Into::into),
+            reasoning_effort: None,
+            memory: Arc::from(Vec::new()),
+            system: converted.system.as_str().into(),
+            messages: converted.messages.clone(),
+            tools: converted.tools.clone().into(),
+        };
+        self.logged.push(Some(self.log.push(Exchange { request: request.clone(), reply: None })));
+        let plan = match self.engine.answer_now(&request, &Who::new(who.alias, who.goal, who.profile)) {
+            Ok(answer) => Plan::Answer(answer),
+            Err(why) => Plan::Halted(why),
+        };
+        (number, plan)
+    }
+
+    /// The reply to exchange `number` was given at `at`.
+    pub(crate) fn replied(&mut self, number: usize, reply: &LlmReply, at: Duration) {
+        let message = Message::assistant(reply.text.clone(), reply.tool_calls.clone());
+        self.attributor.replied(number, &message, at);
+        if let Some(Some(index)) = self.logged.get(number) {
+            self.log.set_reply(*index, message);
+        }
+    }
+
+    /// No reply will come for exchange `number`.
+    pub(crate) fn failed(&mut self, number: usize) {
+        self.attributor.failed(number);
+    }
+
+    /// Whether the script has nothing left that must be used.
+    pub(crate) fn used_up(&self) -> bool {
+        self.engine.used_up()
+    }
+
+    /// Why the run was stopped, in order (authoring errors, the run budget).
+    pub(crate) fn halts(&self) -> Vec<crate::harness::Halted> {
+        self.stop.halts()
+    }
+
+    /// The request checks that failed.
+    pub(crate) fn failed_checks(&self) -> Vec<String> {
+        self.stop.failed_checks()
+    }
+
+    /// Replies used, per lane; and per lane, per reply.
+    pub(crate) fn lane_use(&self) -> (Vec<usize>, Vec<Vec<usize>>) {
+        (self.engine.used(), self.engine.reply_use())
+    }
+
+    /// The alias exchange `number` was put down to, if an agent's.
+    pub(crate) fn alias(&self, number: usize) -> Option<String> {
+        self.attributor.record().alias(number).map(ToString::to_string)
+    }
+
+    /// The record of the run as the model saw it, on the server's wall clock.
+    pub(crate) fn record(&self) -> ModelSide {
+        ModelSide { wall_times: true, ..self.attributor.record().clone() }
+    }
+
+    /// The exchanges as the script saw them (agents' requests, with their aliases).
+    pub(crate) fn exchanges(&self) -> Vec<Exchange> {
+        self.log.with(<[Exchange]>::to_vec)
+    }
+
+    /// Copies the task ids the spawn results showed so far, in call order, for `$taskN`.
+    fn learn_task_ids(&mut self) {
+        let ids: Vec<String> = self.attributor.record().calls.iter().filter_map(|c| c.task_id.clone()).collect();
+        *self.task_ids.lock().expect("task id lock poisoned") = ids;
+    }
+}

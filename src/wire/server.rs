@@ -1,0 +1,527 @@
+//! The HTTP server: `POST /v1/chat/completions` (non-streamed and streamed), `GET /v1/models`,
+//! on 127.0.0.1. One handler per route; the body-size limit is a layer; every refusal is an
+//! API error object made in one place ([`Refusal::response`]) and, when the runtime is to
+//! blame, a [`WireFinding`] too. Waits (latency, `hang`) are real time, scaled by
+//! [`ServeOptions::time_scale`], and end when the server stops, so no request outlives it.
+//!
+//! What this module deliberately does not do: choose replies (that is [`super::script`]),
+//! render chunks (that is [`super::stream`]), or judge (that is [`super::judge`]).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::api::{self, ChatRequest, ErrorBody, ErrorObject};
+use super::script::{Bridge, Plan};
+use super::stream::{self, Head};
+use super::{Disconnect, End, FindingKind, WireFinding, WireRun};
+use crate::dialect::Dialect;
+use crate::harness::mock_llm::AnswerKind;
+use crate::scenario::Scenario;
+use crate::sut::llm::LlmReply;
+
+/// How a scenario is served. Every limit is named here with its default.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// The port on 127.0.0.1; 0 (the default) takes a free one.
+    pub port: u16,
+    /// Real seconds per scripted second: a scripted latency of 200 ms waits
+    /// `200 ms × time_scale` of wall time. Default 1; 0 answers at once.
+    pub time_scale: f64,
+    /// The run ends when no request arrived and none was answered for this long (wall time).
+    /// Default 30 s.
+    pub idle_limit: Duration,
+    /// The largest request body accepted, in bytes; a larger one is refused (413) and
+    /// reported. Default 8 MiB.
+    pub body_limit_bytes: usize,
+    /// Texts that mark side requests (a title or summary call): a request whose last message
+    /// contains one is answered with an empty text and put down to no agent. Default none.
+    pub side: Vec<String>,
+    /// The `created` field of every answer, in seconds since the Unix epoch; `None` (the
+    /// default): the wall clock when the server starts.
+    pub created_s: Option<u64>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> ServeOptions {
+        ServeOptions {
+            port: 0,
+            time_scale: 1.0,
+            idle_limit: Duration::from_secs(30),
+            body_limit_bytes: 8 << 20,
+            side: Vec::new(),
+            created_s: None,
+        }
+    }
+}
+
+/// A server that could not start.
+#[derive(Debug)]
+pub struct ServeError(pub String);
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// What the handlers share.
+struct Shared {
+    bridge: Mutex<Bridge>,
+    options: ServeOptions,
+    started: Instant,
+    created: u64,
+    models: Vec<String>,
+    /// HTTP requests received (any route), for numbering them in messages.
+    received: AtomicUsize,
+    /// Chat requests being answered (their latency or hang not over).
+    open: AtomicUsize,
+    last_activity: Mutex<Instant>,
+    findings: Mutex<Vec<WireFinding>>,
+    disconnects: Mutex<Vec<Disconnect>>,
+    /// Something that `done` watches changed.
+    changed: Notify,
+    stopping: AtomicBool,
+    stop_tx: watch::Sender<bool>,
+}
+
+impl Shared {
+    fn touch(&self) {
+        *self.last_activity.lock().expect("activity lock poisoned") = Instant::now();
+        self.changed.notify_waiters();
+    }
+
+    fn find(&self, request: usize, kind: FindingKind, message: String) {
+        self.findings.lock().expect("findings lock poisoned").push(WireFinding { request, kind, message });
+    }
+
+    /// Waits `scripted` (scaled); false when the server stopped first.
+    async fn wait(&self, scripted: Duration) -> bool {
+        let real = scripted.mul_f64(self.options.time_scale);
+        // tokio's timer has millisecond ticks: even a zero sleep waits for the next one, which
+        // was most of a request's cost at `--time-scale 0`.
+        if real.is_zero() {
+            return !self.stopping.load(Ordering::SeqCst);
+        }
+        let mut stop = self.stop_tx.subscribe();
+        tokio::select! {
+            _ = tokio::time::sleep(real) => true,
+            _ = stop.wait_for(|s| *s) => false,
+        }
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// A served scenario. Start it, hand [`Server::base_url`] to the runtime, await
+/// [`Server::done`], then [`Server::finish`] for the record to judge.
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds 127.0.0.1 (port [`ServeOptions::port`]) and serves `scenario`, attributing
+    /// requests as `dialect` spells spawn calls. Must be called inside a tokio runtime with
+    /// I/O and time enabled.
+    pub async fn start(scenario: &Scenario, dialect: Dialect, options: ServeOptions) -> Result<Server, ServeError> {
+        if !(options.time_scale.is_finite() && options.time_scale >= 0.0) {
+            return Err(ServeError(format!("--time-scale {} is not a number of 0 or more", options.time_scale)));
+        }
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
+            .await
+            .map_err(|e| ServeError(format!("cannot listen on 127.0.0.1:{}: {e}", options.port)))?;
+        let addr = listener.local_addr().map_err(|e| ServeError(format!("no local address: {e}")))?;
+        let created = options.created_s.unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+        });
+        let mut models = vec!["rehearsal".to_string()];
+        models.extend(scenario.session.model.iter().cloned());
+        models.extend(scenario.profiles.iter().filter_map(|p| p.model.clone()));
+        models.sort();
+        models.dedup();
+        let (stop_tx, _) = watch::channel(false);
+        let bridge = Bridge::new(scenario, Arc::new(dialect), options.side.clone());
+        let shared = Arc::new(Shared {
+            bridge: Mutex::new(bridge),
+            started: Instant::now(),
+            last_activity: Mutex::new(Instant::now()),
+            created,
+            models,
+            received: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
+            findings: Mutex::default(),
+            disconnects: Mutex::default(),
+            changed: Notify::new(),
+            stopping: AtomicBool::new(false),
+            stop_tx,
+            options,
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat).fallback(not_served))
+            .route("/v1/models", get(models_route).fallback(not_served))
+            .fallback(not_served)
+            .layer(DefaultBodyLimit::max(shared.options.body_limit_bytes))
+            .with_state(shared.clone());
+        let mut stop = shared.stop_tx.subscribe();
+        let serving = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            // An accept error ends serving; `done` then ends by the idle limit.
+            let _ = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+        });
+        Ok(Server { addr, shared, serving })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL a runtime's OpenAI client takes: `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Resolves when the run is over: the script has nothing left that must be used and no
+    /// request is open, or the script stopped the run (an authoring error), or no request
+    /// arrived or was answered for [`ServeOptions::idle_limit`].
+    pub async fn done(&self) -> End {
+        loop {
+            let changed = self.shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let (used_up, halted) = {
+                let bridge = self.shared.bridge.lock().expect("bridge lock poisoned");
+                (bridge.used_up(), !bridge.halts().is_empty())
+            };
+            if halted {
+                return End::Stopped;
+            }
+            if used_up && self.shared.open.load(Ordering::SeqCst) == 0 {
+                return End::Script;
+            }
+            let deadline =
+                *self.shared.last_activity.lock().expect("activity lock poisoned") + self.shared.options.idle_limit;
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    let last = *self.shared.last_activity.lock().expect("activity lock poisoned");
+                    if last + self.shared.options.idle_limit <= Instant::now() {
+                        return End::Idle;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops serving (held requests are let go, connections closed) and hands back the
+    /// record of the run, ended as `end` says.
+    pub async fn finish(self, end: End) -> WireRun {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = self.shared.stop_tx.send(true);
+        // Graceful shutdown waits for open connections; a client that keeps an idle one open
+        // is not waited for long.
+        let mut serving = self.serving;
+        if tokio::time::timeout(Duration::from_secs(2), &mut serving).await.is_err() {
+            serving.abort();
+        }
+        let bridge = self.shared.bridge.lock().expect("bridge lock poisoned");
+        let (lane_use, reply_use) = bridge.lane_use();
+        WireRun {
+            side: bridge.record(),
+            exchanges: bridge.exchanges(),
+            findings: self.shared.findings.lock().expect("findings lock poisoned").clone(),
+            disconnects: self.shared.disconnects.lock().expect("disconnects lock poisoned").clone(),
+            halts: bridge.halts(),
+            failed_checks: bridge.failed_checks(),
+            lane_use,
+            reply_use,
+            end,
+            elapsed: self.shared.elapsed(),
+            requests: self.shared.received.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// Why a request was not answered as the script says: one place that maps each to its
+/// status and API error object.
+enum Refusal {
+    /// The body is not a chat completion request.
+    Malformed(String),
+    /// The body is larger than the limit.
+    Oversized(usize),
+    /// No agent accounts for the request.
+    Unattributed(usize, String),
+    /// No route serves it.
+    NotServed(Method, Uri),
+    /// The script stopped the run.
+    Halted(String),
+    /// The server is stopping.
+    Stopping,
+    /// A scripted `error` reply.
+    Scripted { message: String, status: Option<u16>, kind: Option<String> },
+}
+
+impl Refusal {
+    fn response(self, request: usize) -> Response {
+        let (status, kind, code, message) = match self {
+            Refusal::Malformed(why) => {
+                (400, None, Some("malformed_request"), format!("rehearsal: request #{request} is malformed: {why}"))
+            }
+            Refusal::Oversized(limit) => (
+                413,
+                None,
+                Some("request_too_large"),
+                format!("rehearsal: request #{request} is larger than the body limit of {limit} bytes"),
+            ),
+            Refusal::Unattributed(exchange, why) => (
+                400,
+                None,
+                Some("unattributed_request"),
+                format!(
+                    "rehearsal: request #{request} (exchange {exchange}) is put down to no agent of the scenario: {why}"
+                ),
+            ),
+            Refusal::NotServed(method, uri) => (
+                404,
+                None,
+                Some("not_served"),
+                format!(
+                    "rehearsal: request #{request}: {method} {uri} is not served (POST /v1/chat/completions and GET /v1/models are)"
+                ),
+            ),
+            Refusal::Halted(why) => {
+                (500, None, Some("script_stopped"), format!("rehearsal: request #{request}: the script stopped: {why}"))
+            }
+            Refusal::Stopping => {
+                (503, None, Some("server_stopping"), format!("rehearsal: request #{request}: the run is over"))
+            }
+            Refusal::Scripted { message, status, kind } => (status.unwrap_or(500), kind, None, message),
+        };
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let kind = kind.unwrap_or_else(|| api::error_type_of(status.as_u16()).to_string());
+        let body = ErrorBody { error: ErrorObject { message, kind, param: None, code: code.map(String::from) } };
+        json_response(status, &body)
+    }
+}
+
+fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
+    let text = serde_json::to_string(body).expect("API objects serialize");
+    (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+    let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.find(n, FindingKind::NotServed, format!("request #{n}: {method} {uri} is not served"));
+    shared.touch();
+    Refusal::NotServed(method, uri).response(n)
+}
+
+async fn models_route(State(shared): State<Arc<Shared>>) -> Response {
+    shared.received.fetch_add(1, Ordering::SeqCst);
+    let data = shared
+        .models
+        .iter()
+        .map(|id| api::Model { id: id.clone(), object: "model", created: shared.created, owned_by: "rehearsal" })
+        .collect();
+    json_response(StatusCode::OK, &api::ModelList { object: "list", data })
+}
+
+/// A request being answered: counted open until dropped. Dropped before the answer was
+/// given, it was let go by the client (a disconnect) or by the server stopping.
+struct Held {
+    shared: Arc<Shared>,
+    request: usize,
+    exchange: usize,
+    alias: String,
+    since: Instant,
+    hang: bool,
+    answered: bool,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.shared.bridge.lock().unwrap_or_else(|p| p.into_inner()).failed(self.exchange);
+            if !self.shared.stopping.load(Ordering::SeqCst) {
+                let held_ms = self.since.elapsed().as_millis() as u64;
+                self.shared.disconnects.lock().unwrap_or_else(|p| p.into_inner()).push(Disconnect {
+                    request: self.request,
+                    exchange: self.exchange,
+                    alias: self.alias.clone(),
+                    held_ms,
+                    hang: self.hang,
+                });
+            }
+        }
+        self.shared.open.fetch_sub(1, Ordering::SeqCst);
+        self.shared.touch();
+    }
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.touch();
+    if shared.stopping.load(Ordering::SeqCst) {
+        return Refusal::Stopping.response(n);
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            let limit = shared.options.body_limit_bytes;
+            shared.find(n, FindingKind::Oversized, format!("request #{n}: the body is larger than {limit} bytes"));
+            return Refusal::Oversized(limit).response(n);
+        }
+        Err(rejection) => {
+            let why = format!("the body could not be read: {}", rejection.body_text());
+            shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
+            return Refusal::Malformed(why).response(n);
+        }
+    };
+    let request: ChatRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            let why = format!("the body is not a chat completion request: {e}");
+            shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
+            return Refusal::Malformed(why).response(n);
+        }
+    };
+    let converted = match request.convert() {
+        Ok(converted) => converted,
+        Err(why) => {
+            shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
+            return Refusal::Malformed(why).response(n);
+        }
+    };
+    let prompt_chars =
+        converted.system.chars().count() + converted.messages.iter().map(|m| m.content.chars().count()).sum::<usize>();
+    let (exchange, plan) = shared.bridge.lock().expect("bridge lock poisoned").request(
+        &converted,
+        request.model.as_deref(),
+        shared.elapsed(),
+    );
+    let head = Head {
+        id: format!("chatcmpl-{exchange}"),
+        created: shared.created,
+        model: request.model.clone().unwrap_or_else(|| "rehearsal".to_string()),
+    };
+    let answer = match plan {
+        Plan::Side => {
+            let reply = LlmReply::default();
+            shared.bridge.lock().expect("bridge lock poisoned").replied(exchange, &reply, shared.elapsed());
+            return reply_response(&head, &reply, &request, prompt_chars, None);
+        }
+        Plan::Unattributed(why) => {
+            shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
+            shared.find(n, FindingKind::Unattributed, format!("request #{n} (exchange {exchange}): {why}"));
+            return Refusal::Unattributed(exchange, why).response(n);
+        }
+        Plan::Halted(why) => {
+            shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
+            shared.changed.notify_waiters();
+            return Refusal::Halted(why).response(n);
+        }
+        Plan::Answer(answer) => answer,
+    };
+    shared.open.fetch_add(1, Ordering::SeqCst);
+    let alias = shared.bridge.lock().expect("bridge lock poisoned").alias(exchange);
+    let mut held = Held {
+        shared: shared.clone(),
+        request: n,
+        exchange,
+        alias: alias.unwrap_or_default(),
+        since: Instant::now(),
+        hang: matches!(answer.kind, AnswerKind::Hang),
+        answered: false,
+    };
+    if !shared.wait(Duration::from_millis(answer.latency_ms)).await {
+        return Refusal::Stopping.response(n);
+    }
+    match answer.kind {
+        AnswerKind::Hang => {
+            // Held until the client gives up (then this future is dropped: a disconnect) or
+            // the server stops.
+            let mut stop = shared.stop_tx.subscribe();
+            let _ = stop.wait_for(|s| *s).await;
+            Refusal::Stopping.response(n)
+        }
+        AnswerKind::Error(message, status, kind) => {
+            held.answered = true;
+            shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
+            Refusal::Scripted { message, status, kind }.response(n)
+        }
+        AnswerKind::Reply(reply, drop_after) => {
+            held.answered = true;
+            let mut bridge = shared.bridge.lock().expect("bridge lock poisoned");
+            // A broken stream delivers no reply: the runtime's next request cannot hold it.
+            if drop_after.is_some() {
+                bridge.failed(exchange);
+            } else {
+                bridge.replied(exchange, &reply, shared.elapsed());
+            }
+            drop(bridge);
+            reply_response(&head, &reply, &request, prompt_chars, drop_after)
+        }
+    }
+}
+
+/// The answer of a reply: JSON, or an SSE stream; cut after `drop_after` chunks when given.
+fn reply_response(
+    head: &Head,
+    reply: &LlmReply,
+    request: &ChatRequest,
+    prompt_chars: usize,
+    drop_after: Option<usize>,
+) -> Response {
+    use futures_util::StreamExt as _;
+    // The body errs after what was sent: hyper then closes the connection mid-body. It first
+    // waits a moment, so that hyper flushes the frames before (a body that is pending lets
+    // the connection write what it holds).
+    let broken = || {
+        futures_util::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Err::<Bytes, _>(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "scripted drop_after_chunks"))
+        })
+    };
+    if !request.streams() {
+        if drop_after.is_some() {
+            // Headers, then the connection closes: no complete response.
+            let body = Body::from_stream(broken());
+            return (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        }
+        return json_response(StatusCode::OK, &stream::completion(head, reply, prompt_chars));
+    }
+    let chunks = stream::chunks(head, reply, prompt_chars, request.include_usage());
+    let mut frames: Vec<Result<Bytes, std::io::Error>> =
+        chunks.iter().map(|c| Ok(Bytes::from(stream::frame(c)))).collect();
+    let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
+    let body = match drop_after {
+        Some(n) => {
+            frames.truncate(n);
+            Body::from_stream(futures_util::stream::iter(frames).chain(broken()))
+        }
+        None => {
+            frames.push(Ok(Bytes::from_static(stream::DONE.as_bytes())));
+            Body::from_stream(futures_util::stream::iter(frames))
+        }
+    };
+    (StatusCode::OK, headers, body).into_response()
+}

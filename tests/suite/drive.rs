@@ -1,0 +1,157 @@
+//! `rehearsal drive` against a real process without Python: the test-only runtime
+//! `rehearsal-test-runtime` (tests/wire_runtime/runtime.rs) over the scenarios of tests/drive/.
+//! Issue 23: turn substitution, the process group killed, the wall-clock limit, a runtime that
+//! dies or never calls, a command not found (exit 4), skipped scenarios, and a report that
+//! does not depend on --jobs.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::support::{Output, rehearsal};
+
+const RUNTIME: &str = env!("CARGO_BIN_EXE_rehearsal-test-runtime");
+
+fn drive(extra: &[&str], command: &[&str]) -> Output {
+    let mut args = vec!["drive", "--color", "never"];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(command);
+    rehearsal(&args)
+}
+
+#[test]
+fn each_turn_runs_the_command_with_its_number_and_message_in_a_kept_workdir() {
+    // The second request must extend the first: the runtime keeps its history in the working
+    // directory, so this passes only if drive keeps it across the turns.
+    let out = drive(&["tests/drive/two-turns.json"], &[RUNTIME, "ask", "turn {turn}: {message}"]);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stdout.contains("PASS drive-two-turns"), "{}", out.both());
+    assert!(out.stderr.contains("2 requests, 2 turns"), "{}", out.both());
+}
+
+#[test]
+fn a_wrong_substitution_is_caught_by_the_request_check() {
+    let out = drive(&["tests/drive/two-turns.json"], &[RUNTIME, "ask", "{message}"]);
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert!(out.stdout.contains("check failed"), "{}", out.both());
+}
+
+#[test]
+fn stdout_is_what_expect_message_is_compared_with() {
+    let out = drive(&["tests/drive/wrong-message.json"], &[RUNTIME, "ask", "{message}"]);
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert!(
+        out.stdout.contains(
+            "turns[0].expect.message: expected \"something else\", the runtime printed \"what the model said\""
+        ),
+        "{}",
+        out.both()
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_grandchild_left_sleeping_is_killed_with_the_process_group() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let pid_file = dir.path().join("pid");
+    let out = Command::new(env!("CARGO_BIN_EXE_rehearsal"))
+        .args(["drive", "tests/drive/one-turn.json", "--", RUNTIME, "grandchild", "hello"])
+        .env("TEST_RUNTIME_PID_FILE", &pid_file)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("rehearsal runs");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let pid: i32 = std::fs::read_to_string(&pid_file).expect("the runtime wrote the pid").trim().parse().unwrap();
+    // The sleeper's parent exited first, so init reaps it; a zombie counts as gone.
+    let gone = |pid: i32| {
+        // SAFETY: signal 0 only asks whether the process exists.
+        let absent = unsafe { libc::kill(pid, 0) } != 0;
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .unwrap_or(true);
+        absent || zombie
+    };
+    let until = Instant::now() + Duration::from_secs(5);
+    while !gone(pid) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !gone(pid) {
+        // SAFETY: cleans up the sleeper this test failed on.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("the grandchild {pid} outlived rehearsal drive");
+    }
+}
+
+#[test]
+fn a_runtime_past_the_wall_clock_limit_is_killed_and_reported() {
+    let started = Instant::now();
+    let out = drive(&["tests/drive/one-turn.json", "--turn-limit", "500ms"], &[RUNTIME, "hang", "hello"]);
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert!(out.stdout.contains("turns[0]: the runtime passed the wall-clock limit"), "{}", out.both());
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_runtime_that_dies_is_a_verdict_with_its_stderr() {
+    let out = drive(&["tests/drive/one-turn.json"], &[RUNTIME, "die"]);
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert!(out.stdout.contains("the runtime died of signal"), "{}", out.both());
+    assert!(out.stdout.contains("stderr: rehearsal-test-runtime: dying on purpose"), "{}", out.both());
+}
+
+#[test]
+fn a_runtime_that_never_calls_is_a_verdict_not_a_hang() {
+    let out = drive(&["tests/drive/one-turn.json"], &[RUNTIME, "silent"]);
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert!(out.stdout.contains("the runtime made no request to the model"), "{}", out.both());
+}
+
+#[test]
+fn a_command_not_found_is_exit_4_not_a_rule_broken() {
+    let out = drive(&["tests/drive/one-turn.json"], &["rehearsal-no-such-runtime-anywhere"]);
+    assert_eq!(out.code, Some(4), "{}", out.both());
+    assert!(out.stderr.contains("the system under test could not be run"), "{}", out.both());
+    assert!(out.stderr.contains("`rehearsal-no-such-runtime-anywhere` was not found"), "{}", out.both());
+}
+
+#[test]
+fn a_scenario_needing_a_tool_the_runtime_lacks_is_skipped_with_the_reason() {
+    let out = drive(&["tests/wire/delegate.json", "--runtime", "py-runtime"], &[RUNTIME, "silent"]);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stderr.contains("skipped wire-delegate"), "{}", out.both());
+    assert!(out.stderr.contains("lacks the tool `Agent`"), "{}", out.both());
+}
+
+#[test]
+fn expectations_on_core_events_are_noted_as_not_judged() {
+    let out = drive(&["tests/wire/delegate.json"], &[RUNTIME, "silent"]);
+    assert!(out.stderr.contains("not judged over the wire: turns[0].expect.outcome"), "{}", out.both());
+    assert!(!out.stderr.contains("expect.message:"), "message is judged on stdout: {}", out.both());
+}
+
+#[test]
+fn an_unknown_runtime_or_a_bad_description_file_is_bad_input() {
+    let out = drive(&["tests/drive/one-turn.json", "--runtime", "nope"], &[RUNTIME, "silent"]);
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    assert!(out.stderr.contains("unknown runtime `nope`"), "{}", out.both());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mine.json");
+    std::fs::write(&file, "{\"name\": \"mine\", \"dialect\": \"generic\",\n \"preset\": \"roku\", \"envv\": {}}")
+        .unwrap();
+    let out = drive(&["tests/drive/one-turn.json", "--runtime-file", file.to_str().unwrap()], &[RUNTIME, "silent"]);
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    assert!(out.stderr.contains("mine.json:2:"), "{}", out.both());
+    assert!(out.stderr.contains("envv"), "{}", out.both());
+}
+
+#[test]
+fn a_folder_gives_the_same_report_for_any_number_of_jobs() {
+    let command = [RUNTIME, "ask", "turn {turn}: {message}"];
+    let one = drive(&["tests/drive", "--jobs", "1"], &command);
+    let three = drive(&["tests/drive", "--jobs", "3"], &command);
+    assert_eq!(one.code, Some(1), "{}", one.both());
+    assert_eq!(one.stdout, three.stdout);
+    let json = |jobs: &str| drive(&["tests/drive", "--jobs", jobs, "--format", "json"], &command).stdout;
+    assert_eq!(json("1"), json("3"));
+    assert!(one.stdout.contains("2 passed, 1 failed"), "{}", one.both());
+}

@@ -1,0 +1,313 @@
+//! The wire (issue 23): `rehearsal serve`'s server started in-process on 127.0.0.1 port 0 and
+//! spoken to over raw HTTP/1.1 (a `TcpStream`, so the bytes checked are the bytes sent).
+//! Every test's server stops by itself: the script ends, the idle limit passes, or the test
+//! finishes it. The `openai` Python SDK's tests of the same server are not here (plain
+//! `cargo test` stays Rust-only): `scripts/python-tests` runs tests/python/, from `.ci/run`.
+
+use std::time::Duration;
+
+use rehearsal::dialect::Dialect;
+use rehearsal::scenario::Scenario;
+use rehearsal::wire::{self, End, FindingKind, ServeOptions, Server, WireRun};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::{manifest_path, rehearsal};
+
+fn load(name: &str) -> Scenario {
+    rehearsal::load::outside(&manifest_path(&format!("tests/wire/{name}"))).unwrap().into_parts().0
+}
+
+/// Options for a test: answers at once, a fixed `created`, a short idle limit.
+fn options() -> ServeOptions {
+    ServeOptions { time_scale: 0.0, created_s: Some(0), idle_limit: Duration::from_secs(5), ..ServeOptions::default() }
+}
+
+async fn start(name: &str, dialect: &str, options: ServeOptions) -> (Scenario, Server) {
+    let scenario = load(name);
+    let server = Server::start(&scenario, Dialect::builtin(dialect).unwrap(), options).await.unwrap();
+    assert!(server.base_url().starts_with("http://127.0.0.1:") && server.base_url().ends_with("/v1"));
+    (scenario, server)
+}
+
+/// An HTTP answer: status, headers (lower-cased names), body (de-chunked), and whether the
+/// body ended as HTTP says it should (a chunked body with its last chunk).
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: String,
+    body: String,
+    complete: bool,
+}
+
+/// Sends one request on a fresh connection (`Connection: close`) and reads the answer to its
+/// end or until the server closes the connection.
+async fn send(server: &Server, method: &str, path: &str, body: &str) -> Answer {
+    let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    // A connection the server aborts may end in a reset rather than an orderly close.
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await.expect("an answer");
+    parse(&String::from_utf8(raw).unwrap())
+}
+
+fn parse(raw: &str) -> Answer {
+    let (head, rest) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let headers = head.to_lowercase();
+    if !headers.contains("transfer-encoding: chunked") {
+        return Answer { status, headers, body: rest.to_string(), complete: true };
+    }
+    let (mut body, mut rest, mut complete) = (String::new(), rest, false);
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
+        if size == 0 {
+            complete = true;
+            break;
+        }
+        if after.len() < size {
+            body.push_str(after);
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].strip_prefix("\r\n").unwrap_or(&after[size..]);
+    }
+    Answer { status, headers, body, complete }
+}
+
+async fn chat(server: &Server, body: &str) -> Answer {
+    send(server, "POST", "/v1/chat/completions", body).await
+}
+
+const TOOLS: &str = r#"[{"type":"function","function":{"name":"Agent","description":"Delegate a task","parameters":{"type":"object"}}}]"#;
+
+/// The root's first request of `delegate.json`.
+fn root_first(stream: bool) -> String {
+    format!(
+        r#"{{"model":"m","stream":{stream},"stream_options":{{"include_usage":true}},"messages":[{{"role":"system","content":"You are the root."}},{{"role":"user","content":"Check the logs"}}],"tools":{TOOLS}}}"#
+    )
+}
+
+/// The child's first request: its task as the first user message.
+const CHILD_FIRST: &str = r#"{"model":"m","messages":[{"role":"user","content":"Summarise the logs"}]}"#;
+
+/// The root's second request, with `result` as the `Agent` call's result.
+fn root_second(result: &str) -> String {
+    let result = serde_json::to_string(result).unwrap();
+    format!(
+        r#"{{"model":"m","messages":[{{"role":"system","content":"You are the root."}},{{"role":"user","content":"Check the logs"}},{{"role":"assistant","content":"Delegating.","tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"Agent","arguments":"{{\"task\":\"Summarise the logs\"}}"}}}}]}},{{"role":"tool","tool_call_id":"call_1","content":{result}}}],"tools":{TOOLS}}}"#
+    )
+}
+
+const TRUNCATED: &str = "The logs show nothin...\n[Sub-agent response truncated to 20 chars]";
+
+/// Plays `delegate.json` as a correct runtime would, with `result` as what the root is handed.
+async fn delegate(result: &str) -> (Scenario, WireRun) {
+    let (scenario, server) = start("delegate.json", "roku", options()).await;
+    assert_eq!(chat(&server, &root_first(false)).await.status, 200);
+    assert_eq!(chat(&server, CHILD_FIRST).await.status, 200);
+    assert_eq!(chat(&server, &root_second(result)).await.status, 200);
+    let end = server.done().await;
+    assert_eq!(end, End::Script, "the script ends with its last reply");
+    (scenario, server.finish(end).await)
+}
+
+#[tokio::test]
+async fn a_non_streamed_answer_with_a_tool_call_is_the_openai_object_byte_for_byte() {
+    let (_, server) = start("delegate.json", "roku", options()).await;
+    let answer = chat(&server, &root_first(false)).await;
+    assert_eq!(answer.status, 200);
+    assert!(answer.headers.contains("content-type: application/json"), "{}", answer.headers);
+    assert_eq!(
+        answer.body,
+        r#"{"id":"chatcmpl-0","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Delegating.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"Agent","arguments":"{\"task\":\"Summarise the logs\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":8,"completion_tokens":10,"total_tokens":18}}"#
+    );
+    let child = chat(&server, CHILD_FIRST).await;
+    assert_eq!(
+        child.body,
+        r#"{"id":"chatcmpl-1","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"The logs show nothing unusual."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":8,"total_tokens":13}}"#
+    );
+    server.finish(End::Caller).await;
+}
+
+#[tokio::test]
+async fn a_streamed_answer_sends_tool_call_deltas_then_finish_reason_usage_and_done() {
+    let (_, server) = start("delegate.json", "roku", options()).await;
+    let answer = chat(&server, &root_first(true)).await;
+    assert_eq!(answer.status, 200);
+    assert!(answer.headers.contains("content-type: text/event-stream"), "{}", answer.headers);
+    assert!(answer.complete, "the stream ends as HTTP says");
+    let head = r#"{"id":"chatcmpl-0","object":"chat.completion.chunk","created":0,"model":"m","choices":"#;
+    let frames: Vec<String> = [
+        r#"[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        r#"[{"index":0,"delta":{"content":"Delegating."},"finish_reason":null}]}"#,
+        r#"[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"Agent","arguments":""}}]},"finish_reason":null}]}"#,
+        r#"[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"task\":\"Summarise the logs\"}"}}]},"finish_reason":null}]}"#,
+        r#"[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        r#"[],"usage":{"prompt_tokens":8,"completion_tokens":10,"total_tokens":18}}"#,
+    ]
+    .iter()
+    .map(|rest| format!("data: {head}{rest}\n\n"))
+    .collect();
+    assert_eq!(answer.body, format!("{}data: [DONE]\n\n", frames.concat()));
+    server.finish(End::Caller).await;
+}
+
+#[tokio::test]
+async fn a_childs_requests_are_put_down_to_main_1_and_a_clean_run_passes() {
+    let (scenario, run) = delegate(TRUNCATED).await;
+    assert_eq!(run.side.alias(0).map(ToString::to_string).as_deref(), Some("main"));
+    assert_eq!(run.side.alias(1).map(ToString::to_string).as_deref(), Some("main/1"));
+    assert_eq!(run.side.alias(2).map(ToString::to_string).as_deref(), Some("main"));
+    assert!(run.side.exchanges.iter().all(|e| e.replied >= Some(e.arrived)), "wall times, replies after requests");
+    let verdict = wire::judge(&scenario, &run);
+    verdict.assert_passed();
+    assert!(verdict.run.model_side.is_some());
+}
+
+#[tokio::test]
+async fn a_parent_handed_the_untruncated_child_reply_fails_the_model_side_truncation_oracle() {
+    let (scenario, run) = delegate("The logs show nothing unusual.").await;
+    let verdict = wire::judge(&scenario, &run);
+    assert!(!verdict.passed());
+    let whats: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
+    assert!(
+        whats.iter().any(|w| w.starts_with("model-side truncation (oracle.model-side.truncation): main request #2")),
+        "{verdict}"
+    );
+}
+
+#[tokio::test]
+async fn a_scripted_error_is_an_api_error_with_its_status_and_type_and_a_hang_is_held_until_the_client_gives_up() {
+    let (scenario, server) = start("errors.json", "generic", options()).await;
+    let hello = r#"{"model":"m","messages":[{"role":"user","content":"Hello"}]}"#;
+    let error = chat(&server, hello).await;
+    assert_eq!(error.status, 429);
+    assert_eq!(
+        error.body,
+        r#"{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":null}}"#
+    );
+    // The hang: nothing comes; the client gives up after 300 ms.
+    let mut held = TcpStream::connect(server.addr()).await.unwrap();
+    let request =
+        format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{hello}", hello.len());
+    held.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_millis(300), held.read(&mut buf)).await;
+    assert!(read.is_err(), "a hang answers nothing");
+    drop(held);
+    // The dropped stream: two chunks, then the connection closes without [DONE].
+    let streamed = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"Hello"}]}"#;
+    let cut = chat(&server, streamed).await;
+    assert_eq!(cut.status, 200);
+    assert!(!cut.complete, "the stream is cut");
+    assert_eq!(cut.body.matches("data: ").count(), 2, "{}", cut.body);
+    assert!(!cut.body.contains("[DONE]"));
+    let last = chat(&server, hello).await;
+    assert!(last.body.contains(r#""content":"Recovered.""#), "{}", last.body);
+    let end = server.done().await;
+    assert_eq!(end, End::Script);
+    let run = server.finish(end).await;
+    assert_eq!(run.disconnects.len(), 1, "{:?}", run.disconnects);
+    let d = &run.disconnects[0];
+    assert!(d.hang && d.alias == "main" && d.held_ms >= 250, "{d:?}");
+    wire::judge(&scenario, &run).assert_passed();
+}
+
+#[tokio::test]
+async fn malformed_oversized_unattributable_and_unserved_requests_get_api_errors_and_findings() {
+    let small = ServeOptions { body_limit_bytes: 1024, ..options() };
+    let (scenario, server) = start("delegate.json", "roku", small).await;
+    let malformed = chat(&server, r#"{"model":"m","messages":[{"role":"user","content":"Check"#).await;
+    assert_eq!(malformed.status, 400);
+    assert!(malformed.body.contains(r#""type":"invalid_request_error""#), "{}", malformed.body);
+    assert!(malformed.body.contains("request #1 is malformed: the body is not a chat completion request: EOF"));
+    let role = chat(&server, r#"{"messages":[{"role":"wizard","content":"hi"}]}"#).await;
+    assert_eq!(role.status, 400);
+    assert!(role.body.contains("messages[0].role is `wizard`"), "{}", role.body);
+    let oversized =
+        chat(&server, &format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(2000))).await;
+    assert_eq!(oversized.status, 413);
+    assert!(oversized.body.contains("request #3 is larger than the body limit of 1024 bytes"), "{}", oversized.body);
+    assert_eq!(chat(&server, &root_first(false)).await.status, 200);
+    let stranger = chat(&server, r#"{"messages":[{"role":"user","content":"Who am I?"}]}"#).await;
+    assert_eq!(stranger.status, 400);
+    assert!(stranger.body.contains(r#""code":"unattributed_request""#), "{}", stranger.body);
+    assert!(stranger.body.contains("request #5 (exchange 1) is put down to no agent"), "{}", stranger.body);
+    let unserved = send(&server, "POST", "/v1/responses", "{}").await;
+    assert_eq!(unserved.status, 404);
+    assert!(unserved.body.contains("POST /v1/responses is not served"), "{}", unserved.body);
+    let run = server.finish(End::Caller).await;
+    let kinds: Vec<FindingKind> = run.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            FindingKind::Malformed,
+            FindingKind::Malformed,
+            FindingKind::Oversized,
+            FindingKind::Unattributed,
+            FindingKind::NotServed
+        ]
+    );
+    let verdict = wire::judge(&scenario, &run);
+    let report = verdict.to_string();
+    for want in [
+        "wire: malformed request: request #1",
+        "wire: oversized request: request #3",
+        "model-side attribution (oracle.model-side.attribution): ? (exchange 1): unattributed request",
+        "wire: request not served: request #6: POST /v1/responses",
+    ] {
+        assert!(report.contains(want), "{want} in\n{report}");
+    }
+}
+
+#[tokio::test]
+async fn the_idle_limit_ends_a_run_the_runtime_left_unfinished() {
+    let idle = ServeOptions { idle_limit: Duration::from_millis(200), ..options() };
+    let (scenario, server) = start("delegate.json", "roku", idle).await;
+    assert_eq!(chat(&server, &root_first(false)).await.status, 200);
+    let end = tokio::time::timeout(Duration::from_secs(5), server.done()).await.expect("done within the idle limit");
+    assert_eq!(end, End::Idle);
+    let run = server.finish(end).await;
+    let verdict = wire::judge(&scenario, &run);
+    let report = verdict.to_string();
+    assert!(
+        report.contains("lanes[1] (agent \"main/1\") selected no agent before the idle limit ended the run"),
+        "{report}"
+    );
+    assert!(report.contains("lanes[0] (agent \"main\"): replies[1] never answered a request"), "{report}");
+}
+
+#[tokio::test]
+async fn models_are_listed() {
+    let (_, server) = start("delegate.json", "roku", options()).await;
+    let models = send(&server, "GET", "/v1/models", "").await;
+    assert_eq!(models.status, 200);
+    assert_eq!(
+        models.body,
+        r#"{"object":"list","data":[{"id":"rehearsal","object":"model","created":0,"owned_by":"rehearsal"}]}"#
+    );
+    server.finish(End::Caller).await;
+}
+
+#[test]
+fn serve_exits_4_when_no_runtime_calls_it() {
+    let out = rehearsal(&["serve", "tests/wire/delegate.json", "--idle-limit", "200ms"]);
+    assert_eq!(out.code, Some(4), "{}", out.stderr);
+    let err = &out.stderr;
+    assert!(err.contains("export OPENAI_BASE_URL=http://127.0.0.1:"), "{err}");
+    assert!(err.contains("no request arrived"), "{err}");
+}
+
+#[test]
+fn a_dropped_stream_fails_the_model_call_in_process() {
+    let scenario = load("dropped.json");
+    let verdict = rehearsal::Runner::new().verify(&scenario, &[]);
+    verdict.assert_passed();
+    let lines = verdict.run.trace.lines().join("\n");
+    assert!(lines.contains(r#"llm.error      "stream dropped after 1 chunk""#), "{lines}");
+}
