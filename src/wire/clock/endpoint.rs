@@ -1,0 +1,604 @@
+//! The clock's TCP endpoint: newline-delimited JSON on 127.0.0.1, one runtime process at a
+//! time, feeding a [`VirtualClock`] and carrying out its steps.
+//!
+//! The model endpoint (the server) talks to the clock through a [`Clock`] handle: it reports
+//! connections and requests, and awaits a [`Release`] before writing each reply. The endpoint
+//! writes `advance` and `end` lines to the runtime, and enforces the one wall-clock limit
+//! ([`ClockLimits::busy_wall_max`](super::ClockLimits::busy_wall_max)) with tokio's timer,
+//! which runs in real time here: this endpoint must never run on a paused tokio clock, which
+//! would jump while the endpoint waits on its sockets.
+//!
+//! It does not serve HTTP and does not start the runtime.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::{
+    ClockEnd, ClockLimits, Due, FromRuntime, LINE_BYTES_MAX, PROTOCOL, ProtocolError, ReleaseId, ServerEvent, Step,
+    ToRuntime, VirtualClock, Waiting,
+};
+
+/// 2025-01-01T00:00:00Z, the wall-clock time virtual zero stands for unless a run says
+/// otherwise.
+pub const DEFAULT_EPOCH_NS: u64 = 1_735_689_600 * 1_000_000_000;
+
+/// How an endpoint is set up.
+#[derive(Clone, Debug)]
+pub struct ClockOptions {
+    /// The model endpoint's addresses (`127.0.0.1:PORT`), sent in `welcome.http`. Default none.
+    pub http: Vec<String>,
+    /// Seeds the runtime's randomness (`welcome.seed`). Default 0.
+    pub seed: u64,
+    /// The wall-clock time virtual zero stands for. Default [`DEFAULT_EPOCH_NS`].
+    pub epoch_ns: u64,
+    /// The limits.
+    pub limits: ClockLimits,
+    /// Permutes replies due at one instant (`--explore`). Default `None`: scheduling order.
+    pub tie_seed: Option<u64>,
+}
+
+impl Default for ClockOptions {
+    fn default() -> ClockOptions {
+        ClockOptions {
+            http: Vec::new(),
+            seed: 0,
+            epoch_ns: DEFAULT_EPOCH_NS,
+            limits: ClockLimits::default(),
+            tie_seed: None,
+        }
+    }
+}
+
+/// What a finished endpoint reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockReport {
+    /// How the clock ended.
+    pub end: ClockEnd,
+    /// Virtual now at the end.
+    pub now_ns: u64,
+    /// The clock's decisions ([`VirtualClock::transcript`]).
+    pub transcript: Vec<String>,
+}
+
+/// The clock ended before the reply was released: write nothing, the run is ending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockStopped;
+
+impl std::fmt::Display for ClockStopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the clock stopped before the reply was due")
+    }
+}
+
+impl std::error::Error for ClockStopped {}
+
+/// When a released reply's request was counted, and when it was released: virtual times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Released {
+    /// The virtual time the request was counted at (its arrival, for the trace).
+    pub requested_ns: u64,
+    /// The virtual time it was released at.
+    pub released_ns: u64,
+}
+
+struct Inner {
+    clock: VirtualClock,
+    waiters: BTreeMap<ReleaseId, oneshot::Sender<Released>>,
+    stamps: BTreeMap<u64, oneshot::Sender<u64>>,
+    tokens: u64,
+    outbox: Vec<ToRuntime>,
+    end_sent: bool,
+    stop: bool,
+    /// Real time of the last message from the runtime or the model endpoint.
+    last_input: Instant,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    wake: Notify,
+    ended: watch::Sender<bool>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Changes the clock, carries out its steps, and wakes the endpoint if it has lines to
+    /// write.
+    fn with<T>(&self, change: impl FnOnce(&mut VirtualClock) -> T) -> T {
+        let mut inner = self.lock();
+        inner.last_input = Instant::now();
+        let result = change(&mut inner.clock);
+        self.pump(&mut inner);
+        result
+    }
+
+    fn pump(&self, inner: &mut Inner) {
+        loop {
+            for (token, at_ns) in inner.clock.take_stamped() {
+                if let Some(stamp) = inner.stamps.remove(&token) {
+                    let _ = stamp.send(at_ns);
+                }
+            }
+            match inner.clock.next_step() {
+                Step::Release(ids) => {
+                    let released_ns = inner.clock.now_ns();
+                    for id in ids {
+                        let requested_ns = inner.clock.requested_ns(id).unwrap_or(released_ns);
+                        let released = Released { requested_ns, released_ns };
+                        let sent = inner.waiters.remove(&id).is_some_and(|waiter| waiter.send(released).is_ok());
+                        if !sent {
+                            inner.clock.release_failed(id);
+                        }
+                    }
+                }
+                Step::Advance { seq, to_ns } => inner.outbox.push(ToRuntime::Advance { seq, to_ns }),
+                Step::Wait(_) => break,
+                Step::Ended(end) => {
+                    if !inner.end_sent {
+                        inner.end_sent = true;
+                        inner.outbox.push(ToRuntime::End { reason: end.to_string() });
+                        // Every reply still waiting learns that it never will be due.
+                        inner.waiters.clear();
+                        inner.stamps.clear();
+                        self.ended.send_replace(true);
+                    }
+                    break;
+                }
+            }
+        }
+        if !inner.outbox.is_empty() || inner.stop {
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// The handle the model endpoint (and `drive`) uses. Cheap to clone.
+#[derive(Clone)]
+pub struct Clock {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clock").field("now_ns", &self.now_ns()).finish()
+    }
+}
+
+impl Clock {
+    /// Virtual now.
+    pub fn now_ns(&self) -> u64 {
+        self.shared.lock().clock.now_ns()
+    }
+
+    /// Takes an endpoint event under one lock; returns the token its stamp resolves on.
+    fn event(&self, event: ServerEvent) -> (u64, oneshot::Receiver<u64>) {
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.shared.lock();
+        inner.last_input = Instant::now();
+        inner.tokens += 1;
+        let token = inner.tokens;
+        inner.stamps.insert(token, tx);
+        inner.clock.server(token, event);
+        self.shared.pump(&mut inner);
+        (token, rx)
+    }
+
+    /// The model endpoint accepted a connection from `peer` (`127.0.0.1:51000`).
+    pub fn conn_opened(&self, peer: &str) {
+        drop(self.event(ServerEvent::Opened(peer.to_string())));
+    }
+
+    /// The model endpoint parsed a request from `peer` and holds it without an answer (a
+    /// scripted `hang`); the [`Stamp`] gives its virtual time. Every request is counted exactly
+    /// once: by this or by a `release_*`.
+    pub fn request_held(&self, peer: &str) -> Stamp {
+        Stamp { rx: self.event(ServerEvent::Held(peer.to_string())).1 }
+    }
+
+    /// The model endpoint saw `peer`'s connection close; the [`Stamp`] gives the virtual time
+    /// of the close (the runtime's give-up, as the model sees it).
+    pub fn conn_closed(&self, peer: &str) -> Stamp {
+        Stamp { rx: self.event(ServerEvent::Closed(peer.to_string())).1 }
+    }
+
+    /// Counts a request the model endpoint parsed from `peer` and schedules its reply at
+    /// virtual `due_ns`, in one step (the clock cannot move in between); await the [`Release`]
+    /// before writing the reply. Dropping the `Release` unschedules it (or, once released,
+    /// uncounts it).
+    pub fn release_at(&self, peer: &str, due_ns: u64) -> Release {
+        self.release(peer, Due::At(due_ns))
+    }
+
+    /// As [`Clock::release_at`], `latency_ns` after the virtual time the request is counted at
+    /// (0: an answer at once, such as an API error or `GET /v1/models`).
+    pub fn release_after(&self, peer: &str, latency_ns: u64) -> Release {
+        self.release(peer, Due::After(latency_ns))
+    }
+
+    fn release(&self, peer: &str, due: Due) -> Release {
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.shared.lock();
+        inner.last_input = Instant::now();
+        let id = inner.clock.next_release_id();
+        // The waiter first: a reply due now is handed over by the pump below.
+        if inner.clock.ended().is_none() {
+            inner.waiters.insert(id, tx);
+        }
+        inner.clock.server(0, ServerEvent::Release { conn: peer.to_string(), id, due });
+        self.shared.pump(&mut inner);
+        drop(inner);
+        Release { id, rx, shared: self.shared.clone(), done: false }
+    }
+
+    /// What the clock waits for, if it waits.
+    pub fn waiting(&self) -> Option<Waiting> {
+        self.shared.lock().clock.waiting()
+    }
+
+    /// How the clock ended, if it has.
+    pub fn end(&self) -> Option<ClockEnd> {
+        self.shared.lock().clock.ended().cloned()
+    }
+
+    /// Resolves when the clock has ended by itself (stuck, stalled, a limit, a protocol error)
+    /// or was finished.
+    pub async fn ended(&self) {
+        let mut ended = self.shared.ended.subscribe();
+        // The sender lives as long as the shared state this handle holds.
+        let _ = ended.wait_for(|ended| *ended).await;
+    }
+}
+
+/// A reply's turn to be written: resolves when virtual time has reached its due time and the
+/// runtime is there too.
+pub struct Release {
+    id: ReleaseId,
+    rx: oneshot::Receiver<Released>,
+    shared: Arc<Shared>,
+    done: bool,
+}
+
+impl Future for Release {
+    type Output = Result<Released, ClockStopped>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match Pin::new(&mut self.rx).poll(cx) {
+            Poll::Ready(result) => {
+                self.done = true;
+                Poll::Ready(result.map_err(|_| ClockStopped))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut inner = self.shared.lock();
+            inner.waiters.remove(&self.id);
+            inner.clock.release_failed(self.id);
+            self.shared.pump(&mut inner);
+        }
+    }
+}
+
+/// The virtual time of an endpoint event, once the clock has settled it (see
+/// [`super::ServerEvent`]); dropping it changes nothing.
+pub struct Stamp {
+    rx: oneshot::Receiver<u64>,
+}
+
+impl Future for Stamp {
+    type Output = Result<u64, ClockStopped>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.rx).poll(cx).map(|result| result.map_err(|_| ClockStopped))
+    }
+}
+
+/// The clock's TCP endpoint. Drop it only after [`ClockEndpoint::finish`]; dropping it earlier
+/// leaves its task to end when the runtime's connection does.
+pub struct ClockEndpoint {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ClockEndpoint {
+    /// Listens on 127.0.0.1, on a port of the system's choosing, and starts following
+    /// whichever runtime connects. Needs a tokio runtime with I/O and time enabled, and an
+    /// unpaused clock.
+    pub async fn bind(options: ClockOptions) -> io::Result<ClockEndpoint> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let (ended, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                clock: VirtualClock::new(options.limits.clone(), options.tie_seed),
+                waiters: BTreeMap::new(),
+                outbox: Vec::new(),
+                end_sent: false,
+                stop: false,
+                last_input: Instant::now(),
+                stamps: BTreeMap::new(),
+                tokens: 0,
+            }),
+            wake: Notify::new(),
+            ended,
+        });
+        let task = tokio::spawn(serve(listener, shared.clone(), options));
+        Ok(ClockEndpoint { addr, shared, task })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The value of `REHEARSAL_CLOCK` for the runtime (`127.0.0.1:PORT`).
+    pub fn env_value(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// The handle for the model endpoint.
+    pub fn clock(&self) -> Clock {
+        Clock { shared: self.shared.clone() }
+    }
+
+    /// Stops following the runtime (it gets `end` if the clock had not ended) and reports.
+    pub async fn finish(self) -> ClockReport {
+        {
+            let mut inner = self.shared.lock();
+            inner.clock.finish();
+            inner.stop = true;
+            self.shared.pump(&mut inner);
+        }
+        self.shared.wake.notify_one();
+        // The task ends at its next wake-up; a panic in it is a broken invariant.
+        if let Err(error) = self.task.await
+            && error.is_panic()
+        {
+            std::panic::resume_unwind(error.into_panic());
+        }
+        let inner = self.shared.lock();
+        ClockReport {
+            end: inner.clock.ended().cloned().expect("finish ends the clock"),
+            now_ns: inner.clock.now_ns(),
+            transcript: inner.clock.transcript().to_vec(),
+        }
+    }
+}
+
+/// A line from a connection, or why it could not be read.
+type Line = Result<String, String>;
+
+/// A connection that has said its first line.
+struct Greeted {
+    writer: OwnedWriteHalf,
+    lines: mpsc::UnboundedReceiver<Line>,
+    first: Option<Line>,
+}
+
+/// The followed runtime's connection.
+struct Session {
+    writer: OwnedWriteHalf,
+    lines: mpsc::UnboundedReceiver<Line>,
+    line_no: u64,
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>, options: ClockOptions) {
+    let (greeted_tx, mut greeted_rx) = mpsc::unbounded_channel::<Greeted>();
+    let mut session: Option<Session> = None;
+    let busy_wall_max = options.limits.busy_wall_max;
+    loop {
+        let (outbox, stop, stall_at) = {
+            let mut inner = shared.lock();
+            let stall_at = match inner.clock.waiting() {
+                Some(Waiting::Runtime) | None => None,
+                Some(_) => Some(inner.last_input + busy_wall_max),
+            };
+            (std::mem::take(&mut inner.outbox), inner.stop, stall_at)
+        };
+        if let Some(current) = &mut session {
+            for message in outbox {
+                if current.writer.write_all(message.line().as_bytes()).await.is_err() {
+                    // The runtime has gone; its reader reports the end of the connection.
+                    break;
+                }
+            }
+        }
+        if stop {
+            return;
+        }
+        tokio::select! {
+            biased;
+            () = shared.wake.notified() => {}
+            line = async {
+                match &mut session {
+                    Some(current) => current.lines.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let Some(current) = session.as_mut() else { continue };
+                match line {
+                    None => {
+                        session = None;
+                        shared.with(VirtualClock::disconnect);
+                    }
+                    Some(line) => {
+                        current.line_no += 1;
+                        let line_no = current.line_no;
+                        if let Some(answer) = take_line(&shared, line_no, line)
+                            && current.writer.write_all(answer.line().as_bytes()).await.is_err()
+                        {
+                            continue;
+                        }
+                    }
+                }
+            }
+            greeted = greeted_rx.recv() => {
+                let Some(greeted) = greeted else { continue };
+                if let Some(new) = greet(&shared, &options, greeted, session.is_some()).await {
+                    session = Some(new);
+                }
+            }
+            accepted = listener.accept() => {
+                if let Ok((stream, _)) = accepted {
+                    tokio::spawn(first_line(stream, greeted_tx.clone(), busy_wall_max));
+                }
+            }
+            () = async {
+                match stall_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let mut inner = shared.lock();
+                // Still waiting, with no input meanwhile (the lock was free in between).
+                if inner.last_input + busy_wall_max <= Instant::now()
+                    && let Some(waiting) = inner.clock.waiting()
+                {
+                    let at_ns = inner.clock.now_ns();
+                    inner.clock.end(ClockEnd::Stalled { at_ns, waiting, wall: busy_wall_max });
+                    shared.pump(&mut inner);
+                }
+            }
+        }
+    }
+}
+
+/// Reads a new connection's first line (its hello), within the wall-clock limit.
+async fn first_line(stream: TcpStream, greeted: mpsc::UnboundedSender<Greeted>, limit: std::time::Duration) {
+    let _ = stream.set_nodelay(true);
+    let (read, writer) = stream.into_split();
+    let (tx, mut lines) = mpsc::unbounded_channel();
+    tokio::spawn(read_lines(read, tx));
+    let first = tokio::time::timeout(limit, lines.recv())
+        .await
+        .unwrap_or_else(|_| Some(Err(format!("no hello within {} ms", limit.as_millis()))));
+    let _ = greeted.send(Greeted { writer, lines, first });
+}
+
+/// Welcomes or refuses a connection that said its first line.
+async fn greet(shared: &Shared, options: &ClockOptions, greeted: Greeted, busy: bool) -> Option<Session> {
+    let Greeted { mut writer, lines, first } = greeted;
+    let answer = match first {
+        None => return None,
+        Some(Err(error)) => Err(error),
+        Some(Ok(line)) => match serde_json::from_str::<FromRuntime>(&line) {
+            Ok(FromRuntime::Hello { .. }) if busy => {
+                Err("another runtime process is connected to this clock: one process at a time follows it".to_string())
+            }
+            Ok(FromRuntime::Hello { protocol, runtime, .. }) => shared.with(|clock| clock.connect(protocol, &runtime)),
+            Ok(_) => Err(format!("the first message must be hello (protocol {PROTOCOL}), not {line}")),
+            Err(error) => Err(format!("the first line is not a clock message: {error}")),
+        },
+    };
+    match answer {
+        Ok(now_ns) => {
+            let welcome = ToRuntime::Welcome {
+                protocol: PROTOCOL,
+                now_ns,
+                epoch_ns: options.epoch_ns,
+                seed: options.seed,
+                http: options.http.clone(),
+            };
+            // A runtime gone before its welcome disconnects at once: its reader ends.
+            let _ = writer.write_all(welcome.line().as_bytes()).await;
+            Some(Session { writer, lines, line_no: 1 })
+        }
+        Err(reason) => {
+            let _ = writer.write_all(ToRuntime::Refused { reason }.line().as_bytes()).await;
+            let _ = writer.shutdown().await;
+            None
+        }
+    }
+}
+
+/// Takes one line of the followed runtime; returns the answer to write at once, if any.
+fn take_line(shared: &Shared, line_no: u64, line: Line) -> Option<ToRuntime> {
+    let mut inner = shared.lock();
+    inner.last_input = Instant::now();
+    if inner.clock.ended().is_some() {
+        // After `end` the runtime is not followed; what it says no longer matters.
+        return None;
+    }
+    let mut answer = None;
+    let taken = match line {
+        Err(error) => Err(ProtocolError(error)),
+        Ok(line) => match serde_json::from_str::<FromRuntime>(&line) {
+            Err(error) => Err(ProtocolError(format!("not a clock message ({error}): {}", shorten(&line)))),
+            Ok(FromRuntime::Hello { .. }) => Err(ProtocolError("a second hello on one connection".to_string())),
+            Ok(FromRuntime::Now) => {
+                answer = Some(ToRuntime::Now { now_ns: inner.clock.now_ns() });
+                Ok(())
+            }
+            Ok(FromRuntime::Idle(report)) => inner.clock.idle(report),
+            Ok(FromRuntime::Busy { seq }) => inner.clock.busy(seq),
+            Ok(FromRuntime::At { seq, now_ns }) => inner.clock.at(seq, now_ns),
+        },
+    };
+    if let Err(ProtocolError(message)) = taken {
+        let at_ns = inner.clock.now_ns();
+        inner.clock.end(ClockEnd::ProtocolError { at_ns, line: line_no, message });
+    }
+    shared.pump(&mut inner);
+    answer
+}
+
+fn shorten(line: &str) -> String {
+    const KEEP: usize = 120;
+    if line.chars().count() <= KEEP {
+        line.to_string()
+    } else {
+        format!("{}…", line.chars().take(KEEP).collect::<String>())
+    }
+}
+
+/// Splits a connection into lines of at most [`LINE_BYTES_MAX`] bytes; ends at end of file,
+/// after an error line, or when nobody listens.
+async fn read_lines(mut read: OwnedReadHalf, tx: mpsc::UnboundedSender<Line>) {
+    let mut buffer = Vec::new();
+    let mut scanned = 0;
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        let n = match read.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        buffer.extend_from_slice(&chunk[..n]);
+        while let Some(offset) = buffer[scanned..].iter().position(|byte| *byte == b'\n') {
+            let end = scanned + offset;
+            let mut line: Vec<u8> = buffer.drain(..=end).collect();
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            scanned = 0;
+            let line = String::from_utf8(line).map_err(|_| "a line that is not UTF-8".to_string());
+            let failed = line.is_err();
+            if tx.send(line).is_err() || failed {
+                return;
+            }
+        }
+        scanned = buffer.len();
+        if buffer.len() > LINE_BYTES_MAX {
+            let _ = tx.send(Err(format!("a line longer than {LINE_BYTES_MAX} bytes")));
+            return;
+        }
+    }
+}
