@@ -139,6 +139,10 @@ pub struct SpawnCall {
     pub task_id: Option<String>,
     /// Its result text, once seen.
     pub result: Option<(String, bool)>,
+    /// Whether its child's first run began from a send call, not from this call: the task
+    /// was cancelled while queued and a send queued it again (so it was queued anew, at the
+    /// send).
+    pub first_run_by_send: bool,
 }
 
 /// What became of a spawn call.
@@ -219,7 +223,7 @@ pub struct Attributor {
     /// Per named session, the exchange whose request and reply are what the session recorded:
     /// the last that ended a run of it in time (`bub.session.named-recorded-on-end`); `None`
     /// while no run has.
-    sessions: BTreeMap<String, Option<usize>>,
+    sessions: BTreeMap<String, Option<Recorded>>,
     /// What the runtime was configured with, when the harness knows it.
     configured: Option<Configured>,
     /// Send calls the model was made to give and no request has taken up yet, unless their
@@ -228,6 +232,14 @@ pub struct Attributor {
     /// The spawn calls (indices into the record's calls) foreseen to make no child only
     /// because their named session looked in use: their result, once seen, decides.
     in_use_guesses: Vec<usize>,
+}
+
+/// What a named session recorded: the request of `exchange`, and its reply when the run ended
+/// with one (a run that failed on a model error ends with its last request).
+#[derive(Clone, Copy, Debug)]
+struct Recorded {
+    exchange: usize,
+    replied: bool,
 }
 
 /// A send call the model was made to give.
@@ -372,7 +384,7 @@ impl Attributor {
                 && in_time
                 && let Some(name) = &agent.session
             {
-                self.sessions.insert(name.clone(), Some(number));
+                self.sessions.insert(name.clone(), Some(Recorded { exchange: number, replied: true }));
             }
         }
         // The named sessions in use when the reply's calls begin (`bub.session.named-one-at-a-time`):
@@ -445,10 +457,37 @@ impl Attributor {
                 runtime_id: None,
                 task_id: None,
                 result: None,
+                first_run_by_send: false,
             });
         }
         self.in_use_guesses.extend(guesses);
         self.record.calls.extend(calls);
+    }
+
+    /// The model answered request `number` with an error: the asking agent's run fails
+    /// there, and a named session records the run as it stood, its last request without a
+    /// reply (`bub.session.named-recorded-on-end`: a run that fails is recorded).
+    pub fn errored(&mut self, number: usize) {
+        self.failed(number);
+        if let Some(Attribution::Agent(who)) = self.record.attributions.get(number)
+            && let Some(agent) = self.agents.iter_mut().find(|a| a.alias == who.alias)
+        {
+            agent.ended = true;
+            if let Some(name) = &agent.session {
+                self.sessions.insert(name.clone(), Some(Recorded { exchange: number, replied: false }));
+            }
+        }
+    }
+
+    /// How long the start of `messages` is that a session's record makes: nothing for a
+    /// session that recorded nothing yet; `None` when `messages` does not begin with it.
+    fn recorded_len(&self, recorded: Option<Recorded>, messages: &Transcript) -> Option<usize> {
+        let Some(Recorded { exchange, replied }) = recorded else { return Some(0) };
+        let e = &self.record.exchanges[exchange];
+        if replied {
+            return extension(e, messages);
+        }
+        (messages.len() > e.messages.len() && messages.starts_with(&e.messages)).then_some(e.messages.len())
     }
 
     /// No reply will come for request `number` (the model call failed).
@@ -501,15 +540,16 @@ impl Attributor {
         // told from its parent's own next request by the prompt after the reply.
         let goes_on = best.is_some_and(|(_, _, extends)| extends);
         if let Some(call) = self.new_child(&messages, goes_on) {
-            let parent = self.record.calls[call].parent.clone();
-            let n = 1 + self.record.calls[..call]
-                .iter()
-                .filter(|d| d.parent == parent)
-                .filter(|d| self.counted(d, &self.record.calls[call]))
-                .count();
-            let alias = parent.child(u32::try_from(n).expect("fewer than 2^32 children"));
+            let alias = self.alias_of(call);
             let c = &self.record.calls[call];
             let (goal, profile) = (Arc::from(c.prompt.as_str()), c.profile.as_deref().map(Arc::from));
+            return self.take(Some(call), alias, goal, profile, number, true);
+        }
+        // A send to a task of a named session cancelled before its child asked: the task's
+        // first run, which starts from the session's record and the sent message.
+        if let Some((call, goal)) = self.first_run_by_send(&messages) {
+            let alias = self.alias_of(call);
+            let profile = self.record.calls[call].profile.as_deref().map(Arc::from);
             return self.take(Some(call), alias, goal, profile, number, true);
         }
         // A send's continuation belongs to the sent task's agent, even where the session's
@@ -543,6 +583,59 @@ impl Attributor {
         })
     }
 
+    /// The alias of spawn call `call`'s child: its parent's next number, counting the earlier
+    /// calls of that parent that made a child (`core.alias.numbering`).
+    fn alias_of(&self, call: usize) -> AgentId {
+        let parent = &self.record.calls[call].parent;
+        let n = 1 + self.record.calls[..call]
+            .iter()
+            .filter(|d| &d.parent == parent)
+            .filter(|d| self.counted(d, &self.record.calls[call]))
+            .count();
+        parent.child(u32::try_from(n).expect("fewer than 2^32 children"))
+    }
+
+    /// A send to a task whose call made it (its result gave the task id) but whose child never
+    /// asked, because the task was cancelled while queued: the runtime queues the task again,
+    /// and its first request is the named session's record, then the sent message, then the
+    /// messages sent to the task while it was queued the first time (a task keeps what it was
+    /// handed, `bub.send.queued-first-request`). Returns the spawn call and the sent message
+    /// (the child's goal).
+    fn first_run_by_send(&mut self, messages: &Transcript) -> Option<(usize, Arc<str>)> {
+        let (taken, call, start) = self.sends.iter().enumerate().find_map(|(k, SendCall { task, message, .. })| {
+            let call = self.record.calls.iter().position(|c| c.task_id.as_deref() == Some(task.as_str()))?;
+            let c = &self.record.calls[call];
+            let (CallOutcome::Made, SessionKind::Named(name)) = (&c.outcome, &c.session) else { return None };
+            let start = self.recorded_len(self.sessions.get(name).copied().flatten(), messages)?;
+            let user = |m: &Message, text: &str| m.role == Role::User && m.content.trim() == text;
+            if !messages.get(start).is_some_and(|m| user(m, message)) {
+                return None;
+            }
+            // The rest: earlier sends to the same task, in the order they were made.
+            let earlier = self.sends.iter().enumerate().filter(|(j, s)| *j != k && s.task == *task);
+            let mut taken = vec![k];
+            let mut rest = messages.iter().skip(start + 1);
+            for (j, s) in earlier {
+                match rest.clone().next() {
+                    Some(m) if user(m, &s.message) => {
+                        rest.next();
+                        taken.push(j);
+                    }
+                    _ => break,
+                }
+            }
+            rest.next().is_none().then_some((taken, call, start))
+        })?;
+        let mut k = 0;
+        self.sends.retain(|_| {
+            k += 1;
+            !taken.contains(&(k - 1))
+        });
+        self.record.calls[call].first_run_by_send = true;
+        let goal = messages.get(start).map_or("", |m| m.content.as_str());
+        Some((call, Arc::from(goal)))
+    }
+
     /// The agent of a named session's task that a send call continues: the request is the
     /// session's record (the request and reply that ended its last run in time, which may be
     /// another task's, or nothing when no run recorded any), then the send's message.
@@ -554,10 +647,7 @@ impl Attributor {
             // never gets its reply.
             let i = self.agents.iter().position(|a| &a.alias == alias)?;
             let recorded = *self.sessions.get(self.agents[i].session.as_ref()?)?;
-            let start = match recorded {
-                Some(e) => extension(&self.record.exchanges[e], messages)?,
-                None => 0,
-            };
+            let start = self.recorded_len(recorded, messages)?;
             let sent = messages.get(start).is_some_and(|m| m.role == Role::User && m.content.trim() == message);
             (sent && messages.len() == start + 1).then_some((k, i))
         })?;
@@ -581,7 +671,11 @@ impl Attributor {
             CallOutcome::Child(_) | CallOutcome::Made => true,
             CallOutcome::Refused => false,
             CallOutcome::Waiting { refused } => {
-                !(refused || d.in_order && call.in_order && d.exchange == call.exchange)
+                // The calls of a reply run one after another (unless the dialect runs them
+                // together): an earlier synchronous call with no child by the time a later
+                // call's child asks made none (fuzz case 7780: a denied `Agent` call before a
+                // `subagent` call).
+                !(refused || d.in_order && d.exchange == call.exchange)
             }
         }
     }
@@ -603,10 +697,9 @@ impl Attributor {
                 }
                 SessionKind::Named(name) => match self.sessions.get(name) {
                     None | Some(None) => !goes_on && first.role == Role::User && first.content == c.prompt,
-                    Some(Some(recorded)) => {
-                        let e = &self.record.exchanges[*recorded];
-                        extension(e, messages).is_some_and(|len| (len..messages.len()).any(prompt_at))
-                    }
+                    Some(Some(recorded)) => self
+                        .recorded_len(Some(*recorded), messages)
+                        .is_some_and(|len| (len..messages.len()).any(prompt_at)),
                 },
             }
         })
@@ -625,15 +718,15 @@ impl Attributor {
         if let Some(call) = call {
             let c = &mut self.record.calls[call];
             c.outcome = CallOutcome::Child(alias.clone());
-            let (exchange, in_order) = (c.exchange, c.in_order);
+            let exchange = c.exchange;
             timeout_seconds = c.timeout_seconds;
             if let SessionKind::Named(name) = &c.session {
                 self.sessions.entry(name.clone()).or_insert(None);
                 session = Some(name.clone());
             }
             // The calls of one reply run in order: an earlier synchronous call that has no
-            // child by now made none.
-            if in_order {
+            // child by now made none, whatever kind of call made this child.
+            if !self.dialect.parallel_calls {
                 for d in &mut self.record.calls[..call] {
                     if d.exchange == exchange && d.in_order && matches!(d.outcome, CallOutcome::Waiting { .. }) {
                         d.outcome = CallOutcome::Refused;
@@ -656,6 +749,59 @@ impl Attributor {
         Attribution::Agent(Attributed { alias, goal, profile, extends, number: 1 })
     }
 
+    /// Gives the children of `parent`'s calls the numbers the rules give them, once a call
+    /// counted as making a child turned out refused: a later call's child may have asked
+    /// before the refusal showed (a call denied by an approval gate, whose answer only the
+    /// parent's next request shows; fuzz case 7780). The record is corrected, each child's
+    /// descendants with it; a lane chosen by alias when the child asked was chosen by the
+    /// number it had then.
+    fn renumber(&mut self, parent: &AgentId) {
+        for k in 0..self.record.calls.len() {
+            let c = &self.record.calls[k];
+            let CallOutcome::Child(old) = &c.outcome else { continue };
+            if &c.parent != parent {
+                continue;
+            }
+            let (old, new) = (old.clone(), self.alias_of(k));
+            if old == new {
+                continue;
+            }
+            let moved = |a: &AgentId| -> Option<AgentId> {
+                if *a == old {
+                    return Some(new.clone());
+                }
+                let rest = a.as_str().strip_prefix(old.as_str())?.strip_prefix('/')?;
+                let mut to = new.clone();
+                for n in rest.split('/') {
+                    to = to.child(n.parse().expect("an alias is numbers after its root"));
+                }
+                Some(to)
+            };
+            for agent in &mut self.agents {
+                if let Some(to) = moved(&agent.alias) {
+                    agent.alias = to;
+                }
+            }
+            for attribution in &mut self.record.attributions {
+                if let Attribution::Agent(who) = attribution
+                    && let Some(to) = moved(&who.alias)
+                {
+                    who.alias = to;
+                }
+            }
+            for call in &mut self.record.calls {
+                if let Some(to) = moved(&call.parent) {
+                    call.parent = to;
+                }
+                if let CallOutcome::Child(a) = &mut call.outcome
+                    && let Some(to) = moved(a)
+                {
+                    *a = to;
+                }
+            }
+        }
+    }
+
     /// Reads, in agent `i`'s new request, the results of the spawn calls of its last reply.
     fn learn_results(&mut self, i: usize, messages: &Transcript) {
         let last = self.agents[i].last;
@@ -675,6 +821,7 @@ impl Attributor {
             });
             !refused
         });
+        let mut counted_then_refused = false;
         for (k, c) in self.record.calls.iter_mut().enumerate().filter(|(_, c)| c.exchange == last) {
             let Some(id) = kept.tool_calls.get(c.position).map(|k| k.id.clone()) else { continue };
             let Some(result) =
@@ -691,6 +838,9 @@ impl Attributor {
             let foreseen = c.outcome == CallOutcome::Waiting { refused: true } && !self.in_use_guesses.contains(&k);
             let refused = foreseen || self.dialect.is_refusal(&result.content);
             if refused && !matches!(c.outcome, CallOutcome::Child(_)) {
+                if matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made) {
+                    counted_then_refused = true;
+                }
                 c.outcome = CallOutcome::Refused;
                 continue;
             }
@@ -704,6 +854,9 @@ impl Attributor {
             {
                 c.task_id = Some(task.to_string());
             }
+        }
+        if counted_then_refused {
+            self.renumber(&self.agents[i].alias.clone());
         }
     }
 }

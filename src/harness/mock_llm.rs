@@ -861,7 +861,7 @@ impl Llm for ScriptedLlm {
                         &Message::assistant(reply.text.clone(), reply.tool_calls.clone()),
                         self.recorder.elapsed(),
                     ),
-                    Err(_) => attributor.failed(number),
+                    Err(_) => attributor.errored(number),
                 }
             }
             answer

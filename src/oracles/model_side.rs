@@ -749,9 +749,10 @@ fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out
         }
     }
     // Children start in the order of the calls that made them: a later call's child never
-    // asks first at an earlier instant (first runs only; continued runs are queued anew).
+    // asks first at an earlier instant (first runs only; continued runs are queued anew, and
+    // so is a first run that a send queued after the task was cancelled while queued).
     let mut firsts: Vec<(&SpawnCall, usize, Duration)> = Vec::new();
-    for (c, first, start, _) in &runs {
+    for (c, first, start, _) in runs.iter().filter(|(c, ..)| !c.first_run_by_send) {
         if !firsts.iter().any(|(d, _, _)| std::ptr::eq(*d, *c)) {
             firsts.push((c, *first, *start));
         }
@@ -1152,6 +1153,10 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
         Some(*end)
     };
     for (parent, list) in &out.agents.of {
+        // Only results of this agent's own children: a forked child's first request holds its
+        // parent's conversation, and the results its parent took in there are not its own
+        // (fuzz case 6770: a fork child judged by its parent's notifications).
+        let own = |task: &str| side.calls.iter().any(|c| c.task_id.as_deref() == Some(task) && &c.parent == parent);
         let mut seen: BTreeSet<String> = BTreeSet::new();
         for &(i, n) in list {
             let e = &side.exchanges[i];
@@ -1160,15 +1165,18 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             // The notifications this request takes in for the first time, in message order.
             let mut notified: Vec<String> = Vec::new();
             for m in e.messages.iter() {
-                if let Some(x) = dialect.notified(&m.content) {
+                if let Some(x) = dialect.notified(&m.content).filter(|x| own(x.task_id)) {
                     if !seen.contains(x.task_id) && !notified.iter().any(|t| t == x.task_id) {
                         notified.push(x.task_id.to_string());
                     }
                     here.insert(x.task_id.to_string());
                 }
                 if m.role == Role::Tool && m.content.starts_with('[') {
-                    let read: Vec<String> =
-                        wait_entries(&m.content).into_iter().filter(|x| x.2.is_some()).map(|x| x.0).collect();
+                    let read: Vec<String> = wait_entries(&m.content)
+                        .into_iter()
+                        .filter(|x| x.2.is_some() && own(&x.0))
+                        .map(|x| x.0)
+                        .collect();
                     here.extend(read.iter().cloned());
                     wait_orders.push(read);
                 }
