@@ -410,8 +410,13 @@ fn scenario_value(
             if let Some((key, value)) = extra {
                 reply.insert(key.into(), value);
             }
-            let latency =
-                e.ended.map_or(0, |end| round(end.saturating_sub(e.arrived).as_millis(), options.latency_round_ms));
+            // A hang's time is the client's patience, not the model's: a scripted hang holds
+            // until the client gives up anyway.
+            let hang = matches!(e.outcome, Outcome::Hang | Outcome::Open);
+            let latency = match e.ended {
+                Some(end) if !hang => round(end.saturating_sub(e.arrived).as_millis(), options.latency_round_ms),
+                _ => 0,
+            };
             if latency > 0 {
                 reply.insert("latency_ms".into(), json!(latency));
             }
