@@ -234,8 +234,12 @@ pub async fn record(
     // answer's bookkeeping).
     let recording = proxy.finish(Duration::from_millis(200)).await;
     let mut notes = Vec::new();
-    let value = scenario_value(description, options, &recording, &turns, &mut notes);
-    let value = redacted(value, &recording.secrets, &redact);
+    // A key the runtime description itself sets (`OPENAI_API_KEY=rehearsal`) is a public
+    // placeholder, not a secret: blanking it would blank every word it is.
+    let public: Vec<String> = description.env.values().cloned().collect();
+    let secrets: Vec<String> = recording.secrets.iter().filter(|s| !public.contains(s)).cloned().collect();
+    let value = scenario_value(description, options, &recording, &turns, &secrets, &mut notes);
+    let value = redacted(value, &secrets, &redact);
     let text = layout(&value);
     std::fs::write(out, &text).map_err(|e| RecordError::Setup(format!("cannot write {}: {e}", out.display())))?;
     let scenario = crate::load::outside(out).map_err(|e| RecordError::Written(e.to_string()))?.into_parts().0;
@@ -280,6 +284,7 @@ fn scenario_value(
     options: &RecordOptions,
     recording: &Recording,
     turns: &[TurnRun],
+    secrets: &[String],
     notes: &mut Vec<String>,
 ) -> Value {
     // Attributed as a live attributor would have: arrivals and replies in their order.
@@ -425,10 +430,7 @@ fn scenario_value(
             if k == 0 && alias != "main" && !is_volatile(&first) {
                 check.insert("first_message".into(), json!(first));
             }
-            check.insert(
-                "recorded".into(),
-                recorded_request(&e.converted, &volatile_res, &secret_res, &recording.secrets),
-            );
+            check.insert("recorded".into(), recorded_request(&e.converted, &volatile_res, &secret_res, secrets));
             reply.insert("check".into(), Value::Object(check));
             replies.push(Value::Object(reply));
         }
