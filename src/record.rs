@@ -482,6 +482,9 @@ fn scenario_value(
         if options.command.is_empty() { "THE_RUNTIME'S_COMMAND".to_string() } else { shell_words(&options.command) },
     );
     let mut scenario = Map::new();
+    // `check.recorded` is a field of format 2: a rehearsal that reads only format 1 then
+    // names the version, not the unknown field.
+    scenario.insert("format".into(), json!(crate::scenario::FORMAT));
     scenario.insert("name".into(), json!(options.name));
     scenario.insert("description".into(), json!(description_text));
     scenario.insert("rules".into(), json!({"preset": description.preset}));

@@ -28,19 +28,20 @@ pub(crate) use suggest::hint_for_serde;
 pub(crate) use suggest::{did_you_mean, nearest as nearest_name};
 
 /// The newest scenario format version this rehearsal reads, the one a file without `format`
-/// is read as. Version 1 is the format as docs/scenarios.md describes it; see
-/// docs/format-versions.md for what each version changes.
-pub const FORMAT: u32 = 1;
+/// is read as. Version 1 is the format as docs/scenarios.md describes it; version 2 adds
+/// `check.recorded` (`rehearsal record`); see docs/format-versions.md for what each version
+/// changes.
+pub const FORMAT: u32 = 2;
 
 /// A scenario, as written in a file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// The version of the scenario format the file is written in; left out, the newest this
-    /// rehearsal reads (1). A newer version is refused, naming both; docs/format-versions.md
+    /// rehearsal reads (2). A newer version is refused, naming both; docs/format-versions.md
     /// says what each version changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1))]
+    #[schemars(range(min = 1, max = 2))]
     pub format: Option<u32>,
     /// Its name, shown in verdicts.
     pub name: String,
@@ -1892,7 +1893,7 @@ fn validate_check(check: &Check, max: usize, place: &str) -> Result<(), Problem>
 fn check_format(format: Option<u64>) -> Result<(), Problem> {
     match format {
         None => Ok(()),
-        Some(n) if n == u64::from(FORMAT) => Ok(()),
+        Some(n) if (1..=u64::from(FORMAT)).contains(&n) => Ok(()),
         Some(0) => Err(Problem::new("format", "format versions start at 1")
             .hint(format!("write `\"format\": {FORMAT}` or leave the field out"))),
         Some(n) => Err(Problem::new(
