@@ -233,6 +233,18 @@ pub async fn record(
     // The runtime is done: a request still open is held by no one (a moment for the last
     // answer's bookkeeping).
     let recording = proxy.finish(Duration::from_millis(200)).await;
+    if recording.exchanges.is_empty() {
+        // Nothing to write: a scenario needs its root's lane. The runtime's own words say why.
+        let tail: Vec<String> = turns
+            .iter()
+            .flat_map(|t| t.stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev())
+            .map(|l| format!("\n  stderr: {l}"))
+            .collect();
+        return Err(RecordError::NotRun(format!(
+            "no chat request came through the proxy: nothing to record (is the runtime's base URL the proxy's?){}",
+            tail.concat()
+        )));
+    }
     let mut notes = Vec::new();
     // A key the runtime description itself sets (`OPENAI_API_KEY=rehearsal`) is a public
     // placeholder, not a secret: blanking it would blank every word it is.

@@ -183,10 +183,6 @@ pub(super) fn record(args: &RecordArgs, out: &mut dyn Write, err: &mut dyn Write
             };
         }
     };
-    if recorded.recording.exchanges.is_empty() {
-        reporter.error(err, "no chat request came through the proxy: nothing to record");
-        return Exit::NotRun;
-    }
     let shown = printable(&args.out.to_string_lossy()).into_owned();
     reporter.note(
         err,
