@@ -923,6 +923,41 @@ mod tests {
         assert_eq!(p.finish(), Outcome::Dropped { chunks: 1, text: "Cut".into(), calls: Vec::new() });
     }
 
+    /// A recording of one request, `[user "hi"]`, answered `answered`.
+    fn one_exchange(answered: &str) -> Recording {
+        let request: ChatRequest = serde_json::from_str(r#"{"messages":[{"role":"user","content":"hi"}]}"#).unwrap();
+        Recording {
+            exchanges: vec![RecordedExchange {
+                converted: request.convert().unwrap(),
+                model: None,
+                streamed: false,
+                arrived: Duration::ZERO,
+                ended: Some(Duration::from_millis(5)),
+                outcome: Outcome::Reply { text: answered.into(), calls: Vec::new() },
+            }],
+            events: vec![Event::Arrived(0), Event::Replied(0)],
+            requests: 1,
+            ..Recording::default()
+        }
+    }
+
+    #[test]
+    fn a_script_that_answers_other_than_the_recording_is_a_failed_check() {
+        // The writer's own guard: the file's script fed the recording must give the replies
+        // recorded; here it does not, and the played run says which exchange.
+        let text = r#"{"name":"p","lanes":[{"agent":"main","replies":[{"text":"bye"}]}],"turns":[{"user":"hi"}]}"#;
+        let scenario = crate::scenario::parse(std::path::Path::new("p.json"), text).unwrap();
+        let generic = || Dialect::builtin("generic").unwrap();
+        let run = played(&scenario, generic(), &one_exchange("hello"));
+        assert_eq!(
+            run.failed_checks,
+            vec![r#"exchange 0 (main): the scenario answers text "bye", the recording has text "hello""#]
+        );
+        let run = played(&scenario, generic(), &one_exchange("bye"));
+        assert!(run.failed_checks.is_empty(), "{:?}", run.failed_checks);
+        assert_eq!(run.lane_use, vec![1]);
+    }
+
     #[test]
     fn upstream_urls_are_http_only() {
         assert!(Upstream::parse("https://api.openai.com/v1").unwrap_err().0.contains("https is not supported"));
