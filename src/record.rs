@@ -321,7 +321,7 @@ fn scenario_value(
             Event::Failed(n) => attributor.failed(n),
         }
     }
-    // Agents in the order of their first request; each with its exchanges in order.
+    // Each agent with its exchanges in arrival order.
     let mut agents: Vec<(String, String, Vec<usize>)> = Vec::new();
     for (n, a) in attributions.iter().enumerate() {
         match a {
@@ -338,6 +338,11 @@ fn scenario_value(
             Some(Attribution::Side(_)) | None => {}
         }
     }
+    // In alias order (main, main/1, main/2, main/1/1 after main/1...), which follows the
+    // spawn calls, not the race of parallel children to ask first: two recordings of the same
+    // run write their lanes in the same order.
+    let key = |alias: &str| -> Vec<u64> { alias.split('/').skip(1).map(|n| n.parse().unwrap_or(u64::MAX)).collect() };
+    agents.sort_by_key(|(alias, _, _)| key(alias));
     let children: Vec<&String> = agents.iter().filter(|(al, _, _)| al != "main").map(|(_, g, _)| g).collect();
     // `task_contains` selects every child whose task holds the text: only tasks no other
     // child's task contains can stand for their agent.

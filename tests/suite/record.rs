@@ -143,7 +143,9 @@ fn record_fanout(dir: &Path, a_ms: u64, b_ms: u64, env: &[(&str, &str)]) -> (Pat
         env,
     );
     let verdict = upstream.finish(&upstream_scenario);
-    assert!(verdict.passed(), "the upstream itself: {verdict}\n{}", output.both());
+    // The upstream judges what it was asked too: it passes unless the runtime breaks a rule.
+    let broken = env.contains(&("TEST_RUNTIME_VARIANT", "swap"));
+    assert_eq!(verdict.passed(), !broken, "the upstream itself: {verdict}\n{}", output.both());
     (out, output)
 }
 
@@ -229,6 +231,23 @@ fn a_runtime_change_that_alters_one_request_fails_the_replay_naming_its_first_di
         "{}",
         replay.both()
     );
+}
+
+#[test]
+fn a_real_run_that_breaks_a_rule_is_recorded_and_the_rule_named() {
+    // The runtime hands the root its children's results swapped: the recording is written
+    // (the incident, as it happened) and its verdict names the model-side rule broken.
+    let dir = tempfile::tempdir().unwrap();
+    let (file, out) = record_fanout(dir.path(), 0, 0, &[("TEST_RUNTIME_VARIANT", "swap")]);
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert!(out.stdout.contains("FAIL recorded-0-0"), "{}", out.both());
+    assert!(out.stdout.contains("(oracle.model-side.truncation): main request #2 (exchange 5): the result of the `subagent` call that made main/1 is not main/1's final reply"), "{}", out.both());
+    assert!(out.stderr.contains("the real run broke the rules below"), "{}", out.both());
+    schema_accepts(&file);
+    // Replayed to the same broken runtime, the same rule breaks again.
+    let replay = drive(&file, FANOUT, &[RUNTIME, "fanout", "{message}"], &[("TEST_RUNTIME_VARIANT", "swap")]);
+    assert_eq!(replay.code, Some(1), "{}", replay.both());
+    assert!(replay.stdout.contains("(oracle.model-side.truncation)"), "{}", replay.both());
 }
 
 #[test]

@@ -22,7 +22,9 @@
 //! streamed answers (SSE over chunked transfer encoding, decoded here). `TEST_RUNTIME_TIMEOUT_MS`
 //! gives up on an answer after that long (exit 1). `TEST_RUNTIME_VARIANT=v2` changes one
 //! thing: the `lookup` result of `config` reads `looked up (v2): config`, altering one request
-//! (a code change, for the replay's failure).
+//! (a code change, for the replay's failure); `TEST_RUNTIME_VARIANT=swap` hands the root the
+//! children's results in reverse call order (a broken rule: each call's result must be its
+//! own child's final text).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -124,8 +126,12 @@ fn fanout(message: &str) -> i32 {
                 })
             })
             .collect();
-        for ((id, _, _), child) in answer.calls.iter().zip(children) {
-            let result = child.join().unwrap_or_else(|_| "Error: the child panicked".into());
+        let mut results: Vec<String> =
+            children.into_iter().map(|c| c.join().unwrap_or_else(|_| "Error: the child panicked".into())).collect();
+        if std::env::var("TEST_RUNTIME_VARIANT").as_deref() == Ok("swap") {
+            results.reverse();
+        }
+        for ((id, _, _), result) in answer.calls.iter().zip(results) {
             history.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": result}));
         }
     }
