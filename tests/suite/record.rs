@@ -119,29 +119,30 @@ fn fanout_upstream(dir: &Path, a_ms: u64, b_ms: u64) -> rehearsal::Scenario {
 
 /// Records the fan-out through an upstream whose children answer after `a_ms` / `b_ms`.
 fn record_fanout(dir: &Path, a_ms: u64, b_ms: u64, env: &[(&str, &str)]) -> (PathBuf, Output) {
+    record_fanout_with(dir, a_ms, b_ms, env, &[])
+}
+
+/// [`record_fanout`] with extra `record` flags.
+fn record_fanout_with(dir: &Path, a_ms: u64, b_ms: u64, env: &[(&str, &str)], flags: &[&str]) -> (PathBuf, Output) {
     let upstream_scenario = fanout_upstream(dir, a_ms, b_ms);
     let upstream = Upstream::start(&upstream_scenario, "bub-0.5.1");
     let out = dir.join(format!("recorded-{a_ms}-{b_ms}.json"));
-    let output = run(
-        &[
-            "record",
-            "--color",
-            "never",
-            "--upstream",
-            &upstream.url,
-            "--out",
-            out.to_str().unwrap(),
-            "--runtime",
-            FANOUT,
-            "--message",
-            "Run both jobs.",
-            "--",
-            RUNTIME,
-            "fanout",
-            "{message}",
-        ],
-        env,
-    );
+    let mut args = vec![
+        "record",
+        "--color",
+        "never",
+        "--upstream",
+        &upstream.url,
+        "--out",
+        out.to_str().unwrap(),
+        "--runtime",
+        FANOUT,
+        "--message",
+        "Run both jobs.",
+    ];
+    args.extend_from_slice(flags);
+    args.extend(["--", RUNTIME, "fanout", "{message}"]);
+    let output = run(&args, env);
     let verdict = upstream.finish(&upstream_scenario);
     // The upstream judges what it was asked too: it passes unless the runtime breaks a rule.
     let broken = env.contains(&("TEST_RUNTIME_VARIANT", "swap"));
@@ -206,11 +207,27 @@ fn a_literal_key_no_pattern_knows_is_blanked_too() {
     // saw it in the auth header.
     let dir = tempfile::tempdir().unwrap();
     let key = "plain-credential-31337";
-    let (file, out) = record_fanout(dir.path(), 0, 0, &[("OPENAI_API_KEY", key), ("TEST_RUNTIME_KEY_IN_BODY", "1")]);
-    assert!(out.code.is_some(), "{}", out.both());
+    let leak = [("OPENAI_API_KEY", key), ("TEST_RUNTIME_KEY_IN_BODY", "1")];
+    let (file, out) = record_fanout(dir.path(), 0, 0, &leak);
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(!text.contains(key), "{text}");
     assert!(text.contains("(api key [redacted])"), "{text}");
+    // No pattern knows the key, so the blanked request cannot compare equal to the one sent:
+    // the recording's own check says so (docs/record.md, "Secrets").
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert!(out.stdout.contains("recorded: message 1 (user) differs from the recording"), "{}", out.both());
+    // Named with --redact, the pattern is volatile too: the recording and its replay pass.
+    let dir = tempfile::tempdir().unwrap();
+    let (file, out) = record_fanout_with(dir.path(), 0, 0, &leak, &["--redact", "plain-credential-[0-9]+"]);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(!std::fs::read_to_string(&file).unwrap().contains(key));
+    let replay = drive(
+        &file,
+        FANOUT,
+        &[RUNTIME, "fanout", "{message}"],
+        &[("OPENAI_API_KEY", "plain-credential-4242"), ("TEST_RUNTIME_KEY_IN_BODY", "1")],
+    );
+    assert_eq!(replay.code, Some(0), "{}", replay.both());
 }
 
 #[test]
