@@ -124,10 +124,10 @@ pub struct Driven {
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A temp folder removed on drop.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl TempDir {
-    fn new(root: Option<&Path>) -> std::io::Result<TempDir> {
+    pub(crate) fn new(root: Option<&Path>) -> std::io::Result<TempDir> {
         let root = root.map_or_else(std::env::temp_dir, Path::to_path_buf);
         loop {
             let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -227,8 +227,22 @@ pub async fn drive(
     let end = tokio::time::timeout(Duration::from_millis(20), server.done()).await.unwrap_or(End::Caller);
     let end = if end == End::Idle { End::Caller } else { end };
     let wire = server.finish(end).await;
+    let (verdict, notes) = verdict_of(scenario, description, &wire, &turns);
+    Ok(Driven { verdict, turns, wire, notes })
+}
+
+/// A finished run of `scenario` on `description` judged: the model-side oracles against the
+/// runtime's own limits (less the oracles it turns off), the request checks, the script's use,
+/// and each turn's end; with the notes of what was not judged. `rehearsal record` judges its
+/// recording with the same function.
+pub(crate) fn verdict_of(
+    scenario: &Scenario,
+    description: &RuntimeDescription,
+    wire: &WireRun,
+    turns: &[TurnRun],
+) -> (Verdict, Vec<String>) {
     let (judged, mut notes) = description.judged_as(scenario);
-    let mut verdict = wire::judge(&judged, &wire);
+    let mut verdict = wire::judge(&judged, wire);
     verdict.run.elapsed = Duration::ZERO;
     for off in &description.oracles_off {
         // A finding names its clause in parentheses: `model-side NAME (oracle.model-side.NAME)`.
@@ -250,7 +264,7 @@ pub async fn drive(
             Vec::new(),
         ));
     }
-    for (i, (turn, run)) in scenario.turns.iter().zip(&turns).enumerate() {
+    for (i, (turn, run)) in scenario.turns.iter().zip(turns).enumerate() {
         turn_failures.extend(judge_turn(i, turn, run));
     }
     if turns.len() < scenario.turns.len() {
@@ -269,7 +283,7 @@ pub async fn drive(
             notes.push(format!("not judged over the wire: {place}"));
         }
     }
-    Ok(Driven { verdict, turns, wire, notes })
+    (verdict, notes)
 }
 
 /// The turn's end judged: how the command ended, its stdout against `expect.message` and
@@ -363,7 +377,7 @@ fn seed_files(scenario: &Scenario, workdir: &Path) -> Result<(), String> {
 
 /// Runs one turn's command to its end, the wall-clock limit or an interrupt, then kills its
 /// process group. `Err`: it could not be started.
-async fn run_turn(
+pub(crate) async fn run_turn(
     program: &str,
     args: &[String],
     env: &[(String, String)],

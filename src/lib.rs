@@ -93,6 +93,8 @@
 //!   other processes: the server, the bridge from a request to its lane, and the judgement of a
 //!   served run by the model-side oracles; and [`wire::clock`], virtual time across the process
 //!   boundary (docs/clock-protocol.md).
+//! - [`record`] (feature `wire`): `rehearsal record`: a real run through a proxy to an upstream
+//!   model, written as a scenario (secrets blanked, volatile spans named) and judged.
 //! - [`runtime`]: runtime descriptions, as data: how `rehearsal drive` starts an outside runtime
 //!   (env template), its own limits the oracles judge against, the features it has.
 //! - [`drive`](internals::drive) (feature `wire`): one scenario played against a runtime's command,
@@ -139,6 +141,8 @@ mod judge;
 pub mod load;
 mod markup;
 mod oracles;
+#[cfg(feature = "wire")]
+pub mod record;
 pub mod rules;
 mod run;
 pub mod runner;

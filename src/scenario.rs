@@ -28,19 +28,20 @@ pub(crate) use suggest::hint_for_serde;
 pub(crate) use suggest::{did_you_mean, nearest as nearest_name};
 
 /// The newest scenario format version this rehearsal reads, the one a file without `format`
-/// is read as. Version 1 is the format as docs/scenarios.md describes it; see
-/// docs/format-versions.md for what each version changes.
-pub const FORMAT: u32 = 1;
+/// is read as. Version 1 is the format as docs/scenarios.md describes it; version 2 adds
+/// `check.recorded` (`rehearsal record`); see docs/format-versions.md for what each version
+/// changes.
+pub const FORMAT: u32 = 2;
 
 /// A scenario, as written in a file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// The version of the scenario format the file is written in; left out, the newest this
-    /// rehearsal reads (1). A newer version is refused, naming both; docs/format-versions.md
+    /// rehearsal reads (2). A newer version is refused, naming both; docs/format-versions.md
     /// says what each version changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 1))]
+    #[schemars(range(min = 1, max = 2))]
     pub format: Option<u32>,
     /// Its name, shown in verdicts.
     pub name: String,
@@ -733,10 +734,88 @@ pub struct Check {
     /// that forked this child, followed by the child's prompt.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fork_of_parent: bool,
+    /// The request as a real run sent it (`rehearsal record`): the request must hold the same
+    /// messages (roles, texts, calls' tools and arguments; not call ids), and the same system
+    /// text when one is given, once every span a `volatile` pattern matches is blanked in
+    /// both. A miss names the first differing message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<RecordedRequest>,
     /// Why this check holds in the default tie order only: it is skipped in explored orders,
     /// and the report says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_dependent: Option<String>,
+}
+
+/// A request as it was recorded (`check.recorded`), compared with the one sent on replay.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedRequest {
+    /// Regular expressions (the `regex` crate's syntax) of what changes from run to run (the
+    /// date bub writes into every user message): each match, in the recorded texts and in
+    /// the request's, is replaced by `…` before they are compared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volatile: Vec<String>,
+    /// The system text (every `system` and `developer` message, joined by a blank line); not
+    /// compared when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The messages, in order.
+    pub messages: Vec<RecordedMessage>,
+}
+
+/// One message of a [`RecordedRequest`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedMessage {
+    /// `user`, `assistant` or `tool`.
+    pub role: RecordedRole,
+    /// Its text.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content: String,
+    /// An assistant message's calls, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<RecordedCall>,
+}
+
+/// Who wrote a [`RecordedMessage`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordedRole {
+    /// The user, or the runtime speaking for the user.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result.
+    Tool,
+}
+
+/// One call of a recorded assistant message: its tool and arguments (ids differ between
+/// runs, so they are not kept).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedCall {
+    /// The tool name.
+    pub tool: String,
+    /// Its arguments.
+    #[serde(default = "empty_object", skip_serializing_if = "is_empty_object")]
+    pub args: serde_json::Value,
+}
+
+/// The most compiled size of one `volatile` pattern, in bytes (the `regex` crate's own
+/// bound on a pattern's program; its default is 10 MiB): a pattern is run over every message
+/// of every request it checks.
+pub const VOLATILE_PATTERN_MAX_BYTES: usize = 1 << 20;
+
+/// Whether a call of `tool` with `args` is one the built-in tool's parameters accept: `None`
+/// when `tool` is not a built-in tool (a file must declare it or mark the call).
+pub(crate) fn builtin_call_fits(tool: &str, args: &serde_json::Value) -> Option<bool> {
+    builtin::parameters(tool)?;
+    Some(builtin::check_call(tool, args, "").is_ok())
+}
+
+/// A `volatile` pattern compiled, or why it cannot be.
+pub fn volatile_regex(pattern: &str) -> Result<regex::Regex, String> {
+    regex::RegexBuilder::new(pattern).size_limit(VOLATILE_PATTERN_MAX_BYTES).build().map_err(|e| e.to_string())
 }
 
 /// The exact content of one message of a request, by its position.
@@ -1784,6 +1863,28 @@ fn validate_check(check: &Check, max: usize, place: &str) -> Result<(), Problem>
         }
         check_text(&nth.text, max, format!("{place}.nth_message.text"))?;
     }
+    if let Some(recorded) = &check.recorded {
+        for (i, pattern) in recorded.volatile.iter().enumerate() {
+            if let Err(why) = volatile_regex(pattern) {
+                return Err(Problem::new(
+                    format!("{place}.recorded.volatile[{i}]"),
+                    format!("not a regular expression: {why}"),
+                ));
+            }
+        }
+        let texts =
+            recorded.system.iter().map(|s| ("system".to_string(), s)).chain(
+                recorded.messages.iter().enumerate().map(|(i, m)| (format!("messages[{i}].content"), &m.content)),
+            );
+        for (field, text) in texts {
+            if text.chars().count() > max {
+                return Err(Problem::new(
+                    format!("{place}.recorded.{field}"),
+                    format!("the text is longer than limits.max_text_chars ({max})"),
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -1792,7 +1893,7 @@ fn validate_check(check: &Check, max: usize, place: &str) -> Result<(), Problem>
 fn check_format(format: Option<u64>) -> Result<(), Problem> {
     match format {
         None => Ok(()),
-        Some(n) if n == u64::from(FORMAT) => Ok(()),
+        Some(n) if (1..=u64::from(FORMAT)).contains(&n) => Ok(()),
         Some(0) => Err(Problem::new("format", "format versions start at 1")
             .hint(format!("write `\"format\": {FORMAT}` or leave the field out"))),
         Some(n) => Err(Problem::new(

@@ -13,6 +13,7 @@ mod coverage;
 mod drive;
 mod fuzz;
 mod new;
+mod record;
 mod report;
 mod run;
 mod schema;
@@ -199,6 +200,10 @@ enum Command {
     /// turn in its own process group and temp home; judge the run and the command's output.
     #[command(after_help = drive::DRIVE_AFTER_HELP)]
     Drive(drive::DriveArgs),
+    /// Record a real run as a scenario: forward the runtime's requests to an upstream model,
+    /// write what it answered (secrets blanked), and judge the recording.
+    #[command(after_help = record::RECORD_AFTER_HELP)]
+    Record(record::RecordArgs),
     /// Print the JSON Schema of scenario files (for editors; committed as
     /// docs/scenario.schema.json).
     Schema,
@@ -401,6 +406,7 @@ pub fn execute(
         }
         Command::Serve(args) => serve::serve(&args, out, err, terminal),
         Command::Drive(args) => drive::drive(&args, out, err, terminal),
+        Command::Record(args) => record::record(&args, out, err, terminal),
         Command::Schema => schema::schema(out),
         Command::New { name, preset } => new::new(&name, preset, out, err),
     }

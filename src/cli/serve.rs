@@ -158,7 +158,7 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
 }
 
 /// The environment lines a runtime takes: the OpenAI SDK's, and the runtime's own.
-fn env_lines(base: &str, runtime: &str) -> Vec<String> {
+pub(super) fn env_lines(base: &str, runtime: &str) -> Vec<String> {
     let mut lines = vec![format!("OPENAI_BASE_URL={base}"), "OPENAI_API_KEY=rehearsal".to_string()];
     if runtime.starts_with("bub") {
         lines.push(format!("BUB_API_BASE={base}"));

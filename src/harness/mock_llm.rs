@@ -23,7 +23,7 @@ use crate::evidence::attribution::{Attribution, Attributor, Configured, ModelSid
 use crate::evidence::fork_mismatch;
 use crate::scenario::{Check, Lane, Reply, SideRequest, Text, When, with_task_ids};
 use crate::sut::AgentId;
-use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, ToolCall, Transcript};
+use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, Role, ToolCall, Transcript};
 use crate::trace::{quoted, text_difference};
 
 use super::clock::Clock;
@@ -571,8 +571,90 @@ impl ScriptedLlm {
             };
             out.extend(mismatch.map(|d| format!("fork_of_parent: {d}")));
         }
+        if let Some(recorded) = &check.recorded {
+            let size = recorded.messages.iter().map(|m| m.content.len() as u64).sum::<u64>();
+            if self.stop.count_scan(scanned.saturating_add(size)) {
+                out.extend(recorded_difference(recorded, request).map(|d| format!("recorded: {d}")));
+            }
+        }
         out
     }
+}
+
+/// How `request` differs from the recorded one: the first differing message (or the system
+/// text), the recorded against the sent, after every `volatile` span is blanked in both.
+/// `None`: they are the same.
+pub(crate) fn recorded_difference(recorded: &crate::scenario::RecordedRequest, request: &LlmRequest) -> Option<String> {
+    use crate::scenario::{RecordedRole, volatile_regex};
+    // Validated at load; a pattern that still fails to compile blanks nothing.
+    let patterns: Vec<regex::Regex> = recorded.volatile.iter().filter_map(|p| volatile_regex(p).ok()).collect();
+    let blank = |text: &str| -> String {
+        patterns.iter().fold(text.to_string(), |t, re| re.replace_all(&t, "…").into_owned())
+    };
+    if let Some(system) = &recorded.system {
+        let (want, got) = (blank(system), blank(&request.system));
+        if want != got {
+            return Some(format!("the system text differs: {}", text_difference(&want, &got)));
+        }
+    }
+    let role = |r: Role| match r {
+        Role::User => RecordedRole::User,
+        Role::Assistant => RecordedRole::Assistant,
+        Role::Tool => RecordedRole::Tool,
+    };
+    let name = |r: RecordedRole| match r {
+        RecordedRole::User => "user",
+        RecordedRole::Assistant => "assistant",
+        RecordedRole::Tool => "tool",
+    };
+    let (want_n, got_n) = (recorded.messages.len(), request.messages.len());
+    for (i, want) in recorded.messages.iter().enumerate() {
+        let Some(got) = request.messages.get(i) else {
+            return Some(format!(
+                "the request holds {got_n} messages, the recording {want_n}: message {} ({}) is missing, recorded as {}",
+                i + 1,
+                name(want.role),
+                quoted(&want.content)
+            ));
+        };
+        let n = i + 1;
+        if role(got.role) != want.role {
+            return Some(format!(
+                "message {n} is a {} message {}, recorded as a {} message {}",
+                name(role(got.role)),
+                quoted(&got.content),
+                name(want.role),
+                quoted(&want.content)
+            ));
+        }
+        let (w, g) = (blank(&want.content), blank(&got.content));
+        if w != g {
+            return Some(format!(
+                "message {n} ({}) differs from the recording: {}",
+                name(want.role),
+                text_difference(&w, &g)
+            ));
+        }
+        let want_calls: Vec<String> = want.calls.iter().map(|c| blank(&format!("{}{}", c.tool, c.args))).collect();
+        let got_calls: Vec<String> = got.tool_calls.iter().map(|c| blank(&format!("{}{}", c.name, c.args))).collect();
+        if want_calls != got_calls {
+            return Some(format!(
+                "message {n} (assistant) calls {}, recorded as {}",
+                got_calls.join(", "),
+                want_calls.join(", ")
+            ));
+        }
+    }
+    if got_n > want_n {
+        let extra = request.messages.get(want_n).expect("the request holds more messages than the recording");
+        return Some(format!(
+            "the request holds {got_n} messages, the recording {want_n}: message {} ({}) was not recorded: {}",
+            want_n + 1,
+            name(role(extra.role)),
+            quoted(&extra.content)
+        ));
+    }
+    None
 }
 
 /// What searching a request's messages for one text costs, in bytes, for the run budget.

@@ -9,6 +9,8 @@
 //! - `script`: the bridge from an attributed request to its lane's next reply.
 //! - `server`: the routes, the body limit, errors as API error objects, real-time waits.
 //! - `judge`: a finished wire run judged by the model-side oracles, as a [`Verdict`].
+//! - [`proxy`]: `rehearsal record`'s proxy: requests forwarded to an upstream model, its
+//!   answers returned unchanged and kept as the scripted reply kinds they amount to.
 //!
 //! API (what `rehearsal serve` and `rehearsal drive` call):
 //!
@@ -45,6 +47,7 @@
 pub mod api;
 pub mod clock;
 mod judge;
+pub mod proxy;
 mod script;
 mod server;
 pub mod stream;

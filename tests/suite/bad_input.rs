@@ -511,10 +511,10 @@ fn a_future_format_version_exits_2_naming_both_versions_before_its_unknown_field
     let out = run_bad("future-format.json", 2);
     assert_contains(
         &out.stderr,
-        "error: tests/fixtures/bad/future-format.json:2:3: at `format`: this file is written in scenario format 2, but this rehearsal reads formats up to 1; use a rehearsal that reads format 2",
+        "error: tests/fixtures/bad/future-format.json:2:3: at `format`: this file is written in scenario format 3, but this rehearsal reads formats up to 2; use a rehearsal that reads format 3",
         &out.both(),
     );
-    assert!(!out.stderr.contains("a_field_of_format_2"), "{}", out.both());
+    assert!(!out.stderr.contains("a_field_of_format_3"), "{}", out.both());
 }
 
 #[test]
@@ -525,7 +525,7 @@ fn format_1_is_the_default_and_0_is_refused() {
         );
         scenario::parse(Path::new("f.json"), &json)
     };
-    assert_eq!(scenario::FORMAT, 1);
+    assert_eq!(scenario::FORMAT, 2);
     let (left_out, one) = (with("").unwrap(), with(r#""format": 1, "#).unwrap());
     assert_eq!((left_out.format, one.format), (None, Some(1)));
     // The version changes nothing a run does.
@@ -541,6 +541,7 @@ fn format_1_is_the_default_and_0_is_refused() {
         panic!("format 0 must be refused")
     };
     assert_eq!((field.as_str(), message.as_str()), ("format", "format versions start at 1"));
+    assert_eq!(with(r#""format": 2, "#).unwrap().format, Some(2));
     let Err(ScenarioError::Invalid { field, .. }) = with(r#""format": 3, "#) else {
         panic!("format 3 must be refused")
     };

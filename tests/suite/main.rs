@@ -31,6 +31,7 @@ mod order_robust;
 mod own_cli;
 mod own_runtime;
 mod readme;
+mod record;
 mod robustness;
 mod scenarios;
 mod support;

@@ -11,6 +11,20 @@
 //! - `hang MESSAGE`: as `ask`, then sleeps for 300 s.
 //! - `die`: aborts (SIGABRT) without calling.
 //! - `silent`: exits 0 without calling.
+//! - `fanout MESSAGE` (for `rehearsal record`'s tests, dialect `bub-0.5.1`): the root asks
+//!   with the tool `subagent{prompt}`; the children of one reply run at once, each on its own
+//!   thread, asking with the tool `lookup{q}` (answered `looked up: Q`) until a reply without
+//!   calls, whose text is the call's result; the root's final text goes to stdout.
+//!
+//! Environment: `OPENAI_API_KEY` is sent as `Authorization: Bearer KEY`; with
+//! `TEST_RUNTIME_KEY_IN_BODY=1` the key is also written into the body (an `api_key` field and
+//! the first user message), as a careless runtime might. `TEST_RUNTIME_STREAM=1` asks for
+//! streamed answers (SSE over chunked transfer encoding, decoded here). `TEST_RUNTIME_TIMEOUT_MS`
+//! gives up on an answer after that long (exit 1). `TEST_RUNTIME_VARIANT=v2` changes one
+//! thing: the `lookup` result of `config` reads `looked up (v2): config`, altering one request
+//! (a code change, for the replay's failure); `TEST_RUNTIME_VARIANT=swap` hands the root the
+//! children's results in reverse call order (a broken rule: each call's result must be its
+//! own child's final text).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -37,6 +51,7 @@ fn main() {
             std::process::abort();
         }
         "silent" => {}
+        "fanout" => std::process::exit(fanout(&message)),
         other => {
             eprintln!("rehearsal-test-runtime: unknown mode {other:?}");
             std::process::exit(2);
@@ -45,36 +60,225 @@ fn main() {
 }
 
 fn ask(message: &str) -> i32 {
+    let mut history: Vec<serde_json::Value> =
+        std::fs::read_to_string("history.json").ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    history.push(serde_json::json!({"role": "user", "content": with_key(message)}));
+    let answer = match chat(&history, &[]) {
+        Ok(answer) => answer,
+        Err(why) => {
+            eprintln!("rehearsal-test-runtime: {why}");
+            return 1;
+        }
+    };
+    history.push(serde_json::json!({"role": "assistant", "content": answer.text}));
+    std::fs::write("history.json", serde_json::Value::from(history).to_string()).expect("history written");
+    println!("{}", answer.text);
+    0
+}
+
+/// The first user message, with the key appended when the runtime is told to leak it.
+fn with_key(message: &str) -> String {
+    match (std::env::var("TEST_RUNTIME_KEY_IN_BODY").as_deref(), std::env::var("OPENAI_API_KEY")) {
+        (Ok("1"), Ok(key)) => format!("{message} (api key {key})"),
+        _ => message.to_string(),
+    }
+}
+
+struct Answer {
+    text: String,
+    /// id, name, arguments text.
+    calls: Vec<(String, String, String)>,
+}
+
+fn tool(name: &str, arg: &str) -> serde_json::Value {
+    serde_json::json!({"type": "function", "function": {"name": name, "description": name,
+        "parameters": {"type": "object", "properties": {arg: {"type": "string"}}, "required": [arg]}}})
+}
+
+fn fanout(message: &str) -> i32 {
+    let mut history = vec![serde_json::json!({"role": "user", "content": with_key(message)})];
+    let tools = [tool("subagent", "prompt")];
+    loop {
+        let answer = match chat(&history, &tools) {
+            Ok(answer) => answer,
+            Err(why) => {
+                eprintln!("rehearsal-test-runtime: {why}");
+                return 1;
+            }
+        };
+        if answer.calls.is_empty() {
+            println!("{}", answer.text);
+            return 0;
+        }
+        history.push(assistant(&answer));
+        // The reply's children run at once (bub 0.5.1 gathers them); results in call order.
+        let children: Vec<_> = answer
+            .calls
+            .iter()
+            .map(|(_, name, args)| {
+                let prompt = serde_json::from_str::<serde_json::Value>(args).unwrap_or_default()["prompt"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                let name = name.clone();
+                std::thread::spawn(move || {
+                    if name == "subagent" { child(&prompt) } else { format!("Tool `{name}` does not exist.") }
+                })
+            })
+            .collect();
+        let mut results: Vec<String> =
+            children.into_iter().map(|c| c.join().unwrap_or_else(|_| "Error: the child panicked".into())).collect();
+        if std::env::var("TEST_RUNTIME_VARIANT").as_deref() == Ok("swap") {
+            results.reverse();
+        }
+        for ((id, _, _), result) in answer.calls.iter().zip(results) {
+            history.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": result}));
+        }
+    }
+}
+
+fn child(prompt: &str) -> String {
+    let mut history = vec![serde_json::json!({"role": "user", "content": prompt})];
+    let tools = [tool("lookup", "q")];
+    loop {
+        let answer = match chat(&history, &tools) {
+            Ok(answer) => answer,
+            Err(why) => return format!("Error: {why}"),
+        };
+        if answer.calls.is_empty() {
+            return answer.text;
+        }
+        history.push(assistant(&answer));
+        for (id, _, args) in &answer.calls {
+            let q = serde_json::from_str::<serde_json::Value>(args).unwrap_or_default()["q"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let v2 = std::env::var("TEST_RUNTIME_VARIANT").as_deref() == Ok("v2") && q == "config";
+            let result = if v2 { format!("looked up (v2): {q}") } else { format!("looked up: {q}") };
+            history.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": result}));
+        }
+    }
+}
+
+fn assistant(answer: &Answer) -> serde_json::Value {
+    let calls: Vec<serde_json::Value> = answer
+        .calls
+        .iter()
+        .map(|(id, name, args)| serde_json::json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+        .collect();
+    serde_json::json!({"role": "assistant", "content": answer.text, "tool_calls": calls})
+}
+
+/// One chat completion over a fresh connection: the answer's text and calls, or the error.
+fn chat(messages: &[serde_json::Value], tools: &[serde_json::Value]) -> Result<Answer, String> {
     let base = std::env::var("OPENAI_BASE_URL").expect("OPENAI_BASE_URL is set");
     let rest = base.strip_prefix("http://").expect("an http:// base URL");
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut history: Vec<serde_json::Value> =
-        std::fs::read_to_string("history.json").ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
-    history.push(serde_json::json!({"role": "user", "content": message}));
-    let body = serde_json::json!({
+    let stream = std::env::var("TEST_RUNTIME_STREAM").as_deref() == Ok("1");
+    let mut body = serde_json::json!({
         "model": std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "rehearsal".into()),
-        "messages": history,
-    })
-    .to_string();
-    let mut stream = TcpStream::connect(host).expect("the server accepts");
+        "messages": messages,
+    });
+    if !tools.is_empty() {
+        body["tools"] = serde_json::Value::from(tools.to_vec());
+    }
+    if stream {
+        body["stream"] = true.into();
+    }
+    let key = std::env::var("OPENAI_API_KEY").ok();
+    if let (Ok("1"), Some(key)) = (std::env::var("TEST_RUNTIME_KEY_IN_BODY").as_deref(), &key) {
+        body["api_key"] = key.clone().into();
+    }
+    let body = body.to_string();
+    let auth = key.map(|k| format!("Authorization: Bearer {k}\r\n")).unwrap_or_default();
+    let mut conn = TcpStream::connect(host).map_err(|e| format!("cannot connect: {e}"))?;
+    if let Some(ms) = std::env::var("TEST_RUNTIME_TIMEOUT_MS").ok().and_then(|t| t.parse().ok()) {
+        conn.set_read_timeout(Some(std::time::Duration::from_millis(ms))).expect("a timeout is set");
+    }
     write!(
-        stream,
-        "POST /{path}/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        conn,
+        "POST /{path}/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
-    .expect("request sent");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("answer read");
+    .map_err(|e| format!("cannot send: {e}"))?;
+    let mut raw = Vec::new();
+    if let Err(e) = conn.read_to_end(&mut raw) {
+        if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+            return Err("timed out waiting for the model".into());
+        }
+        // A dropped connection: what came is judged below.
+    }
+    let answer = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     let status: u16 = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)?
+    } else {
+        body.to_string()
+    };
     if status != 200 {
-        eprintln!("rehearsal-test-runtime: HTTP {status}: {body}");
-        return 1;
+        return Err(format!("HTTP {status}: {body}"));
     }
-    let text = json["choices"][0]["message"]["content"].as_str().unwrap_or("").to_string();
-    history.push(serde_json::json!({"role": "assistant", "content": text}));
-    std::fs::write("history.json", serde_json::Value::from(history).to_string()).expect("history written");
-    println!("{text}");
-    0
+    if stream {
+        return sse(&body);
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| format!("the answer is not JSON ({e}): {body:?}"))?;
+    let message = &json["choices"][0]["message"];
+    let text = message["content"].as_str().unwrap_or("").to_string();
+    let calls = message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+            (s(&c["id"]), s(&c["function"]["name"]), s(&c["function"]["arguments"]))
+        })
+        .collect();
+    Ok(Answer { text, calls })
+}
+
+/// A chunked body decoded; an error if it broke off before its last chunk.
+fn dechunk(mut body: &str) -> Result<String, String> {
+    let mut out = String::new();
+    loop {
+        let Some((size, rest)) = body.split_once("\r\n") else {
+            return Err(format!("the stream broke off after {out:?}"));
+        };
+        let size = usize::from_str_radix(size.trim(), 16).map_err(|_| format!("the stream broke off after {out:?}"))?;
+        if size == 0 {
+            return Ok(out);
+        }
+        if rest.len() < size {
+            return Err(format!("the stream broke off after {out:?}"));
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].strip_prefix("\r\n").unwrap_or(&rest[size..]);
+    }
+}
+
+/// Server-sent chunks read into the answer; an error unless they end with `[DONE]`.
+fn sse(body: &str) -> Result<Answer, String> {
+    let mut text = String::new();
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    for line in body.lines() {
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        if data == "[DONE]" {
+            return Ok(Answer { text, calls });
+        }
+        let chunk: serde_json::Value = serde_json::from_str(data).map_err(|e| format!("a bad chunk ({e})"))?;
+        let delta = &chunk["choices"][0]["delta"];
+        text.push_str(delta["content"].as_str().unwrap_or(""));
+        for c in delta["tool_calls"].as_array().into_iter().flatten() {
+            let i = c["index"].as_u64().unwrap_or(0) as usize;
+            while calls.len() <= i {
+                calls.push(Default::default());
+            }
+            calls[i].0.push_str(c["id"].as_str().unwrap_or(""));
+            calls[i].1.push_str(c["function"]["name"].as_str().unwrap_or(""));
+            calls[i].2.push_str(c["function"]["arguments"].as_str().unwrap_or(""));
+        }
+    }
+    Err(format!("the stream ended without [DONE] after {text:?}"))
 }

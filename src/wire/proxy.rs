@@ -1,0 +1,968 @@
+//! The recording proxy of `rehearsal record`: on 127.0.0.1 it takes a runtime's requests as
+//! `rehearsal serve` does, forwards each to the upstream model, returns the upstream's answer
+//! unchanged (status, content type, body bytes as they stream) and keeps what it saw: every
+//! request, its answer as the scripted reply kind it amounts to (a reply, an `error` with its
+//! status and type, a `hang`, a stream dropped after N chunks), and the order in which requests
+//! arrived and were answered, with wall times.
+//!
+//! The upstream is reached with hyper's own HTTP/1.1 client connection over a tokio TCP
+//! stream, one connection per request (no pool: a dropped stream cannot poison the next
+//! request). Plain `http://` only; an `https://` upstream is refused at start with a message.
+//!
+//! What this module deliberately does not do: attribute requests or write a scenario (that is
+//! [`crate::record`], from the [`Recording`]), keep any header (auth headers' values are kept
+//! only as [`Recording::secrets`], so the writer can blank them wherever they appear), or
+//! retry a failed upstream call (the runtime saw the failure; so does the recording).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http_body_util::BodyExt as _;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use super::api::{ChatRequest, Converted, ErrorBody, ErrorObject};
+use super::script::{Bridge, Plan};
+use super::{Disconnect, End, FindingKind, ServeError, WireFinding, WireRun};
+use crate::dialect::Dialect;
+use crate::harness::mock_llm::AnswerKind;
+use crate::scenario::Scenario;
+use crate::sut::llm::{LlmReply, ToolCall};
+
+/// How the proxy runs. Every limit is named here with its default.
+#[derive(Clone, Debug)]
+pub struct ProxyOptions {
+    /// The upstream's base URL, as an OpenAI client takes it (`http://HOST:PORT/v1`); a
+    /// request to `/v1/chat/completions` goes to `{upstream}/chat/completions`.
+    pub upstream: String,
+    /// The port on 127.0.0.1; 0 (the default) takes a free one.
+    pub port: u16,
+    /// When set, every forwarded request carries `Authorization: Bearer KEY` instead of the
+    /// runtime's own auth headers. Default none: the runtime's headers go as they came.
+    pub upstream_key: Option<String>,
+    /// How long to wait for the upstream's answer to be complete; past it the request is
+    /// recorded as a `hang` and the runtime's connection is held until it gives up, as a
+    /// scripted `hang` holds it. Default 300 s.
+    pub upstream_timeout: Duration,
+    /// [`Proxy::idle`] resolves when no request arrived and none was open for this long.
+    /// Default 30 s.
+    pub idle_limit: Duration,
+    /// The largest request body accepted, in bytes. Default 8 MiB (as `rehearsal serve`).
+    pub body_limit_bytes: usize,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> ProxyOptions {
+        ProxyOptions {
+            upstream: String::new(),
+            port: 0,
+            upstream_key: None,
+            upstream_timeout: Duration::from_secs(300),
+            idle_limit: Duration::from_secs(30),
+            body_limit_bytes: 8 << 20,
+        }
+    }
+}
+
+/// What the upstream's answer to one request amounted to, as a scripted reply kind.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// A whole reply: its text and calls (`(id, name, arguments text)`).
+    Reply {
+        /// The text.
+        text: String,
+        /// The calls: id, function name, arguments as the JSON text the model wrote.
+        calls: Vec<(String, String, String)>,
+    },
+    /// An API error: the HTTP status, the error object's `type` and `message`.
+    Error {
+        /// The HTTP status.
+        status: u16,
+        /// The error object's `type`, if it had one.
+        kind: Option<String>,
+        /// Its `message` (the body's text when it was no error object).
+        message: String,
+    },
+    /// No answer came before the client gave up or the upstream timeout passed.
+    Hang,
+    /// The stream broke after `chunks` SSE chunks (0 for a non-streamed body cut short),
+    /// holding what had come.
+    Dropped {
+        /// The data chunks received before the break.
+        chunks: usize,
+        /// The text received.
+        text: String,
+        /// The calls received.
+        calls: Vec<(String, String, String)>,
+    },
+    /// Still open when the recording ended.
+    Open,
+}
+
+/// One recorded request.
+#[derive(Clone, Debug)]
+pub struct RecordedExchange {
+    /// The request as conversation types.
+    pub converted: Converted,
+    /// The model asked for.
+    pub model: Option<String>,
+    /// Whether it asked for a stream.
+    pub streamed: bool,
+    /// When it arrived, since the proxy started.
+    pub arrived: Duration,
+    /// When its answer was complete (or given up on), since the proxy started.
+    pub ended: Option<Duration>,
+    /// What the answer amounted to.
+    pub outcome: Outcome,
+}
+
+/// The order things happened in, for attributing the requests afterwards exactly as a live
+/// attributor would have seen them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Exchange N arrived.
+    Arrived(usize),
+    /// Exchange N's reply was complete.
+    Replied(usize),
+    /// Exchange N ended without a reply (an error, a hang, a dropped stream).
+    Failed(usize),
+}
+
+/// What the proxy saw.
+#[derive(Clone, Debug, Default)]
+pub struct Recording {
+    /// The chat requests, in arrival order (the exchange numbers).
+    pub exchanges: Vec<RecordedExchange>,
+    /// Arrivals and ends, in the order they happened.
+    pub events: Vec<Event>,
+    /// Values of auth headers the runtime sent or the proxy added: never to be written.
+    pub secrets: Vec<String>,
+    /// Requests the proxy could not forward as chat requests (malformed, oversized, not
+    /// served).
+    pub findings: Vec<WireFinding>,
+    /// HTTP requests received.
+    pub requests: usize,
+    /// Wall time from the start to the finish.
+    pub elapsed: Duration,
+}
+
+/// The upstream's address, parsed once.
+#[derive(Clone, Debug)]
+struct Upstream {
+    /// `host:port`, for the TCP connection and the `Host` header.
+    authority: String,
+    /// The base path (`/v1`), without a trailing slash.
+    base: String,
+}
+
+impl Upstream {
+    fn parse(url: &str) -> Result<Upstream, ServeError> {
+        if url.starts_with("https://") {
+            return Err(ServeError(format!(
+                "--upstream {url}: https is not supported (no TLS stack is linked); run a local TLS-terminating proxy and give its http:// address"
+            )));
+        }
+        let Some(rest) = url.strip_prefix("http://") else {
+            return Err(ServeError(format!(
+                "--upstream {url}: expected an http:// URL such as http://127.0.0.1:8080/v1"
+            )));
+        };
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if authority.is_empty() {
+            return Err(ServeError(format!("--upstream {url}: no host")));
+        }
+        let authority = if authority.contains(':') { authority.to_string() } else { format!("{authority}:80") };
+        let base = format!("/{}", path.trim_end_matches('/'));
+        let base = if base == "/" { String::new() } else { base };
+        Ok(Upstream { authority, base })
+    }
+}
+
+struct Shared {
+    options: ProxyOptions,
+    upstream: Upstream,
+    started: Instant,
+    state: Mutex<Recording>,
+    received: AtomicUsize,
+    open: AtomicUsize,
+    last_activity: Mutex<Instant>,
+    changed: Notify,
+    stopping: AtomicBool,
+    stop_tx: watch::Sender<bool>,
+}
+
+impl Shared {
+    fn touch(&self) {
+        *self.last_activity.lock().expect("activity lock poisoned") = Instant::now();
+        self.changed.notify_waiters();
+    }
+
+    fn record(&self) -> std::sync::MutexGuard<'_, Recording> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn find(&self, request: usize, kind: FindingKind, message: String) {
+        self.record().findings.push(WireFinding { request, kind, message });
+    }
+
+    /// Ends exchange `n` with `outcome` (once: a later end is ignored).
+    fn end(&self, n: usize, outcome: Outcome) {
+        let at = self.started.elapsed();
+        let mut rec = self.record();
+        let Some(e) = rec.exchanges.get_mut(n) else { return };
+        if e.outcome != Outcome::Open {
+            return;
+        }
+        let event = if matches!(outcome, Outcome::Reply { .. }) { Event::Replied(n) } else { Event::Failed(n) };
+        e.outcome = outcome;
+        e.ended = Some(at);
+        rec.events.push(event);
+    }
+
+    fn secret(&self, value: &str) {
+        let value = value.trim();
+        let mut rec = self.record();
+        for v in [value, value.strip_prefix("Bearer ").unwrap_or(value).trim()] {
+            if !v.is_empty() && !rec.secrets.iter().any(|s| s == v) {
+                rec.secrets.push(v.to_string());
+            }
+        }
+    }
+}
+
+/// A running recording proxy. Start it, hand [`Proxy::base_url`] to the runtime, then
+/// [`Proxy::finish`] for the [`Recording`].
+pub struct Proxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Binds 127.0.0.1 (port [`ProxyOptions::port`]) and forwards to the upstream. Must be
+    /// called inside a tokio runtime with I/O and time enabled.
+    pub async fn start(options: ProxyOptions) -> Result<Proxy, ServeError> {
+        let upstream = Upstream::parse(&options.upstream)?;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
+            .await
+            .map_err(|e| ServeError(format!("cannot listen on 127.0.0.1:{}: {e}", options.port)))?;
+        let addr = listener.local_addr().map_err(|e| ServeError(format!("no local address: {e}")))?;
+        let (stop_tx, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            upstream,
+            started: Instant::now(),
+            state: Mutex::default(),
+            received: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
+            last_activity: Mutex::new(Instant::now()),
+            changed: Notify::new(),
+            stopping: AtomicBool::new(false),
+            stop_tx,
+            options,
+        });
+        if let Some(key) = &shared.options.upstream_key {
+            shared.secret(key);
+        }
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat).fallback(not_served))
+            .route("/v1/models", get(models).fallback(not_served))
+            .fallback(not_served)
+            .layer(DefaultBodyLimit::max(shared.options.body_limit_bytes))
+            .with_state(shared.clone());
+        let mut stop = shared.stop_tx.subscribe();
+        let serving = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            let _ = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+        });
+        Ok(Proxy { addr, shared, serving })
+    }
+
+    /// The base URL a runtime's OpenAI client takes: `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Resolves when no request is open and none arrived for [`ProxyOptions::idle_limit`].
+    pub async fn idle(&self) {
+        loop {
+            let changed = self.shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let deadline =
+                *self.shared.last_activity.lock().expect("activity lock poisoned") + self.shared.options.idle_limit;
+            tokio::select! {
+                _ = changed => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    let last = *self.shared.last_activity.lock().expect("activity lock poisoned");
+                    if self.shared.open.load(Ordering::SeqCst) == 0
+                        && last + self.shared.options.idle_limit <= Instant::now()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits up to `grace` for open requests to end, then stops (held requests are let go)
+    /// and hands back the recording.
+    pub async fn finish(self, grace: Duration) -> Recording {
+        let until = Instant::now() + grace;
+        while self.shared.open.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = self.shared.stop_tx.send(true);
+        let mut serving = self.serving;
+        if tokio::time::timeout(Duration::from_secs(2), &mut serving).await.is_err() {
+            serving.abort();
+        }
+        let mut rec = self.shared.record().clone();
+        rec.requests = self.shared.received.load(Ordering::SeqCst);
+        rec.elapsed = self.shared.started.elapsed();
+        rec
+    }
+}
+
+fn error_response(status: StatusCode, code: &str, message: String) -> Response {
+    let body = ErrorBody {
+        error: ErrorObject {
+            message,
+            kind: super::api::error_type_of(status.as_u16()).to_string(),
+            param: None,
+            code: Some(code.to_string()),
+        },
+    };
+    let text = serde_json::to_string(&body).expect("API objects serialize");
+    (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+    let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.find(n, FindingKind::NotServed, format!("request #{n}: {method} {uri} is not served"));
+    shared.touch();
+    error_response(
+        StatusCode::NOT_FOUND,
+        "not_served",
+        format!(
+            "rehearsal record: request #{n}: {method} {uri} is not forwarded (POST /v1/chat/completions and GET /v1/models are)"
+        ),
+    )
+}
+
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    shared.received.fetch_add(1, Ordering::SeqCst);
+    shared.touch();
+    match forward(&shared, Method::GET, "/models", &headers, Bytes::new()).await {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            passthrough(parts.status, &parts.headers, Body::from(body))
+        }
+        Err(why) => error_response(StatusCode::BAD_GATEWAY, "upstream_unreachable", why),
+    }
+}
+
+/// Headers not forwarded either way: hop-by-hop ones, the length (hyper sets it), and
+/// `accept-encoding` (the proxy must read the bytes it passes on).
+fn hop_by_hop(name: &header::HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "connection"
+            | "keep-alive"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "content-length"
+            | "accept-encoding"
+    )
+}
+
+/// Headers whose values are credentials: kept out of the recording wherever they appear.
+fn is_auth(name: &header::HeaderName) -> bool {
+    matches!(name.as_str(), "authorization" | "x-api-key" | "api-key" | "openai-api-key" | "proxy-authorization")
+}
+
+/// Sends one request to the upstream over a fresh connection; the response's body streams.
+async fn forward(
+    shared: &Shared,
+    method: Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+    let upstream = &shared.upstream;
+    let stream = tokio::net::TcpStream::connect(&upstream.authority)
+        .await
+        .map_err(|e| format!("rehearsal record: cannot reach the upstream {}: {e}", upstream.authority))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("rehearsal record: the upstream {} refused the connection: {e}", upstream.authority))?;
+    // The connection is driven until its response body is read (or dropped).
+    tokio::spawn(connection);
+    let mut request = hyper::Request::builder().method(method).uri(format!("{}{path}", upstream.base));
+    for (name, value) in headers {
+        if hop_by_hop(name) {
+            continue;
+        }
+        if is_auth(name) {
+            shared.secret(value.to_str().unwrap_or(""));
+            if shared.options.upstream_key.is_some() {
+                continue;
+            }
+        }
+        request = request.header(name, value);
+    }
+    if let Some(key) = &shared.options.upstream_key {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
+    }
+    let request = request
+        .header(header::HOST, &upstream.authority)
+        .body(http_body_util::Full::new(body))
+        .map_err(|e| format!("rehearsal record: cannot build the upstream request: {e}"))?;
+    sender.send_request(request).await.map_err(|e| format!("rehearsal record: the upstream failed: {e}"))
+}
+
+fn passthrough(status: StatusCode, headers: &HeaderMap, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        if !hop_by_hop(name) {
+            response.headers_mut().append(name, value.clone());
+        }
+    }
+    response
+}
+
+/// A request being forwarded: counted open until dropped; dropped before its answer ended,
+/// the client gave up (recorded as a `hang`) or the proxy stopped.
+struct Open {
+    shared: Arc<Shared>,
+    exchange: usize,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let outcome = if self.shared.stopping.load(Ordering::SeqCst) { Outcome::Open } else { Outcome::Hang };
+        if outcome != Outcome::Open {
+            self.shared.end(self.exchange, outcome);
+        }
+        self.shared.open.fetch_sub(1, Ordering::SeqCst);
+        self.shared.touch();
+    }
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+    shared.touch();
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let limit = shared.options.body_limit_bytes;
+            let (kind, why) = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                (FindingKind::Oversized, format!("the body is larger than {limit} bytes"))
+            } else {
+                (FindingKind::Malformed, format!("the body could not be read: {}", rejection.body_text()))
+            };
+            shared.find(n, kind, format!("request #{n}: {why}"));
+            return error_response(
+                rejection.status(),
+                "not_forwarded",
+                format!("rehearsal record: request #{n}: {why}"),
+            );
+        }
+    };
+    let parsed = serde_json::from_slice::<ChatRequest>(&body)
+        .map_err(|e| format!("the body is not a chat completion request: {e}"))
+        .and_then(|r| r.convert().map(|c| (r, c)));
+    let (request, converted) = match parsed {
+        Ok(ok) => ok,
+        Err(why) => {
+            // Not recorded, not forwarded: a scenario cannot script it, and the runtime is to
+            // blame (the verdict says so).
+            shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "malformed_request",
+                format!("rehearsal record: request #{n}: {why}"),
+            );
+        }
+    };
+    let streamed = request.streams();
+    let exchange = {
+        let mut rec = shared.record();
+        let exchange = rec.exchanges.len();
+        rec.exchanges.push(RecordedExchange {
+            converted,
+            model: request.model.clone(),
+            streamed,
+            arrived: shared.started.elapsed(),
+            ended: None,
+            outcome: Outcome::Open,
+        });
+        rec.events.push(Event::Arrived(exchange));
+        exchange
+    };
+    shared.open.fetch_add(1, Ordering::SeqCst);
+    let open = Open { shared: shared.clone(), exchange };
+    let deadline = Instant::now() + shared.options.upstream_timeout;
+    let answer = tokio::time::timeout_at(deadline, forward(&shared, Method::POST, "/chat/completions", &headers, body));
+    let response = match answer.await {
+        Ok(Ok(response)) => response,
+        Ok(Err(why)) => {
+            shared.end(
+                exchange,
+                Outcome::Error { status: 502, kind: Some("upstream_unreachable".into()), message: why.clone() },
+            );
+            drop(open);
+            return error_response(StatusCode::BAD_GATEWAY, "upstream_unreachable", why);
+        }
+        Err(_) => return hold(open).await,
+    };
+    let (parts, upstream_body) = response.into_parts();
+    if !parts.status.is_success() {
+        let bytes = match tokio::time::timeout_at(deadline, upstream_body.collect()).await {
+            Ok(Ok(b)) => b.to_bytes(),
+            Ok(Err(_)) => Bytes::new(),
+            Err(_) => return hold(open).await,
+        };
+        let (kind, message) = error_of(&bytes);
+        shared.end(exchange, Outcome::Error { status: parts.status.as_u16(), kind, message });
+        drop(open);
+        return passthrough(parts.status, &parts.headers, Body::from(bytes));
+    }
+    if !streamed {
+        // A whole body, sent whole: with its length, as the upstream sent it, not re-framed
+        // as chunks a plain client may not read.
+        let mut tap = Tap { open, parser: Parser::json(), ended: false };
+        let mut body = upstream_body;
+        let mut bytes = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        tap.parser.feed(&data);
+                        bytes.extend_from_slice(&data);
+                    }
+                }
+                Ok(None) => break,
+                Ok(Some(Err(_))) => {
+                    // Cut short: the runtime gets the headers and a body that breaks.
+                    tap.broken();
+                    let broken = futures_util::stream::iter([
+                        Ok(Bytes::from(bytes)),
+                        Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "upstream dropped")),
+                    ]);
+                    return passthrough(parts.status, &parts.headers, Body::from_stream(broken));
+                }
+                Err(_) => return hold(tap.open).await,
+            }
+        }
+        tap.complete();
+        return passthrough(parts.status, &parts.headers, Body::from(bytes));
+    }
+    let tap = Tap { open, parser: Parser::sse(), ended: false };
+    let body =
+        futures_util::stream::unfold((upstream_body, tap, deadline), |(mut body, mut tap, deadline)| async move {
+            if tap.ended {
+                return None;
+            }
+            match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => {
+                        tap.parser.feed(&data);
+                        Some((Ok::<Bytes, std::io::Error>(data), (body, tap, deadline)))
+                    }
+                    // Trailers carry nothing a reply holds.
+                    Err(_) => Some((Ok(Bytes::new()), (body, tap, deadline))),
+                },
+                Ok(None) => {
+                    tap.complete();
+                    None
+                }
+                Ok(Some(Err(e))) => {
+                    tap.broken();
+                    Some((
+                        Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, e.to_string())),
+                        (body, tap, deadline),
+                    ))
+                }
+                Err(_) => {
+                    // Past the upstream timeout mid-body: a hang from here on, as the runtime
+                    // sees no more bytes; held until it gives up or the proxy stops.
+                    tap.open.shared.end(tap.open.exchange, Outcome::Hang);
+                    let mut stop = tap.open.shared.stop_tx.subscribe();
+                    let _ = stop.wait_for(|s| *s).await;
+                    None
+                }
+            }
+        });
+    passthrough(parts.status, &parts.headers, Body::from_stream(body))
+}
+
+/// Past the upstream timeout: the request is a `hang`; the runtime's connection is held
+/// until it gives up (the handler is dropped) or the proxy stops.
+async fn hold(open: Open) -> Response {
+    open.shared.end(open.exchange, Outcome::Hang);
+    let mut stop = open.shared.stop_tx.subscribe();
+    let _ = stop.wait_for(|s| *s).await;
+    error_response(StatusCode::SERVICE_UNAVAILABLE, "recording_over", "rehearsal record: the recording is over".into())
+}
+
+/// The `type` and `message` of an error body (the body's text when it is no error object).
+fn error_of(bytes: &[u8]) -> (Option<String>, String) {
+    let value: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    let error = &value["error"];
+    let kind = error["type"].as_str().map(String::from);
+    let message = error["message"]
+        .as_str()
+        .map(String::from)
+        .unwrap_or_else(|| String::from_utf8_lossy(bytes).chars().take(2000).collect());
+    (kind, message)
+}
+
+/// The answer's body as it passes: parsed on the way, ended as a reply, a drop or a hang.
+struct Tap {
+    open: Open,
+    parser: Parser,
+    ended: bool,
+}
+
+impl Tap {
+    fn complete(&mut self) {
+        self.ended = true;
+        let outcome = self.parser.finish();
+        self.open.shared.end(self.open.exchange, outcome);
+    }
+
+    fn broken(&mut self) {
+        self.ended = true;
+        let (text, calls) = self.parser.so_far();
+        let chunks = self.parser.chunks;
+        self.open.shared.end(self.open.exchange, Outcome::Dropped { chunks, text, calls });
+    }
+}
+
+/// Reads a chat completion answer: a JSON body, or SSE chunks with their deltas.
+struct Parser {
+    streamed: bool,
+    buffer: Vec<u8>,
+    /// SSE data chunks seen (not counting `[DONE]`).
+    chunks: usize,
+    done: bool,
+    text: String,
+    /// Per call index: id, name, arguments so far.
+    calls: std::collections::BTreeMap<u64, (String, String, String)>,
+}
+
+impl Parser {
+    fn sse() -> Parser {
+        Parser {
+            streamed: true,
+            buffer: Vec::new(),
+            chunks: 0,
+            done: false,
+            text: String::new(),
+            calls: Default::default(),
+        }
+    }
+
+    fn json() -> Parser {
+        Parser { streamed: false, ..Parser::sse() }
+    }
+
+    fn feed(&mut self, data: &[u8]) {
+        self.buffer.extend_from_slice(data);
+        if !self.streamed {
+            return;
+        }
+        // Events end with a blank line; a partial one waits for the rest.
+        while let Some(end) = find_event_end(&self.buffer) {
+            let event: Vec<u8> = self.buffer.drain(..end.0 + end.1).collect();
+            let text = String::from_utf8_lossy(&event[..end.0]).into_owned();
+            let data: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if data.is_empty() {
+                continue;
+            }
+            let payload = data.join("\n");
+            if payload.trim() == "[DONE]" {
+                self.done = true;
+                continue;
+            }
+            self.chunks += 1;
+            let chunk: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
+            let delta = &chunk["choices"][0]["delta"];
+            if let Some(t) = delta["content"].as_str() {
+                self.text.push_str(t);
+            }
+            for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                let index = call["index"].as_u64().unwrap_or(0);
+                let entry = self.calls.entry(index).or_default();
+                if let Some(id) = call["id"].as_str() {
+                    entry.0.push_str(id);
+                }
+                if let Some(name) = call["function"]["name"].as_str() {
+                    entry.1.push_str(name);
+                }
+                if let Some(args) = call["function"]["arguments"].as_str() {
+                    entry.2.push_str(args);
+                }
+            }
+        }
+    }
+
+    fn so_far(&self) -> (String, Vec<(String, String, String)>) {
+        (self.text.clone(), self.calls.values().cloned().collect())
+    }
+
+    fn finish(&mut self) -> Outcome {
+        if self.streamed {
+            if !self.done {
+                // The body ended cleanly but without `[DONE]`: the runtime saw a broken stream.
+                let (text, calls) = self.so_far();
+                return Outcome::Dropped { chunks: self.chunks, text, calls };
+            }
+            let (text, calls) = self.so_far();
+            return Outcome::Reply { text, calls };
+        }
+        let value: serde_json::Value = match serde_json::from_slice(&self.buffer) {
+            Ok(v) => v,
+            Err(_) => return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() },
+        };
+        let message = &value["choices"][0]["message"];
+        let text = message["content"].as_str().unwrap_or("").to_string();
+        let calls = message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+                (text(&c["id"]), text(&c["function"]["name"]), text(&c["function"]["arguments"]))
+            })
+            .collect();
+        Outcome::Reply { text, calls }
+    }
+}
+
+/// Where the first SSE event in `buffer` ends: its length and the separator's.
+fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The calls of an [`Outcome`] as conversation types (arguments that are not JSON are kept as
+/// the text they are, as the wire's request conversion keeps them).
+pub fn calls_of(calls: &[(String, String, String)]) -> Vec<ToolCall> {
+    calls
+        .iter()
+        .map(|(id, name, args)| {
+            let args = serde_json::from_str(args).unwrap_or_else(|_| serde_json::Value::String(args.clone()));
+            ToolCall { id: id.clone(), name: name.clone(), args: Arc::new(args) }
+        })
+        .collect()
+}
+
+/// `recording` fed to `scenario`'s script in the order it happened, as if `rehearsal serve`
+/// had answered it: each request attributed as `dialect` spells spawn calls and answered by
+/// its lane, the request checks run, the script's use counted. A reply the script would give
+/// that is not the one recorded (a request bound to another lane) is a failed check naming
+/// the exchange. No time passes and no socket is opened: the times are the recording's.
+pub fn played(scenario: &Scenario, dialect: Dialect, recording: &Recording) -> WireRun {
+    let mut bridge = Bridge::new(scenario, Arc::new(dialect), Vec::new());
+    let mut findings = recording.findings.clone();
+    let mut differing = Vec::new();
+    let mut disconnects = Vec::new();
+    for event in &recording.events {
+        match *event {
+            Event::Arrived(n) => {
+                let e = &recording.exchanges[n];
+                let (number, plan) = bridge.request(&e.converted, e.model.as_deref(), e.arrived);
+                debug_assert_eq!(number, n, "the bridge numbers exchanges in arrival order");
+                match plan {
+                    Plan::Answer(answer) => {
+                        if let Some(why) = differs(&answer.kind, &e.outcome) {
+                            let who = bridge.alias(n).unwrap_or_default();
+                            differing.push(format!("exchange {n} ({who}): the scenario answers {why}"));
+                        }
+                        if matches!(e.outcome, Outcome::Hang | Outcome::Open) {
+                            disconnects.push(Disconnect {
+                                request: n + 1,
+                                exchange: n,
+                                alias: bridge.alias(n).unwrap_or_default(),
+                                held_ms: e.ended.unwrap_or(recording.elapsed).saturating_sub(e.arrived).as_millis()
+                                    as u64,
+                                hang: true,
+                            });
+                        }
+                    }
+                    Plan::Unattributed(why) => {
+                        findings.push(WireFinding {
+                            request: n + 1,
+                            kind: FindingKind::Unattributed,
+                            message: format!("exchange {n}: {why}"),
+                        });
+                    }
+                    Plan::Side | Plan::Halted(_) => {}
+                }
+            }
+            Event::Replied(n) => {
+                let e = &recording.exchanges[n];
+                if let Outcome::Reply { text, calls } = &e.outcome {
+                    let reply = LlmReply { text: text.clone(), tool_calls: calls_of(calls) };
+                    bridge.replied(n, &reply, e.ended.unwrap_or(e.arrived));
+                }
+            }
+            Event::Failed(n) => bridge.failed(n),
+        }
+    }
+    let (lane_use, reply_use) = bridge.lane_use();
+    let mut failed_checks = bridge.failed_checks();
+    failed_checks.extend(differing);
+    WireRun {
+        side: bridge.record(),
+        exchanges: bridge.exchanges(),
+        findings,
+        disconnects,
+        halts: bridge.halts(),
+        failed_checks,
+        lane_use,
+        reply_use,
+        end: if bridge.used_up() { End::Script } else { End::Caller },
+        elapsed: recording.elapsed,
+        requests: recording.requests,
+    }
+}
+
+/// How the scripted answer differs from the recorded outcome, if it does.
+fn differs(kind: &AnswerKind, outcome: &Outcome) -> Option<String> {
+    let same_calls = |a: &[ToolCall], b: &[(String, String, String)]| {
+        a.len() == b.len() && a.iter().zip(calls_of(b)).all(|(x, y)| x.name == y.name && x.args == y.args)
+    };
+    let ok = match (kind, outcome) {
+        (AnswerKind::Reply(r, None), Outcome::Reply { text, calls }) => {
+            r.text == *text && same_calls(&r.tool_calls, calls)
+        }
+        (AnswerKind::Reply(r, Some(n)), Outcome::Dropped { chunks, text, calls }) => {
+            n == chunks && r.text == *text && same_calls(&r.tool_calls, calls)
+        }
+        (AnswerKind::Error(m, status, _), Outcome::Error { status: s, message, .. }) => {
+            m == message && status.unwrap_or(500) == (*s).clamp(400, 599)
+        }
+        (AnswerKind::Hang, Outcome::Hang | Outcome::Open) => true,
+        _ => false,
+    };
+    if ok {
+        return None;
+    }
+    let said = match kind {
+        AnswerKind::Reply(r, _) => format!("text {}", crate::trace::quoted(&r.text)),
+        AnswerKind::Error(m, _, _) => format!("an error {}", crate::trace::quoted(m)),
+        AnswerKind::Hang => "a hang".to_string(),
+    };
+    let was = match outcome {
+        Outcome::Reply { text, .. } => format!("text {}", crate::trace::quoted(text)),
+        Outcome::Error { message, .. } => format!("an error {}", crate::trace::quoted(message)),
+        Outcome::Hang | Outcome::Open => "a hang".to_string(),
+        Outcome::Dropped { chunks, .. } => format!("a stream dropped after {chunks} chunks"),
+    };
+    Some(format!("{said}, the recording has {was}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_sse_stream_is_read_into_text_and_calls_across_split_frames() {
+        let mut p = Parser::sse();
+        let frames = concat!(
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\r\n\r\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"a\\\":1}\"}}]}}]}\n\n",
+            "data: [DONE]\n\n"
+        );
+        for piece in frames.as_bytes().chunks(7) {
+            p.feed(piece);
+        }
+        assert_eq!(p.chunks, 5);
+        assert_eq!(
+            p.finish(),
+            Outcome::Reply { text: "Hello".into(), calls: vec![("c1".into(), "f".into(), "{\"a\":1}".into())] }
+        );
+    }
+
+    #[test]
+    fn a_stream_without_done_is_a_drop_after_its_chunks() {
+        let mut p = Parser::sse();
+        p.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"Cut\"}}]}\n\n");
+        assert_eq!(p.finish(), Outcome::Dropped { chunks: 1, text: "Cut".into(), calls: Vec::new() });
+    }
+
+    /// A recording of one request, `[user "hi"]`, answered `answered`.
+    fn one_exchange(answered: &str) -> Recording {
+        let request: ChatRequest = serde_json::from_str(r#"{"messages":[{"role":"user","content":"hi"}]}"#).unwrap();
+        Recording {
+            exchanges: vec![RecordedExchange {
+                converted: request.convert().unwrap(),
+                model: None,
+                streamed: false,
+                arrived: Duration::ZERO,
+                ended: Some(Duration::from_millis(5)),
+                outcome: Outcome::Reply { text: answered.into(), calls: Vec::new() },
+            }],
+            events: vec![Event::Arrived(0), Event::Replied(0)],
+            requests: 1,
+            ..Recording::default()
+        }
+    }
+
+    #[test]
+    fn a_script_that_answers_other_than_the_recording_is_a_failed_check() {
+        // The writer's own guard: the file's script fed the recording must give the replies
+        // recorded; here it does not, and the played run says which exchange.
+        let text = r#"{"name":"p","lanes":[{"agent":"main","replies":[{"text":"bye"}]}],"turns":[{"user":"hi"}]}"#;
+        let scenario = crate::scenario::parse(std::path::Path::new("p.json"), text).unwrap();
+        let generic = || Dialect::builtin("generic").unwrap();
+        let run = played(&scenario, generic(), &one_exchange("hello"));
+        assert_eq!(
+            run.failed_checks,
+            vec![r#"exchange 0 (main): the scenario answers text "bye", the recording has text "hello""#]
+        );
+        let run = played(&scenario, generic(), &one_exchange("bye"));
+        assert!(run.failed_checks.is_empty(), "{:?}", run.failed_checks);
+        assert_eq!(run.lane_use, vec![1]);
+    }
+
+    #[test]
+    fn upstream_urls_are_http_only() {
+        assert!(Upstream::parse("https://api.openai.com/v1").unwrap_err().0.contains("https is not supported"));
+        let u = Upstream::parse("http://127.0.0.1:9/v1/").unwrap();
+        assert_eq!((u.authority.as_str(), u.base.as_str()), ("127.0.0.1:9", "/v1"));
+        assert_eq!(Upstream::parse("http://localhost").unwrap().authority, "localhost:80");
+    }
+}
