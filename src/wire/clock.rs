@@ -1233,6 +1233,44 @@ mod tests {
     }
 
     #[test]
+    fn requests_of_one_instant_are_taken_in_the_runtimes_send_order_whatever_order_they_arrived_in() {
+        let take_order = |arrival: [&str; 2]| {
+            let mut clock = connected();
+            let ids: Vec<(String, ArrivalId)> = arrival
+                .iter()
+                .map(|conn| {
+                    let id = clock.next_arrival_id();
+                    clock.server(0, ServerEvent::Arrived(ArrivedRequest { conn: conn.to_string(), id, key: 0 }));
+                    (conn.to_string(), id)
+                })
+                .collect();
+            assert_eq!(clock.next_step(), Step::Wait(Waiting::Idle), "nothing is taken while the runtime runs");
+            // The runtime wrote on :2 first, then on :1.
+            let report = |conn: &str, order: u64| ConnReport {
+                conn: conn.to_string(),
+                sent: 1,
+                read: 0,
+                open: true,
+                reading: true,
+                order: vec![order],
+            };
+            clock.idle(idle(1, 0, Some(S), vec![report("127.0.0.1:1", 2), report("127.0.0.1:2", 1)])).unwrap();
+            let mut taken = Vec::new();
+            for _ in 0..2 {
+                let Step::Take(id) = clock.next_step() else { panic!("a request's turn") };
+                assert_eq!(clock.next_step(), Step::Wait(Waiting::Server), "one at a time");
+                taken.push(ids.iter().find(|(_, i)| *i == id).unwrap().0.clone());
+                let release = clock.next_release_id();
+                clock.server(0, ServerEvent::Scheduled { arrival: id, release, due: Due::After(0) });
+            }
+            (taken, clock.transcript().to_vec())
+        };
+        let one = take_order(["127.0.0.1:1", "127.0.0.1:2"]);
+        assert_eq!(one.0, ["127.0.0.1:2", "127.0.0.1:1"]);
+        assert_eq!(take_order(["127.0.0.1:2", "127.0.0.1:1"]), one, "the same order and transcript either way");
+    }
+
+    #[test]
     fn times_print_as_the_trace_does() {
         assert_eq!(seconds(10 * S), "10.000s");
         assert_eq!(seconds(9_999_000_000), "9.999s");
