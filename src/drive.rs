@@ -315,6 +315,8 @@ pub async fn drive(
     }
     let mut turn_failures = Vec::new();
     if let Some(report) = &clock {
+        // Under the clock the run's length is its virtual end: the same in every run.
+        verdict.run.elapsed = Duration::from_nanos(report.now_ns);
         match &report.end {
             ClockEnd::Finished { .. } => {}
             // The runtime's work was done: idle with nothing due is how it waits to exit.
