@@ -14,6 +14,14 @@
 //! is killed (SIGKILL), so a grandchild it left sleeping does not outlive the run. On platforms
 //! without process groups only the command itself is killed; its own children may survive.
 //!
+//! On virtual time ([`DriveOptions::clock`], `--clock`; docs/clock-protocol.md): one clock
+//! endpoint per scenario, bound before its first turn, so time continues across turns; each
+//! turn's runtime gets `REHEARSAL_CLOCK` (the endpoint), `PYTHONPATH` led by the clock shim's
+//! folder and `PYTHONHASHSEED=0`; the server serves on that clock. A clock that ends by itself
+//! (stuck, stalled, a limit, a protocol error) stops waiting for the runtime after
+//! [`ClockDrive::end_grace`] and becomes a finding that quotes the end: the harness stopped
+//! following the runtime, which is not a rule the runtime broke.
+//!
 //! What this module deliberately does not do: serve requests (the wire does), judge a rule
 //! (the oracles do), or parse the command line (the CLI does).
 
@@ -29,7 +37,31 @@ use crate::runner::{Failure, FailureKind, Verdict};
 use crate::runtime::RuntimeDescription;
 use crate::scenario::Scenario;
 use crate::sut::event::Status;
+use crate::wire::clock::{ClockEnd, ClockEndpoint, ClockLimits, ClockOptions, ClockReport};
 use crate::wire::{self, End, ServeOptions, Server, WireRun};
+
+/// How a scenario is driven on virtual time. Every limit is named here with its default.
+#[derive(Clone, Debug)]
+pub struct ClockDrive {
+    /// The folder holding the clock shim's `sitecustomize.py` (put first on `PYTHONPATH`).
+    pub shim: PathBuf,
+    /// Seeds the runtime's randomness (`welcome.seed`). Default 0.
+    pub seed: u64,
+    /// Permutes replies (and requests) of one instant (`--explore`); `None`: the clock's order.
+    pub tie_seed: Option<u64>,
+    /// The clock's limits.
+    pub limits: ClockLimits,
+    /// After the clock ended by itself, how long (wall time) the runtime is given to exit
+    /// before its group is killed. Default 5 s.
+    pub end_grace: Duration,
+}
+
+impl ClockDrive {
+    /// On the shim in `shim`, with the defaults.
+    pub fn new(shim: PathBuf) -> ClockDrive {
+        ClockDrive { shim, seed: 0, tie_seed: None, limits: ClockLimits::default(), end_grace: Duration::from_secs(5) }
+    }
+}
 
 /// How a scenario is driven. Every limit is named here with its default.
 #[derive(Clone, Debug)]
@@ -46,6 +78,8 @@ pub struct DriveOptions {
     pub interrupt: Option<Arc<AtomicBool>>,
     /// Where the temp folders are made. Default: the system's temp folder.
     pub temp_root: Option<PathBuf>,
+    /// Drive on virtual time (`--clock`); `time_scale` is then unused. Default `None`.
+    pub clock: Option<ClockDrive>,
 }
 
 impl Default for DriveOptions {
@@ -57,6 +91,7 @@ impl Default for DriveOptions {
             output_max_bytes: 1 << 20,
             interrupt: None,
             temp_root: None,
+            clock: None,
         }
     }
 }
@@ -91,6 +126,9 @@ pub enum Exited {
     TimedOut,
     /// Drive killed it because the caller was interrupted.
     Interrupted,
+    /// Drive killed it: the clock had ended by itself and it did not exit within
+    /// [`ClockDrive::end_grace`].
+    ClockEnded,
 }
 
 /// One turn's run of the command.
@@ -119,6 +157,8 @@ pub struct Driven {
     pub wire: WireRun,
     /// What was not judged, and why (expectations on core events, rules knobs replaced).
     pub notes: Vec<String>,
+    /// Under the clock: how it ended, its virtual end, its transcript.
+    pub clock: Option<ClockReport>,
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -192,18 +232,42 @@ pub async fn drive(
         std::fs::create_dir_all(dir).map_err(|e| DriveError::Setup(format!("cannot make {}: {e}", dir.display())))?;
     }
     seed_files(scenario, &workdir).map_err(DriveError::Setup)?;
+    let endpoint = match &options.clock {
+        Some(setup) => {
+            let clock = ClockOptions {
+                seed: setup.seed,
+                tie_seed: setup.tie_seed,
+                limits: setup.limits.clone(),
+                ..ClockOptions::default()
+            };
+            Some(
+                ClockEndpoint::bind(clock)
+                    .await
+                    .map_err(|e| DriveError::Setup(format!("cannot bind the clock endpoint: {e}")))?,
+            )
+        }
+        None => None,
+    };
     let serve = ServeOptions {
         time_scale: options.time_scale,
         // The commands' own ends, not an idle guess, end a driven run; the idle limit only
         // bounds `done`, which drive does not wait on.
         idle_limit: options.turn_limit.saturating_mul(scenario.turns.len().max(1) as u32),
+        clock: endpoint.as_ref().map(ClockEndpoint::clock),
+        // Under the clock `created` is the clock's epoch, so answers are the same in every run.
+        created_s: endpoint.as_ref().map(|_| crate::wire::clock::endpoint::DEFAULT_EPOCH_NS / 1_000_000_000),
         ..ServeOptions::default()
     };
     let server =
         Server::start(scenario, description.dialect(), serve).await.map_err(|e| DriveError::Setup(e.to_string()))?;
     let base = server.base_url();
     let model = scenario.session.model.clone().unwrap_or_else(|| "rehearsal".to_string());
-    let env = description.env_for(&base, &model, &home, &workdir);
+    let mut env = description.env_for(&base, &model, &home, &workdir);
+    if let (Some(endpoint), Some(setup)) = (&endpoint, &options.clock) {
+        endpoint.set_http(vec![server.addr().to_string()]);
+        clock_env(&mut env, &endpoint.env_value(), &setup.shim);
+    }
+    let clock = endpoint.as_ref().map(ClockEndpoint::clock);
     let mut turns = Vec::new();
     for (i, turn) in scenario.turns.iter().enumerate() {
         if options.interrupt.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
@@ -214,10 +278,13 @@ pub async fn drive(
             .iter()
             .map(|a| substitute(a, &turn.user, i + 1, &scenario.session.id, &home, &workdir))
             .collect();
-        match run_turn(program, &args, &env, &home, &workdir, options).await {
+        match run_turn(program, &args, &env, &home, &workdir, options, clock.as_ref()).await {
             Ok(run) => turns.push(run),
             Err(e) => {
                 let _ = server.finish(End::Caller).await;
+                if let Some(endpoint) = endpoint {
+                    endpoint.finish().await;
+                }
                 return Err(DriveError::NotRun(e));
             }
         }
@@ -227,8 +294,12 @@ pub async fn drive(
     let end = tokio::time::timeout(Duration::from_millis(20), server.done()).await.unwrap_or(End::Caller);
     let end = if end == End::Idle { End::Caller } else { end };
     let wire = server.finish(end).await;
-    let (verdict, notes) = verdict_of(scenario, description, &wire, &turns);
-    Ok(Driven { verdict, turns, wire, notes })
+    let clock = match endpoint {
+        Some(endpoint) => Some(endpoint.finish().await),
+        None => None,
+    };
+    let (verdict, notes) = verdict_of(scenario, description, &wire, &turns, clock.as_ref());
+    Ok(Driven { verdict, turns, wire, notes, clock })
 }
 
 /// A finished run of `scenario` on `description` judged: the model-side oracles against the
@@ -240,6 +311,7 @@ pub(crate) fn verdict_of(
     description: &RuntimeDescription,
     wire: &WireRun,
     turns: &[TurnRun],
+    clock: Option<&crate::wire::clock::ClockReport>,
 ) -> (Verdict, Vec<String>) {
     let (judged, mut notes) = description.judged_as(scenario);
     let mut verdict = wire::judge(&judged, wire);
@@ -257,6 +329,23 @@ pub(crate) fn verdict_of(
         ));
     }
     let mut turn_failures = Vec::new();
+    if let Some(report) = clock {
+        // Under the clock the run's length is its virtual end: the same in every run.
+        verdict.run.elapsed = Duration::from_nanos(report.now_ns);
+        match &report.end {
+            ClockEnd::Finished { .. } => {}
+            // The runtime's work was done: idle with nothing due is how it waits to exit.
+            ClockEnd::Stuck { at_ns } if wire.end == End::Script => notes.push(format!(
+                "the clock: idle with nothing due at {} virtual, after the script was used up",
+                crate::wire::clock::seconds(*at_ns)
+            )),
+            end => turn_failures.push(Failure::new(
+                FailureKind::Stopped,
+                format!("the clock stopped following the runtime: {end}"),
+                Vec::new(),
+            )),
+        }
+    }
     if wire.requests == 0 {
         turn_failures.push(Failure::new(
             FailureKind::Stopped,
@@ -286,6 +375,57 @@ pub(crate) fn verdict_of(
     (verdict, notes)
 }
 
+/// Puts the clock into a runtime's environment: `REHEARSAL_CLOCK`, the shim first on
+/// `PYTHONPATH` (before the description's or drive's own), `PYTHONHASHSEED=0`.
+fn clock_env(env: &mut Vec<(String, String)>, clock: &str, shim: &Path) {
+    let inherited = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PYTHONPATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("PYTHONPATH").ok())
+        .filter(|v| !v.is_empty());
+    env.retain(|(k, _)| !matches!(k.as_str(), "PYTHONPATH" | "REHEARSAL_CLOCK" | "PYTHONHASHSEED"));
+    let shim = shim.to_string_lossy().into_owned();
+    let path = match inherited {
+        Some(rest) => format!("{shim}:{rest}"),
+        None => shim,
+    };
+    env.push(("REHEARSAL_CLOCK".to_string(), clock.to_string()));
+    env.push(("PYTHONPATH".to_string(), path));
+    env.push(("PYTHONHASHSEED".to_string(), "0".to_string()));
+}
+
+/// The folder of the clock shim: `--clock-shim DIR` if given, else `$REHEARSAL_CLOCK_SHIM`,
+/// else the crate's own `shims/python` (where it was built). `Err` names every place tried.
+pub fn find_clock_shim(given: Option<&Path>) -> Result<PathBuf, String> {
+    let mut tried = Vec::new();
+    let candidates: Vec<(String, PathBuf)> = match given {
+        Some(dir) => vec![("--clock-shim".to_string(), dir.to_path_buf())],
+        None => {
+            let mut out = Vec::new();
+            if let Some(dir) = std::env::var_os("REHEARSAL_CLOCK_SHIM").filter(|d| !d.is_empty()) {
+                out.push(("$REHEARSAL_CLOCK_SHIM".to_string(), PathBuf::from(dir)));
+            }
+            out.push((
+                "the crate's shims/python".to_string(),
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("shims").join("python"),
+            ));
+            out
+        }
+    };
+    for (from, dir) in candidates {
+        if dir.join("sitecustomize.py").is_file() && dir.join("rehearsal_clock").is_dir() {
+            return Ok(std::fs::canonicalize(&dir).unwrap_or(dir));
+        }
+        tried.push(format!("{from} {}", dir.display()));
+    }
+    Err(format!(
+        "no clock shim (a folder with sitecustomize.py and rehearsal_clock/) at {}; give one with --clock-shim DIR or REHEARSAL_CLOCK_SHIM",
+        tried.join(", ")
+    ))
+}
+
 /// The turn's end judged: how the command ended, its stdout against `expect.message` and
 /// `message_contains`, its exit code against `expect.status`.
 fn judge_turn(i: usize, turn: &crate::scenario::Turn, run: &TurnRun) -> Vec<Failure> {
@@ -301,6 +441,11 @@ fn judge_turn(i: usize, turn: &crate::scenario::Turn, run: &TurnRun) -> Vec<Fail
             tail(&run.stderr),
         )),
         Exited::Interrupted => {}
+        Exited::ClockEnded => out.push(Failure::new(
+            FailureKind::Stopped,
+            format!("turns[{i}]: the runtime did not exit after the clock had ended; its process group was killed"),
+            tail(&run.stderr),
+        )),
         Exited::Signal(s) => out.push(Failure::new(
             FailureKind::Stopped,
             format!("turns[{i}]: the runtime died of signal {s}"),
@@ -384,6 +529,7 @@ pub(crate) async fn run_turn(
     home: &Path,
     workdir: &Path,
     options: &DriveOptions,
+    clock: Option<&crate::wire::clock::Clock>,
 ) -> Result<TurnRun, String> {
     // A relative path with a separator would be resolved against the working directory set
     // below: resolve it against drive's own, as a shell would.
@@ -432,6 +578,20 @@ pub(crate) async fn run_turn(
         },
         _ = tokio::time::sleep(options.turn_limit) => Exited::TimedOut,
         _ = interrupted => Exited::Interrupted,
+        // A clock that ended by itself no longer moves the runtime's time: it runs on real
+        // time from there (the shim's `end`), and is given a moment to finish.
+        () = async {
+            match clock {
+                Some(clock) => {
+                    clock.ended().await;
+                    if clock.end().is_some_and(|end| end.is_clean()) {
+                        return std::future::pending().await;
+                    }
+                    tokio::time::sleep(options.clock.as_ref().map_or(Duration::ZERO, |c| c.end_grace)).await;
+                }
+                None => std::future::pending().await,
+            }
+        } => Exited::ClockEnded,
     };
     // The whole group goes, whether the command ended by itself or not: a grandchild it left
     // behind would otherwise keep running and hold its pipes open.

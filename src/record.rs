@@ -221,7 +221,7 @@ pub async fn record(
                 .iter()
                 .map(|a| crate::drive::substitute(a, message, i + 1, &options.session, &home, &workdir))
                 .collect();
-            match crate::drive::run_turn(&args[0], &args, &env, &home, &workdir, &drive).await {
+            match crate::drive::run_turn(&args[0], &args, &env, &home, &workdir, &drive, None).await {
                 Ok(run) => turns.push(run),
                 Err(why) => {
                     let _ = proxy.finish(Duration::ZERO).await;
@@ -272,7 +272,7 @@ pub async fn record(
     } else {
         turns.clone()
     };
-    let (verdict, judged_notes) = crate::drive::verdict_of(&scenario, description, &wire, &shown);
+    let (verdict, judged_notes) = crate::drive::verdict_of(&scenario, description, &wire, &shown, None);
     notes.extend(judged_notes);
     Ok(Recorded { scenario, text, verdict, notes, turns, recording, wire })
 }

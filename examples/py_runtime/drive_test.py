@@ -2,6 +2,11 @@
 apply to it, and each deliberate bug of the table in README.md ("Judged by rehearsal drive") is
 caught by the named check. Run by scripts/python-tests with REHEARSAL_BIN set; needs the
 `openai` package in the interpreter that runs it (the runtime is started with it).
+
+On virtual time (`rehearsal drive --clock`, issue 24; class `Clocked`): the timeout and cap
+scenarios pass under the clock shim with the same verdict, trace and clock transcript in every
+run (REHEARSAL_CLOCK_RUNS runs each, default 3; 20 for the figure in docs/clock-protocol.md),
+and the `timeout_from_queue` bug is caught at the exact virtual instant of the early timeout.
 """
 
 from __future__ import annotations
@@ -48,6 +53,55 @@ def drive(target: str, runtime: list[str], bug: str | None) -> subprocess.Comple
     args = [REHEARSAL, "drive", str(HERE / target), *runtime, "--time-scale", "0.2", "--turn-limit", "60s",
             "--color", "never", "--", *command]
     return subprocess.run(args, capture_output=True, text=True, timeout=600)
+
+
+# The timeout and cap scenarios run under the clock, with the runtime flags each needs.
+CLOCKED = [
+    ("scenarios/timeout-prints-whole-seconds.json", DEFAULT),
+    ("scenarios/cap-four-children-at-once.json", DEFAULT),
+    ("scenarios-cap1/queue-first-in-first-out.json", CAP1),
+    ("scenarios-cap1/queued-child-timeout-from-start.json", CAP1),
+    ("scenarios-cap1/queued-child-timeout-at-the-instant.json", CAP1),
+]
+CLOCK_RUNS = int(os.environ.get("REHEARSAL_CLOCK_RUNS", "3"))
+
+
+def drive_clocked(target: str, runtime: list[str], bug: str | None) -> subprocess.CompletedProcess[str]:
+    """`rehearsal drive --clock --trace`: drive puts the clock shim before this PYTHONPATH."""
+    env = dict(os.environ, PYTHONPATH=str(HERE))
+    env.pop("PY_RUNTIME_BUG", None)
+    if bug:
+        env["PY_RUNTIME_BUG"] = bug
+    command = [sys.executable, "-m", "py_runtime", "--session", "{session}", "{message}"]
+    args = [REHEARSAL, "drive", str(HERE / target), *runtime, "--clock", "--trace", "--turn-limit", "60s",
+            "--color", "never", "--", *command]
+    return subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+
+
+class Clocked(unittest.TestCase):
+    def test_timeout_and_cap_scenarios_pass_with_identical_traces_in_every_run(self) -> None:
+        jobs = [(target, runtime) for target, runtime in CLOCKED for _ in range(CLOCK_RUNS)]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            runs = list(pool.map(lambda job: (job[0], drive_clocked(job[0], job[1], None)), jobs))
+        for target, _ in CLOCKED:
+            outs = [out for t, out in runs if t == target]
+            with self.subTest(scenario=target):
+                first = outs[0]
+                self.assertEqual(first.returncode, 0, f"{target}:\n{first.stdout}\n{first.stderr}")
+                self.assertIn("ms virtual", first.stdout)
+                self.assertIn("clock ", first.stdout, "--trace shows the clock's transcript")
+                for i, out in enumerate(outs[1:], start=2):
+                    self.assertEqual(out.stdout, first.stdout, f"{target}: run {i} of {len(outs)} differs")
+
+    def test_timer_from_queueing_is_caught_at_the_exact_virtual_instant(self) -> None:
+        out = drive_clocked("scenarios-cap1/queued-child-timeout-at-the-instant.json", CAP1, "timeout_from_queue")
+        self.assertEqual(out.returncode, 1, f"{out.stdout}\n{out.stderr}")
+        self.assertIn("oracle.model-side.timeouts", out.stdout)
+        self.assertIn("the parent hears at 1s that a child timed out, before its limit of 1 s from its first request"
+                      " at 800ms", out.stdout)
+        # B's request (0.8 s) is given up on at 1.000 s virtual, 200 ms later: the server saw it.
+        self.assertIn("1000 ms virtual  exchange 3  main/2  gave up: the client closed its connection after 200 ms",
+                      out.stdout)
 
 
 class Drive(unittest.TestCase):

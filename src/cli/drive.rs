@@ -36,9 +36,26 @@ pub(super) struct DriveArgs {
     /// number of cores). The report is the same for any number.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
-    /// Real seconds per scripted second of latency (0 answers at once).
+    /// Real seconds per scripted second of latency (0 answers at once). Not used with --clock.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     time_scale: f64,
+    /// Run the runtime on the harness's virtual time (docs/clock-protocol.md): latencies and
+    /// the runtime's own timers are virtual, the trace shows virtual times. The runtime gets
+    /// REHEARSAL_CLOCK, the clock shim first on PYTHONPATH, and PYTHONHASHSEED=0.
+    #[arg(long)]
+    clock: bool,
+    /// The clock shim's folder (default: $REHEARSAL_CLOCK_SHIM, else the shims/python of the
+    /// rehearsal checkout this binary was built from).
+    #[arg(long, value_name = "DIR", requires = "clock")]
+    clock_shim: Option<PathBuf>,
+    /// With --clock: also try K seeded orders of the replies (and requests) due at one virtual
+    /// instant, besides the default order. A tie between a runtime's own timer and a reply is
+    /// not explored: the runtime's timers go first (docs/clock-protocol.md, rule 6).
+    #[arg(long, value_name = "K", default_value_t = 0, requires = "clock")]
+    explore: u32,
+    /// With --clock: run only the tie order of this seed (to replay one --explore found).
+    #[arg(long, value_name = "SEED", requires = "clock", conflicts_with = "explore")]
+    explore_seed: Option<u64>,
     /// The wall-clock limit of one turn's command; past it its process group is killed.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::positive_duration)]
     turn_limit: humantime::Duration,
@@ -130,11 +147,30 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
         // One handler per process; a second `drive` in the same process (tests) keeps the first.
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     }
+    let clock = if args.clock {
+        match crate::drive::find_clock_shim(args.clock_shim.as_deref()) {
+            Ok(shim) => Some(crate::drive::ClockDrive::new(shim)),
+            Err(why) => {
+                reporter.error(err, &format!("--clock: {why}"));
+                return Exit::BadInput;
+            }
+        }
+    } else {
+        None
+    };
+    // The tie seeds each scenario is driven with: the default order (`None`), then K seeded.
+    let seeds: Vec<Option<u64>> = match args.explore_seed {
+        Some(seed) => vec![Some(seed)],
+        None => std::iter::once(None)
+            .chain((1..=u64::from(args.explore)).map(|k| Some(crate::seed::splitmix64(k))))
+            .collect(),
+    };
     let options = DriveOptions {
         command: args.command.clone(),
         time_scale: args.time_scale,
         turn_limit: args.turn_limit.into(),
         interrupt: Some(interrupt.clone()),
+        clock,
         ..DriveOptions::default()
     };
     let jobs = args.jobs.map_or_else(jobs::default_jobs, usize::from);
@@ -156,11 +192,35 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                 Ok(r) => r,
                 Err(e) => return Checked::Setup(format!("cannot start a runtime: {e}")),
             };
-            match runtime.block_on(crate::drive::drive(&scenario, &description, &options)) {
-                Ok(driven) => Checked::Ran(Box::new(driven)),
-                Err(DriveError::NotRun(why)) => Checked::NotRun(why),
-                Err(DriveError::Setup(why)) => Checked::Setup(why),
+            // Each tie order in turn; the first that fails is the one reported.
+            let mut first = None;
+            for (k, seed) in seeds.iter().enumerate() {
+                let mut options = options.clone();
+                if let Some(clock) = &mut options.clock {
+                    clock.tie_seed = *seed;
+                }
+                match runtime.block_on(crate::drive::drive(&scenario, &description, &options)) {
+                    Ok(mut driven) => {
+                        driven.verdict.orders = seeds.len() as u32;
+                        let failed = !driven.verdict.failures.is_empty();
+                        if let (true, Some(seed)) = (failed, seed) {
+                            driven.notes.push(format!(
+                                "failed in tie order {k} of {} (tie seed {seed}); replay it with --explore-seed {seed}",
+                                seeds.len()
+                            ));
+                        }
+                        if failed || first.is_none() {
+                            first = Some(driven);
+                        }
+                        if failed {
+                            break;
+                        }
+                    }
+                    Err(DriveError::NotRun(why)) => return Checked::NotRun(why),
+                    Err(DriveError::Setup(why)) => return Checked::Setup(why),
+                }
             }
+            Checked::Ran(Box::new(first.expect("at least the default order runs")))
         },
         |i, checked| {
             let (file, _) = &files[i];
@@ -192,10 +252,14 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                         reporter.note(err, &format!("{}: {}", printable(&driven.verdict.name), printable(note)));
                     }
                     let wall: u128 = driven.turns.iter().map(|t| t.elapsed.as_millis()).sum();
+                    let virtual_end = match &driven.clock {
+                        Some(report) => format!(", ended at {} virtual", crate::wire::clock::seconds(report.now_ns)),
+                        None => String::new(),
+                    };
                     reporter.note(
                         err,
                         &format!(
-                            "{}: {} requests, {} turns, {wall} ms wall time",
+                            "{}: {} requests, {} turns, {wall} ms wall time{virtual_end}",
                             printable(&driven.verdict.name),
                             driven.wire.requests,
                             driven.turns.len()
@@ -206,12 +270,16 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                         for line in crate::wire::trace_lines(&driven.wire) {
                             let _ = writeln!(out, "    {}", printable(&line));
                         }
+                        for line in driven.clock.iter().flat_map(|report| &report.transcript) {
+                            let _ = writeln!(out, "    clock {}", printable(line));
+                        }
                         for (t, run) in driven.turns.iter().enumerate() {
                             let how = match &run.exited {
                                 Exited::Code(c) => format!("exited {c}"),
                                 Exited::Signal(s) => format!("died of signal {s}"),
                                 Exited::TimedOut => "killed at the turn limit".to_string(),
                                 Exited::Interrupted => "interrupted".to_string(),
+                                Exited::ClockEnded => "killed after the clock ended".to_string(),
                             };
                             let _ = writeln!(out, "    turn {}: {how}", t + 1);
                             for line in run.stdout.lines() {

@@ -9,6 +9,7 @@ use super::report::{Reporter, Style};
 use super::style::{Paint, Terminal};
 use super::{ColorChoice, Exit, Format};
 use crate::dialect::Dialect;
+use crate::wire::clock::{ClockEnd, ClockEndpoint, ClockOptions, ClockReport};
 use crate::wire::{self, End, ServeOptions, Server, WireRun};
 
 /// The options of `rehearsal serve`.
@@ -43,6 +44,14 @@ pub(super) struct ServeArgs {
     /// When to colour the text report.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+    /// Serve on the harness's virtual time (docs/clock-protocol.md): also prints the
+    /// REHEARSAL_CLOCK, PYTHONPATH and PYTHONHASHSEED lines the runtime must be started with.
+    #[arg(long)]
+    clock: bool,
+    /// The clock shim's folder (default: $REHEARSAL_CLOCK_SHIM, else the shims/python of the
+    /// rehearsal checkout this binary was built from).
+    #[arg(long, value_name = "DIR", requires = "clock")]
+    clock_shim: Option<PathBuf>,
 }
 
 /// `rehearsal serve --help`'s closing part.
@@ -50,7 +59,9 @@ pub(super) const SERVE_AFTER_HELP: &str = "\
 It prints the base URL and the environment lines to export (OPENAI_BASE_URL, OPENAI_API_KEY,
 and the runtime's own, such as BUB_API_BASE) on stderr, then serves POST /v1/chat/completions
 (streamed and not) and GET /v1/models. Wire times are wall times: a scripted latency waits
-latency_ms x --time-scale real milliseconds.
+latency_ms x --time-scale real milliseconds. With --clock they are virtual: start the runtime
+with the REHEARSAL_CLOCK, PYTHONPATH and PYTHONHASHSEED lines printed too (one runtime process
+at a time follows the clock; docs/clock-protocol.md).
 
 Exit codes:
   0    the run passed
@@ -85,6 +96,14 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
             return Exit::BadInput;
         }
     };
+    let shim = match args.clock.then(|| crate::drive::find_clock_shim(args.clock_shim.as_deref())) {
+        Some(Ok(shim)) => Some(shim),
+        Some(Err(why)) => {
+            reporter.error(err, &format!("--clock: {why}"));
+            return Exit::BadInput;
+        }
+        None => None,
+    };
     let options = ServeOptions {
         port: args.port,
         time_scale: args.time_scale,
@@ -100,20 +119,52 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         }
     };
     let run = runtime.block_on(async {
+        let endpoint = match &shim {
+            Some(_) => Some(
+                ClockEndpoint::bind(ClockOptions::default())
+                    .await
+                    .map_err(|e| wire::ServeError(format!("cannot bind the clock endpoint: {e}")))?,
+            ),
+            None => None,
+        };
+        let options = ServeOptions {
+            clock: endpoint.as_ref().map(ClockEndpoint::clock),
+            created_s: endpoint.as_ref().map(|_| crate::wire::clock::endpoint::DEFAULT_EPOCH_NS / 1_000_000_000),
+            ..options
+        };
         let server = Server::start(&scenario, dialect, options).await?;
         let base = server.base_url();
         let _ = writeln!(err, "serving {} on {base}", crate::trace::printable(&scenario.name));
         for line in env_lines(&base, &args.runtime) {
             let _ = writeln!(err, "export {line}");
         }
+        if let (Some(endpoint), Some(shim)) = (&endpoint, &shim) {
+            endpoint.set_http(vec![server.addr().to_string()]);
+            let _ = writeln!(err, "export REHEARSAL_CLOCK={}", endpoint.env_value());
+            let _ = writeln!(err, "export PYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}}", shim.display());
+            let _ = writeln!(err, "export PYTHONHASHSEED=0");
+        }
         let _ = err.flush();
+        let clock = endpoint.as_ref().map(ClockEndpoint::clock);
         let end = tokio::select! {
             end = server.done() => end,
             _ = tokio::signal::ctrl_c() => End::Caller,
+            // A clock that ends by itself no longer moves the runtime: the run is over.
+            () = async {
+                match &clock {
+                    Some(clock) => clock.ended().await,
+                    None => std::future::pending().await,
+                }
+            } => End::Caller,
         };
-        Ok::<WireRun, wire::ServeError>(server.finish(end).await)
+        let run = server.finish(end).await;
+        let report = match endpoint {
+            Some(endpoint) => Some(endpoint.finish().await),
+            None => None,
+        };
+        Ok::<(WireRun, Option<ClockReport>), wire::ServeError>((run, report))
     });
-    let run = match run {
+    let (run, clock) = match run {
         Ok(run) => run,
         Err(e) => {
             reporter.error(err, &e.to_string());
@@ -147,11 +198,30 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         reporter.error(err, "no request arrived: the system under test never called the server");
         return Exit::NotRun;
     }
-    let verdict = wire::judge(&scenario, &run);
+    let mut verdict = wire::judge(&scenario, &run);
+    if let Some(report) = &clock {
+        reporter.note(err, &format!("the clock ended at {} virtual", crate::wire::clock::seconds(report.now_ns)));
+        verdict.run.elapsed = std::time::Duration::from_nanos(report.now_ns);
+        match &report.end {
+            ClockEnd::Finished { .. } => {}
+            ClockEnd::Stuck { .. } if run.end == End::Script => {}
+            end => verdict.failures.insert(
+                0,
+                crate::judge::Failure::new(
+                    crate::judge::FailureKind::Stopped,
+                    format!("the clock stopped following the runtime: {end}"),
+                    Vec::new(),
+                ),
+            ),
+        }
+    }
     reporter.scenario(out, &args.scenario, &verdict);
     if args.trace && args.format == Format::Text {
         for line in wire::trace_lines(&run) {
             let _ = writeln!(out, "    {}", crate::trace::printable(&line));
+        }
+        for line in clock.iter().flat_map(|report| &report.transcript) {
+            let _ = writeln!(out, "    clock {}", crate::trace::printable(line));
         }
     }
     reporter.finish(out, err, None)

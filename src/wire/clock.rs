@@ -16,7 +16,9 @@
 
 pub mod endpoint;
 
-pub use endpoint::{Clock, ClockEndpoint, ClockOptions, ClockReport, ClockStopped, Release, Released, Stamp};
+pub use endpoint::{
+    Arrival, Clock, ClockEndpoint, ClockOptions, ClockReport, ClockStopped, Release, Released, Stamp, Turn, request_key,
+};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -116,6 +118,11 @@ pub struct ConnReport {
     /// False while the runtime does not read it (its reads are paused).
     #[serde(default = "yes")]
     pub reading: bool,
+    /// The runtime's send order (a counter over all its model connections, from 1) of each
+    /// request it sent on this connection since its previous report of it. Optional: without
+    /// it, requests of one instant are taken in the order of their bytes' hash.
+    #[serde(default)]
+    pub order: Vec<u64>,
 }
 
 fn yes() -> bool {
@@ -138,6 +145,16 @@ pub enum ToRuntime {
         seed: u64,
         /// The model endpoint's addresses.
         http: Vec<String>,
+        /// The harness answers every `busy` with `pending` (rule 4a).
+        pending: bool,
+    },
+    /// The answer to `busy`: the connections with replies released and not yet read, in
+    /// release order, each with how many replies were released on it from the start.
+    Pending {
+        /// The busy report answered.
+        seq: u64,
+        /// `{"conn": "127.0.0.1:51000", "released": 2}`, in release order.
+        conns: Vec<PendingConn>,
     },
     /// The connection is refused and closed after this.
     Refused {
@@ -163,6 +180,15 @@ pub enum ToRuntime {
     },
 }
 
+/// A connection with released replies the runtime has not read yet ([`ToRuntime::Pending`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PendingConn {
+    /// The runtime's end of the connection.
+    pub conn: String,
+    /// Replies released on it from the start.
+    pub released: u64,
+}
+
 impl ToRuntime {
     /// The message as one protocol line, `\n` included.
     pub fn line(&self) -> String {
@@ -175,6 +201,11 @@ impl ToRuntime {
 /// Names a reply scheduled with [`VirtualClock::schedule_release`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReleaseId(pub u64);
+
+/// Names a request counted with [`ServerEvent::Arrived`], waiting for its turn
+/// ([`Step::Take`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ArrivalId(pub u64);
 
 /// How the clock ended, at which virtual time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,6 +325,9 @@ pub enum Waiting {
         /// The connection.
         conn: String,
     },
+    /// The model endpoint is handling a request it was handed ([`Step::Take`]) and has not
+    /// scheduled its answer yet.
+    Server,
     /// Released replies the runtime has not read yet.
     Read {
         /// The connection.
@@ -322,6 +356,7 @@ impl fmt::Display for Waiting {
                 )
             }
             Waiting::Close { conn } => write!(f, "the model endpoint to see {conn} close (the runtime closed it)"),
+            Waiting::Server => write!(f, "the model endpoint to schedule the answer to the request it took"),
             Waiting::Read { conn, released, read } => {
                 write!(f, "the runtime to read the replies released on {conn} ({released} released, {read} read)")
             }
@@ -334,6 +369,9 @@ impl fmt::Display for Waiting {
 pub enum Step {
     /// Write these replies now, in this order.
     Release(Vec<ReleaseId>),
+    /// Hand this request to the model endpoint: its turn has come. The endpoint schedules its
+    /// answer (or holds it) before the clock takes another step.
+    Take(ArrivalId),
     /// Send this advance to the runtime.
     Advance {
         /// The idle report it answers.
@@ -375,6 +413,39 @@ pub enum ServerEvent {
         /// When it is due.
         due: Due,
     },
+    /// A request was parsed and counted; it waits for its turn (see [`ArrivedRequest`]).
+    Arrived(ArrivedRequest),
+    /// The endpoint scheduled the answer to the request it took: reply `release`, due `due`.
+    Scheduled {
+        /// The request taken.
+        arrival: ArrivalId,
+        /// The reply's name.
+        release: ReleaseId,
+        /// When it is due.
+        due: Due,
+    },
+    /// The endpoint is done with the request it took without scheduling a reply (a `hang`,
+    /// or its handler was cancelled).
+    Taken(ArrivalId),
+}
+
+/// Requests that arrive at one instant on several connections are seen by the endpoint in an
+/// order that is a race; what the endpoint does with a request (which agent it is put down to,
+/// which reply it gets) depends on that order. So a request counted with
+/// [`ServerEvent::Arrived`] waits: once the runtime is idle with its report current (every
+/// request it sent at this instant is counted), the clock hands the waiting requests over one
+/// at a time ([`Step::Take`]), ordered by the key the endpoint gave (a hash of the request's
+/// bytes: the same in every run), permuted by the tie seed under `--explore`; the next one only
+/// after the endpoint has scheduled the answer to the previous ([`ServerEvent::Scheduled`] or
+/// [`ServerEvent::Taken`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrivedRequest {
+    /// The peer.
+    pub conn: String,
+    /// Its name.
+    pub id: ArrivalId,
+    /// The order key among the requests of one instant.
+    pub key: u64,
 }
 
 /// When a reply is due.
@@ -398,9 +469,9 @@ enum Phase {
 /// One connection to the model endpoint: the endpoint's counts and the runtime's.
 #[derive(Clone, Debug)]
 struct Conn {
-    /// `c1`, `c2`, … in the order the endpoint first saw them (transcripts name connections
-    /// this way: their ports differ from run to run).
-    name: String,
+    /// `c1`, `c2`, … in the order the transcript first names them (their ports differ from run
+    /// to run): at a connection's first request taken, or at its close.
+    name: Option<String>,
     seen: u64,
     released: u64,
     server_closed: bool,
@@ -408,10 +479,18 @@ struct Conn {
     read: u64,
     open: bool,
     reading: bool,
+    /// The name of the last reply released on it (for [`VirtualClock::unread`]'s order).
+    last_release: u64,
+    /// The runtime's send order of each request on it (`order` of its idle reports).
+    order: Vec<u64>,
 }
 
 /// A reply waiting for its due time: ordered by due time, tie rank, registration.
 type Key = (u64, u64, u64);
+
+/// A request waiting for its turn: ordered by the runtime's send order (when it reports it),
+/// tie rank, key, registration.
+type ArrivalKey = (u64, u64, u64, u64);
 
 /// A scheduled reply: its connection, its place in the queue while pending (`None` once
 /// released), and the virtual time its request was counted at.
@@ -440,6 +519,20 @@ pub struct VirtualClock {
     deferred: Vec<(u64, ServerEvent)>,
     /// Tokens of applied endpoint events, with the virtual time each was applied at.
     stamped: Vec<(u64, u64)>,
+    /// Requests waiting for their turn: connection, order key, and which request on its
+    /// connection it is (from 0).
+    queue: BTreeMap<ArrivalId, (String, u64, u64)>,
+    /// The request handed to the endpoint and not yet scheduled, with its connection.
+    taking: Option<(ArrivalId, String)>,
+    arrivals_registered: u64,
+    /// Connections named so far.
+    named: usize,
+    /// Closes applied since the last note, by connection name: noted together, sorted, so that
+    /// closes of one instant read the same whatever order the endpoint saw them in.
+    closes: std::collections::BTreeSet<String>,
+    /// The runtime disconnected since the last note: noted after the closes, as a runtime's
+    /// exit closes its model connections and its clock connection in a real-time order.
+    disconnected: bool,
     advances: u64,
     ended: Option<ClockEnd>,
     transcript: Vec<String>,
@@ -461,6 +554,12 @@ impl VirtualClock {
             registered: 0,
             deferred: Vec::new(),
             stamped: Vec::new(),
+            queue: BTreeMap::new(),
+            taking: None,
+            arrivals_registered: 0,
+            named: 0,
+            closes: std::collections::BTreeSet::new(),
+            disconnected: false,
             advances: 0,
             ended: None,
             transcript: Vec::new(),
@@ -495,7 +594,30 @@ impl VirtualClock {
     }
 
     fn note(&mut self, what: String) {
+        self.flush_closes();
         self.transcript.push(format!("{:>12} {what}", seconds(self.now_ns)));
+    }
+
+    fn flush_closes(&mut self) {
+        for name in std::mem::take(&mut self.closes) {
+            self.transcript.push(format!("{:>12} closed {name}", seconds(self.now_ns)));
+        }
+        if std::mem::take(&mut self.disconnected) {
+            self.transcript.push(format!("{:>12} disconnected", seconds(self.now_ns)));
+        }
+    }
+
+    /// The transcript name of `conn`, given now if it has none.
+    fn name(&mut self, conn: &str) -> String {
+        let next = self.named + 1;
+        let entry = self.conn(conn);
+        if let Some(name) = &entry.name {
+            return name.clone();
+        }
+        let name = format!("c{next}");
+        entry.name = Some(name.clone());
+        self.named = next;
+        name
     }
 
     /// Ends the clock (the first end stays).
@@ -541,13 +663,12 @@ impl VirtualClock {
                 conn.open = false;
                 conn.reading = false;
             }
-            self.note("disconnected".to_string());
+            self.disconnected = true;
         }
     }
 
     fn conn(&mut self, conn: &str) -> &mut Conn {
-        let next = self.conns.len() + 1;
-        self.conns.entry(conn.to_string()).or_insert_with(|| Conn { name: format!("c{next}"), ..fresh_counts() })
+        self.conns.entry(conn.to_string()).or_insert_with(fresh_counts)
     }
 
     /// The model endpoint accepted a connection from `conn`. A closed connection of the same
@@ -555,7 +676,7 @@ impl VirtualClock {
     pub fn conn_opened(&mut self, conn: &str) {
         let entry = self.conn(conn);
         if entry.server_closed {
-            *entry = Conn { name: entry.name.clone(), ..fresh_counts() };
+            *entry = Conn { name: entry.name.take(), ..fresh_counts() };
         }
     }
 
@@ -563,7 +684,7 @@ impl VirtualClock {
     pub fn request_seen(&mut self, conn: &str) {
         let entry = self.conn(conn);
         if entry.server_closed {
-            *entry = Conn { name: entry.name.clone(), ..fresh_counts() };
+            *entry = Conn { name: entry.name.take(), ..fresh_counts() };
         }
         entry.seen += 1;
     }
@@ -630,9 +751,25 @@ impl VirtualClock {
             ServerEvent::Held(conn) => self.request_seen(&conn),
             ServerEvent::Closed(conn) => {
                 self.conn_closed(&conn);
-                let name = self.conn(&conn).name.clone();
-                self.note(format!("closed {name}"));
+                let name = self.name(&conn);
+                self.closes.insert(name);
             }
+            ServerEvent::Arrived(ArrivedRequest { conn, id, key }) => {
+                self.request_seen(&conn);
+                let index = self.conn(&conn).seen - 1;
+                self.queue.insert(id, (conn, key, index));
+            }
+            ServerEvent::Scheduled { arrival, release, due } => {
+                if let Some((taken, conn)) = self.taking.take() {
+                    assert_eq!(taken, arrival, "the endpoint schedules the request it was handed");
+                    let due_ns = match due {
+                        Due::At(at) => at,
+                        Due::After(latency) => self.now_ns.saturating_add(latency),
+                    };
+                    self.schedule(&conn, release, due_ns);
+                }
+            }
+            ServerEvent::Taken(arrival) => self.arrival_dropped(arrival),
             ServerEvent::Release { conn, id, due } => {
                 self.request_seen(&conn);
                 let due_ns = match due {
@@ -648,6 +785,29 @@ impl VirtualClock {
     fn apply_deferred(&mut self) {
         for (token, event) in std::mem::take(&mut self.deferred) {
             self.apply(token, event);
+        }
+    }
+
+    /// A name for a request about to be counted (through [`ServerEvent::Arrived`]).
+    pub fn next_arrival_id(&mut self) -> ArrivalId {
+        self.arrivals_registered += 1;
+        ArrivalId(self.arrivals_registered)
+    }
+
+    /// The endpoint gave up a counted request (its handler was cancelled, or it was taken and
+    /// needs no reply): it no longer waits for its turn, or no longer holds the clock.
+    pub fn arrival_dropped(&mut self, id: ArrivalId) {
+        // Still held by an unconfirmed advance: it stays counted, as the runtime sent it.
+        for (_, event) in &mut self.deferred {
+            if let ServerEvent::Arrived(arrived) = event
+                && arrived.id == id
+            {
+                *event = ServerEvent::Held(arrived.conn.clone());
+            }
+        }
+        self.queue.remove(&id);
+        if self.taking.as_ref().is_some_and(|(taken, _)| *taken == id) {
+            self.taking = None;
         }
     }
 
@@ -701,7 +861,7 @@ impl VirtualClock {
             // The same address reported open again after it closed on both sides is a new
             // connection on a port used again.
             if reported.open && !entry.open && entry.server_closed {
-                *entry = Conn { name: entry.name.clone(), ..fresh_counts() };
+                *entry = Conn { name: entry.name.take(), ..fresh_counts() };
             }
             if reported.sent < entry.sent || reported.read < entry.read {
                 return Err(ProtocolError(format!(
@@ -713,6 +873,7 @@ impl VirtualClock {
             entry.read = reported.read;
             entry.open = reported.open;
             entry.reading = reported.reading;
+            entry.order.extend_from_slice(&reported.order);
         }
         self.last_seq = report.seq;
         self.phase = Phase::Idle { seq: report.seq, next_due_ns: report.next_due_ns };
@@ -731,6 +892,35 @@ impl VirtualClock {
         self.phase = Phase::Busy;
         self.apply_deferred();
         Ok(())
+    }
+
+    /// The request whose turn it is: the runtime's own send order first (`order` in its idle
+    /// reports), so that requests of one instant are taken as the runtime sent them; without
+    /// it, or under `--explore` (which permutes them), by tie rank and the request's key.
+    fn next_arrival(&self) -> Option<ArrivalId> {
+        let place = |(id, (conn, key, index)): (&ArrivalId, &(String, u64, u64))| -> ArrivalKey {
+            let sent = self.conns.get(conn).and_then(|c| c.order.get(*index as usize)).copied().unwrap_or(u64::MAX);
+            match self.tie_seed {
+                Some(seed) => (splitmix64(seed ^ key), sent, *key, id.0),
+                None => (sent, 0, *key, id.0),
+            }
+        };
+        self.queue.iter().min_by_key(|entry| place(*entry)).map(|(id, _)| *id)
+    }
+
+    /// The connections with released replies the runtime has not read (as it last reported),
+    /// in release order: what a runtime woken by those replies waits for before it runs, so
+    /// that it takes all the replies of one instant in one step, in the same order in every
+    /// run (rule 4a), whatever order their bytes reached it in.
+    pub fn unread(&self) -> Vec<PendingConn> {
+        let mut out: Vec<(u64, PendingConn)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.released > c.read && c.open && !c.server_closed)
+            .map(|(conn, c)| (c.last_release, PendingConn { conn: conn.clone(), released: c.released }))
+            .collect();
+        out.sort_by_key(|(last, _)| *last);
+        out.into_iter().map(|(_, p)| p).collect()
     }
 
     /// Takes the runtime's confirmation of an advance: virtual time moves.
@@ -766,7 +956,12 @@ impl VirtualClock {
         if self.ended.is_some() {
             return None;
         }
+        if self.taking.is_some() {
+            return Some(Waiting::Server);
+        }
         match self.phase {
+            // Requests of a runtime that has gone are taken: no more can come at this instant.
+            Phase::NoRuntime if !self.queue.is_empty() => return None,
             Phase::NoRuntime => return Some(Waiting::Runtime),
             Phase::Busy => return Some(Waiting::Idle),
             Phase::Advancing { .. } => return Some(Waiting::At),
@@ -781,7 +976,7 @@ impl VirtualClock {
                 return Some(Waiting::Close { conn: conn.clone() });
             }
         }
-        if self.pending.keys().next().is_some_and(|key| key.0 <= self.now_ns) {
+        if !self.queue.is_empty() || self.pending.keys().next().is_some_and(|key| key.0 <= self.now_ns) {
             return None;
         }
         // Rule 4: every release acknowledged.
@@ -800,6 +995,15 @@ impl VirtualClock {
         }
         if let Some(waiting) = self.waiting() {
             return Step::Wait(waiting);
+        }
+        // Requests first: their answers due now are released after all of this instant's
+        // requests are scheduled, in the order the requests were taken.
+        if let Some(id) = self.next_arrival() {
+            let (conn, _, _) = self.queue.remove(&id).expect("queued");
+            let name = self.name(&conn);
+            self.note(format!("request on {name}"));
+            self.taking = Some((id, conn));
+            return Step::Take(id);
         }
         let Phase::Idle { seq, next_due_ns } = self.phase else {
             unreachable!("waiting() answers for every other phase")
@@ -820,7 +1024,8 @@ impl VirtualClock {
             for (id, conn) in due {
                 let entry = self.conn(&conn);
                 entry.released += 1;
-                let name = entry.name.clone();
+                entry.last_release = id.0;
+                let name = self.name(&conn);
                 if let Some(scheduled) = self.releases.get_mut(&id) {
                     scheduled.key = None;
                 }
@@ -854,7 +1059,7 @@ impl VirtualClock {
 
 fn fresh_counts() -> Conn {
     Conn {
-        name: String::new(),
+        name: None,
         seen: 0,
         released: 0,
         server_closed: false,
@@ -862,6 +1067,8 @@ fn fresh_counts() -> Conn {
         read: 0,
         open: true,
         reading: true,
+        last_release: 0,
+        order: Vec::new(),
     }
 }
 
@@ -883,7 +1090,7 @@ mod tests {
     }
 
     fn conn(sent: u64, read: u64, open: bool) -> ConnReport {
-        ConnReport { conn: "127.0.0.1:5000".to_string(), sent, read, open, reading: open }
+        ConnReport { conn: "127.0.0.1:5000".to_string(), sent, read, open, reading: open, order: Vec::new() }
     }
 
     fn connected() -> VirtualClock {
@@ -1023,6 +1230,44 @@ mod tests {
         assert_eq!(clock.next_step(), Step::Wait(Waiting::Runtime));
         assert_eq!(clock.connect(PROTOCOL, "turn 2"), Ok(3 * S));
         assert!(clock.connect(2, "").is_err());
+    }
+
+    #[test]
+    fn requests_of_one_instant_are_taken_in_the_runtimes_send_order_whatever_order_they_arrived_in() {
+        let take_order = |arrival: [&str; 2]| {
+            let mut clock = connected();
+            let ids: Vec<(String, ArrivalId)> = arrival
+                .iter()
+                .map(|conn| {
+                    let id = clock.next_arrival_id();
+                    clock.server(0, ServerEvent::Arrived(ArrivedRequest { conn: conn.to_string(), id, key: 0 }));
+                    (conn.to_string(), id)
+                })
+                .collect();
+            assert_eq!(clock.next_step(), Step::Wait(Waiting::Idle), "nothing is taken while the runtime runs");
+            // The runtime wrote on :2 first, then on :1.
+            let report = |conn: &str, order: u64| ConnReport {
+                conn: conn.to_string(),
+                sent: 1,
+                read: 0,
+                open: true,
+                reading: true,
+                order: vec![order],
+            };
+            clock.idle(idle(1, 0, Some(S), vec![report("127.0.0.1:1", 2), report("127.0.0.1:2", 1)])).unwrap();
+            let mut taken = Vec::new();
+            for _ in 0..2 {
+                let Step::Take(id) = clock.next_step() else { panic!("a request's turn") };
+                assert_eq!(clock.next_step(), Step::Wait(Waiting::Server), "one at a time");
+                taken.push(ids.iter().find(|(_, i)| *i == id).unwrap().0.clone());
+                let release = clock.next_release_id();
+                clock.server(0, ServerEvent::Scheduled { arrival: id, release, due: Due::After(0) });
+            }
+            (taken, clock.transcript().to_vec())
+        };
+        let one = take_order(["127.0.0.1:1", "127.0.0.1:2"]);
+        assert_eq!(one.0, ["127.0.0.1:2", "127.0.0.1:1"]);
+        assert_eq!(take_order(["127.0.0.1:2", "127.0.0.1:1"]), one, "the same order and transcript either way");
     }
 
     #[test]

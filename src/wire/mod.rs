@@ -28,11 +28,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! **Wire times are wall times.** An in-process run has a virtual clock; a runtime in another
-//! process has its own clock, so a served run measures real time since the server started
-//! (`arrived`, `replied` of each exchange), and scripted latencies wait
-//! `latency_ms × time_scale` real milliseconds. Rules judged on time (concurrency, timeouts)
-//! are judged on those times.
+//! **Wire times are wall times, unless the clock is on.** An in-process run has a virtual
+//! clock; a runtime in another process has its own clock, so a served run measures real time
+//! since the server started (`arrived`, `replied` of each exchange), and scripted latencies
+//! wait `latency_ms × time_scale` real milliseconds. Rules judged on time (concurrency,
+//! timeouts) are judged on those times. Under the clock ([`ServeOptions::clock`],
+//! docs/clock-protocol.md) the runtime follows the harness's virtual time instead: latencies
+//! are virtual, exchange times are virtual instants, a give-up is recorded at its virtual
+//! time ([`Disconnect::gave_up`]), and the record says so (`ModelSide::wall_times` is false).
 //!
 //! What a wire run judges: the model-side oracles over the exchanges (each request put down
 //! to an agent by [`crate::evidence::attribution`]), the scripted request checks, the script's
@@ -123,10 +126,16 @@ pub struct Disconnect {
     pub exchange: usize,
     /// The agent it was put down to.
     pub alias: String,
-    /// How long it was held, in wall milliseconds.
+    /// How long it was held, in milliseconds (virtual under the clock, else wall).
     pub held_ms: u64,
     /// Whether the script held it on purpose (`hang`).
     pub hang: bool,
+    /// Under the clock: the peer address of its connection.
+    pub peer: Option<String>,
+    /// Under the clock: the virtual time the request arrived at.
+    pub since: Option<Duration>,
+    /// Under the clock: the virtual time the client gave up (its connection closed).
+    pub gave_up: Option<Duration>,
 }
 
 /// The record of a served run.
@@ -158,11 +167,14 @@ pub struct WireRun {
 }
 
 /// The exchanges of a served run as lines a person reads (`rehearsal serve --trace`): when
-/// each request arrived (wall milliseconds), who it was put down to, what it held, and the
-/// reply given and when.
+/// each request arrived (milliseconds, labelled `virtual` under the clock and `wall`
+/// without it), who it was put down to, what it held, and the reply given and when; then, under
+/// the clock, each request the client gave up on, at the virtual time of its give-up.
 pub fn trace_lines(run: &WireRun) -> Vec<String> {
     use crate::evidence::attribution::Attribution;
-    run.side
+    let unit = if run.side.wall_times { "ms wall" } else { "ms virtual" };
+    let mut lines: Vec<String> = run
+        .side
         .exchanges
         .iter()
         .zip(&run.side.attributions)
@@ -183,16 +195,29 @@ pub fn trace_lines(run: &WireRun) -> Vec<String> {
                         }
                         (true, true) => "empty text".to_string(),
                     };
-                    format!("{what} at {} ms", at.as_millis())
+                    format!("{what} at {} {unit}", at.as_millis())
                 }
                 _ => "no reply".to_string(),
             };
             format!(
-                "{} ms  exchange {i}  {who}  {} messages, {} tools -> {reply}",
+                "{} {unit}  exchange {i}  {who}  {} messages, {} tools -> {reply}",
                 e.arrived.as_millis(),
                 e.messages.len(),
                 e.tools.len()
             )
         })
-        .collect()
+        .collect();
+    for d in &run.disconnects {
+        if let Some(at) = d.gave_up {
+            let what = if d.hang { "held (hang)" } else { "not yet answered" };
+            lines.push(format!(
+                "{} {unit}  exchange {}  {}  gave up: the client closed its connection after {} ms, {what}",
+                at.as_millis(),
+                d.exchange,
+                d.alias,
+                d.held_ms
+            ));
+        }
+    }
+    lines
 }

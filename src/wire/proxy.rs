@@ -815,6 +815,9 @@ pub fn played(scenario: &Scenario, dialect: Dialect, recording: &Recording) -> W
                                 held_ms: e.ended.unwrap_or(recording.elapsed).saturating_sub(e.arrived).as_millis()
                                     as u64,
                                 hang: true,
+                                peer: None,
+                                since: None,
+                                gave_up: None,
                             });
                         }
                     }

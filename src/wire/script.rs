@@ -49,6 +49,8 @@ pub(crate) struct Bridge {
     session_id: Arc<str>,
     /// Per exchange: its index in the exchange log (only agents' requests are logged).
     logged: Vec<Option<usize>>,
+    /// The times given are the clock's (virtual), not the server's wall clock.
+    pub(crate) virtual_times: bool,
 }
 
 impl Bridge {
@@ -72,6 +74,7 @@ impl Bridge {
             task_ids,
             session_id: scenario.session.id.as_str().into(),
             logged: Vec::new(),
+            virtual_times: false,
         }
     }
 
@@ -155,7 +158,7 @@ impl Bridge {
 
     /// The record of the run as the model saw it, on the server's wall clock.
     pub(crate) fn record(&self) -> ModelSide {
-        ModelSide { wall_times: true, ..self.attributor.record().clone() }
+        ModelSide { wall_times: !self.virtual_times, ..self.attributor.record().clone() }
     }
 
     /// The exchanges as the script saw them (agents' requests, with their aliases).

@@ -4,6 +4,12 @@
 //! blame, a [`WireFinding`] too. Waits (latency, `hang`) are real time, scaled by
 //! [`ServeOptions::time_scale`], and end when the server stops, so no request outlives it.
 //!
+//! Under the clock ([`ServeOptions::clock`], docs/clock-protocol.md) waits are virtual: the
+//! server runs its own accept loop so that the clock sees every connection open and close,
+//! and every request waits for its turn ([`Clock::arrive`]) before it is read, attributed or
+//! answered, then awaits its [`super::clock::Release`] before its answer is written. Times in
+//! the record are the clock's.
+//!
 //! What this module deliberately does not do: choose replies (that is [`super::script`]),
 //! render chunks (that is [`super::stream`]), or judge (that is [`super::judge`]).
 
@@ -23,6 +29,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::api::{self, ChatRequest, ErrorBody, ErrorObject};
+use super::clock::{Clock, Turn, request_key};
 use super::script::{Bridge, Plan};
 use super::stream::{self, Head};
 use super::{Disconnect, End, FindingKind, WireFinding, WireRun};
@@ -49,8 +56,11 @@ pub struct ServeOptions {
     /// contains one is answered with an empty text and put down to no agent. Default none.
     pub side: Vec<String>,
     /// The `created` field of every answer, in seconds since the Unix epoch; `None` (the
-    /// default): the wall clock when the server starts.
+    /// default): the wall clock when the server starts (under the clock: its epoch).
     pub created_s: Option<u64>,
+    /// Serve on this virtual clock instead of real time (`--clock`): latencies are virtual and
+    /// `time_scale` is not used. Default `None`.
+    pub clock: Option<Clock>,
 }
 
 impl Default for ServeOptions {
@@ -62,6 +72,7 @@ impl Default for ServeOptions {
             body_limit_bytes: 8 << 20,
             side: Vec::new(),
             created_s: None,
+            clock: None,
         }
     }
 }
@@ -92,6 +103,8 @@ struct Shared {
     last_activity: Mutex<Instant>,
     findings: Mutex<Vec<WireFinding>>,
     disconnects: Mutex<Vec<Disconnect>>,
+    /// Under the clock: each connection's close, at its virtual time (peer, nanoseconds).
+    closes: Mutex<Vec<(String, u64)>>,
     /// Something that `done` watches changed.
     changed: Notify,
     stopping: AtomicBool,
@@ -126,6 +139,96 @@ impl Shared {
     fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
+
+    /// The time of an event of `turn`'s request: virtual under the clock, else wall time.
+    fn time(&self, turn: Option<&Turn>) -> Duration {
+        match turn {
+            Some(turn) => Duration::from_nanos(turn.arrived_ns()),
+            None => self.elapsed(),
+        }
+    }
+}
+
+impl Shared {
+    /// Under the clock: each disconnect gets the virtual time of its connection's close, and
+    /// the list goes in request order (handlers are dropped in real-time order).
+    fn date_disconnects(&self) {
+        let closes = self.closes.lock().expect("closes lock poisoned");
+        let mut disconnects = self.disconnects.lock().expect("disconnects lock poisoned");
+        for d in disconnects.iter_mut() {
+            let (Some(peer), Some(since)) = (&d.peer, d.since) else { continue };
+            let since_ns = since.as_nanos() as u64;
+            // The first close of that address after the request arrived (ports may be reused).
+            if let Some((_, at_ns)) = closes.iter().find(|(p, at)| p == peer && *at >= since_ns) {
+                d.gave_up = Some(Duration::from_nanos(*at_ns));
+                d.held_ms = (at_ns - since_ns) / 1_000_000;
+            }
+        }
+        disconnects.sort_by_key(|d| d.request);
+    }
+}
+
+/// The accept loop under the clock: the clock sees each connection open and close (the close
+/// is the runtime's give-up, stamped at its virtual time); each request carries its peer.
+async fn serve_clocked(listener: tokio::net::TcpListener, app: Router, clock: Clock, shared: Arc<Shared>) {
+    use tower_service::Service as _;
+    let mut stop = shared.stop_tx.subscribe();
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((stream, peer)) = accepted else { break };
+        let peer = peer.to_string();
+        clock.conn_opened(&peer);
+        let (app, clock, shared) = (app.clone(), clock.clone(), shared.clone());
+        conns.spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let tagged = peer.clone();
+            let service = hyper::service::service_fn(move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(Peer(tagged.clone()));
+                let mut app = app.clone();
+                async move { app.call(request).await }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+            let at_ns = match clock.conn_closed(&peer).await {
+                Ok(at_ns) => at_ns,
+                // The clock has ended: its last time is the best there is.
+                Err(_) => clock.now_ns(),
+            };
+            shared.closes.lock().expect("closes lock poisoned").push((peer, at_ns));
+        });
+    }
+    // The runtime's connections close as it exits: their closes are waited for a moment, so
+    // that each disconnect has its time; then whatever is left is cut.
+    let _ = tokio::time::timeout(Duration::from_secs(2), async { while conns.join_next().await.is_some() {} }).await;
+}
+
+/// The peer address of the connection a request came on (under the clock).
+#[derive(Clone, Debug)]
+struct Peer(String);
+
+/// Under the clock: counts the request and waits for its turn. `Ok(None)` off the clock;
+/// `Err` when the clock has stopped (write nothing that matters: the run is ending).
+async fn turn_of(shared: &Shared, peer: Option<&Peer>, bytes: &[u8]) -> Result<Option<Turn>, ()> {
+    match (&shared.options.clock, peer) {
+        (Some(clock), Some(Peer(peer))) => clock.arrive(peer, request_key(bytes)).await.map(Some).map_err(|_| ()),
+        _ => Ok(None),
+    }
+}
+
+/// An answer given at once: under the clock it is released (and acknowledged) like a reply.
+async fn at_once(turn: Option<Turn>, response: Response, n: usize) -> Response {
+    match turn {
+        Some(turn) => match turn.release_after(0).await {
+            Ok(_) => response,
+            Err(_) => Refusal::Stopping.response(n),
+        },
+        None => response,
+    }
 }
 
 /// A served scenario. Start it, hand [`Server::base_url`] to the runtime, await
@@ -151,13 +254,15 @@ impl Server {
         let created = options.created_s.unwrap_or_else(|| {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
         });
+        let virtual_times = options.clock.is_some();
         let mut models = vec!["rehearsal".to_string()];
         models.extend(scenario.session.model.iter().cloned());
         models.extend(scenario.profiles.iter().filter_map(|p| p.model.clone()));
         models.sort();
         models.dedup();
         let (stop_tx, _) = watch::channel(false);
-        let bridge = Bridge::new(scenario, Arc::new(dialect), options.side.clone());
+        let mut bridge = Bridge::new(scenario, Arc::new(dialect), options.side.clone());
+        bridge.virtual_times = virtual_times;
         let shared = Arc::new(Shared {
             bridge: Mutex::new(bridge),
             started: Instant::now(),
@@ -168,6 +273,7 @@ impl Server {
             open: AtomicUsize::new(0),
             findings: Mutex::default(),
             disconnects: Mutex::default(),
+            closes: Mutex::default(),
             changed: Notify::new(),
             stopping: AtomicBool::new(false),
             stop_tx,
@@ -180,6 +286,10 @@ impl Server {
             .layer(DefaultBodyLimit::max(shared.options.body_limit_bytes))
             .with_state(shared.clone());
         let mut stop = shared.stop_tx.subscribe();
+        if let Some(clock) = shared.options.clock.clone() {
+            let serving = tokio::spawn(serve_clocked(listener, app, clock, shared.clone()));
+            return Ok(Server { addr, shared, serving });
+        }
         let serving = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stop.wait_for(|s| *s).await;
@@ -240,8 +350,11 @@ impl Server {
         // Graceful shutdown waits for open connections; a client that keeps an idle one open
         // is not waited for long.
         let mut serving = self.serving;
-        if tokio::time::timeout(Duration::from_secs(2), &mut serving).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(3), &mut serving).await.is_err() {
             serving.abort();
+        }
+        if self.shared.options.clock.is_some() {
+            self.shared.date_disconnects();
         }
         let bridge = self.shared.bridge.lock().expect("bridge lock poisoned");
         let (lane_use, reply_use) = bridge.lane_use();
@@ -328,21 +441,32 @@ fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response 
     (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
 }
 
-async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+async fn not_served(
+    State(shared): State<Arc<Shared>>,
+    peer: Option<axum::Extension<Peer>>,
+    method: Method,
+    uri: Uri,
+) -> Response {
+    let Ok(turn) = turn_of(&shared, peer.as_deref(), uri.to_string().as_bytes()).await else {
+        return Refusal::Stopping.response(0);
+    };
     let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
     shared.find(n, FindingKind::NotServed, format!("request #{n}: {method} {uri} is not served"));
     shared.touch();
-    Refusal::NotServed(method, uri).response(n)
+    at_once(turn, Refusal::NotServed(method, uri).response(n), n).await
 }
 
-async fn models_route(State(shared): State<Arc<Shared>>) -> Response {
-    shared.received.fetch_add(1, Ordering::SeqCst);
+async fn models_route(State(shared): State<Arc<Shared>>, peer: Option<axum::Extension<Peer>>) -> Response {
+    let Ok(turn) = turn_of(&shared, peer.as_deref(), b"GET /v1/models").await else {
+        return Refusal::Stopping.response(0);
+    };
+    let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
     let data = shared
         .models
         .iter()
         .map(|id| api::Model { id: id.clone(), object: "model", created: shared.created, owned_by: "rehearsal" })
         .collect();
-    json_response(StatusCode::OK, &api::ModelList { object: "list", data })
+    at_once(turn, json_response(StatusCode::OK, &api::ModelList { object: "list", data }), n).await
 }
 
 /// A request being answered: counted open until dropped. Dropped before the answer was
@@ -353,6 +477,8 @@ struct Held {
     exchange: usize,
     alias: String,
     since: Instant,
+    /// Under the clock: the connection's peer and the virtual arrival.
+    clocked: Option<(String, Duration)>,
     hang: bool,
     answered: bool,
 }
@@ -369,6 +495,9 @@ impl Drop for Held {
                     alias: self.alias.clone(),
                     held_ms,
                     hang: self.hang,
+                    peer: self.clocked.as_ref().map(|(peer, _)| peer.clone()),
+                    since: self.clocked.as_ref().map(|(_, since)| *since),
+                    gave_up: None,
                 });
             }
         }
@@ -377,23 +506,32 @@ impl Drop for Held {
     }
 }
 
-async fn chat(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    peer: Option<axum::Extension<Peer>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    // Under the clock, nothing is done with a request before its turn: requests of one
+    // instant are numbered, attributed and answered in the clock's order, not the sockets'.
+    let Ok(turn) = turn_of(&shared, peer.as_deref(), body.as_deref().unwrap_or_default()).await else {
+        return Refusal::Stopping.response(0);
+    };
     let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
     shared.touch();
     if shared.stopping.load(Ordering::SeqCst) {
-        return Refusal::Stopping.response(n);
+        return at_once(turn, Refusal::Stopping.response(n), n).await;
     }
     let body = match body {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             let limit = shared.options.body_limit_bytes;
             shared.find(n, FindingKind::Oversized, format!("request #{n}: the body is larger than {limit} bytes"));
-            return Refusal::Oversized(limit).response(n);
+            return at_once(turn, Refusal::Oversized(limit).response(n), n).await;
         }
         Err(rejection) => {
             let why = format!("the body could not be read: {}", rejection.body_text());
             shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
-            return Refusal::Malformed(why).response(n);
+            return at_once(turn, Refusal::Malformed(why).response(n), n).await;
         }
     };
     let request: ChatRequest = match serde_json::from_slice(&body) {
@@ -401,14 +539,14 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesReject
         Err(e) => {
             let why = format!("the body is not a chat completion request: {e}");
             shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
-            return Refusal::Malformed(why).response(n);
+            return at_once(turn, Refusal::Malformed(why).response(n), n).await;
         }
     };
     let converted = match request.convert() {
         Ok(converted) => converted,
         Err(why) => {
             shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
-            return Refusal::Malformed(why).response(n);
+            return at_once(turn, Refusal::Malformed(why).response(n), n).await;
         }
     };
     let prompt_chars =
@@ -416,7 +554,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesReject
     let (exchange, plan) = shared.bridge.lock().expect("bridge lock poisoned").request(
         &converted,
         request.model.as_deref(),
-        shared.elapsed(),
+        shared.time(turn.as_ref()),
     );
     let head = Head {
         id: format!("chatcmpl-{exchange}"),
@@ -426,18 +564,18 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesReject
     let answer = match plan {
         Plan::Side => {
             let reply = LlmReply::default();
-            shared.bridge.lock().expect("bridge lock poisoned").replied(exchange, &reply, shared.elapsed());
-            return reply_response(&head, &reply, &request, prompt_chars, None);
+            shared.bridge.lock().expect("bridge lock poisoned").replied(exchange, &reply, shared.time(turn.as_ref()));
+            return at_once(turn, reply_response(&head, &reply, &request, prompt_chars, None), n).await;
         }
         Plan::Unattributed(why) => {
             shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
             shared.find(n, FindingKind::Unattributed, format!("request #{n} (exchange {exchange}): {why}"));
-            return Refusal::Unattributed(exchange, why).response(n);
+            return at_once(turn, Refusal::Unattributed(exchange, why).response(n), n).await;
         }
         Plan::Halted(why) => {
             shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
             shared.changed.notify_waiters();
-            return Refusal::Halted(why).response(n);
+            return at_once(turn, Refusal::Halted(why).response(n), n).await;
         }
         Plan::Answer(answer) => answer,
     };
@@ -449,12 +587,26 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesReject
         exchange,
         alias: alias.unwrap_or_default(),
         since: Instant::now(),
+        clocked: peer.as_ref().zip(turn.as_ref()).map(|(p, t)| (p.0.0.clone(), shared.time(Some(t)))),
         hang: matches!(answer.kind, AnswerKind::Hang),
         answered: false,
     };
-    if !shared.wait(Duration::from_millis(answer.latency_ms)).await {
-        return Refusal::Stopping.response(n);
+    // When the answer is given: virtual under the clock (a `hang` is let go at once, so the
+    // clock moves on without it), else after the latency in real time.
+    let mut answered_at = None;
+    match turn {
+        Some(turn) if matches!(answer.kind, AnswerKind::Hang) => turn.hold(),
+        Some(turn) => match turn.release_after(answer.latency_ms.saturating_mul(1_000_000)).await {
+            Ok(released) => answered_at = Some(Duration::from_nanos(released.released_ns)),
+            Err(_) => return Refusal::Stopping.response(n),
+        },
+        None => {
+            if !shared.wait(Duration::from_millis(answer.latency_ms)).await {
+                return Refusal::Stopping.response(n);
+            }
+        }
     }
+    let answered_at = answered_at.unwrap_or_else(|| shared.elapsed());
     match answer.kind {
         AnswerKind::Hang => {
             // Held until the client gives up (then this future is dropped: a disconnect) or
@@ -475,7 +627,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Result<Bytes, BytesReject
             if drop_after.is_some() {
                 bridge.failed(exchange);
             } else {
-                bridge.replied(exchange, &reply, shared.elapsed());
+                bridge.replied(exchange, &reply, answered_at);
             }
             drop(bridge);
             reply_response(&head, &reply, &request, prompt_chars, drop_after)

@@ -114,7 +114,7 @@ async fn the_welcome_gives_the_virtual_start_the_epoch_the_seed_and_the_model_ad
     let (mut runtime, welcome) = FakeRuntime::hello(&endpoint).await;
     assert_eq!(
         welcome,
-        json!({"op": "welcome", "protocol": 1, "now_ns": 0, "epoch_ns": DEFAULT_EPOCH_NS, "seed": 7, "http": ["127.0.0.1:40001"]})
+        json!({"op": "welcome", "protocol": 1, "now_ns": 0, "epoch_ns": DEFAULT_EPOCH_NS, "seed": 7, "http": ["127.0.0.1:40001"], "pending": true})
     );
     runtime.send(json!({"op": "now"})).await;
     assert_eq!(runtime.recv().await, json!({"op": "now", "now_ns": 0}));
@@ -148,6 +148,7 @@ async fn with_no_timer_the_clock_advances_to_the_next_reply_and_releases_it_afte
     runtime.idle(2, 5 * S, None, 1, 0, true).await;
     assert_eq!(released(reply).await, 5 * S);
     runtime.send(json!({"op": "busy", "seq": 2})).await;
+    assert_eq!(runtime.recv().await["op"], "pending", "every busy report is answered with what is released and unread");
     runtime.idle(3, 5 * S, None, 1, 1, true).await;
     assert_eq!(runtime.recv().await["op"], "end");
     assert_eq!(endpoint.finish().await.end, ClockEnd::Stuck { at_ns: 5 * S });
@@ -200,6 +201,7 @@ async fn a_reply_a_millisecond_before_the_timer_is_released_and_read_before_time
     // Idle before the bytes arrived: the clock must not move to the 10 s timeout.
     until_waiting(&clock, |waiting| matches!(waiting, Waiting::Read { released: 1, read: 0, .. })).await;
     runtime.send(json!({"op": "busy", "seq": 2})).await;
+    assert_eq!(runtime.recv().await["op"], "pending", "every busy report is answered with what is released and unread");
     // Read: the runtime's request completed, and it cancelled its timeout.
     runtime.idle(3, 9_999_000_000, None, 1, 1, true).await;
     assert_eq!(runtime.recv().await["op"], "end");
@@ -233,6 +235,11 @@ async fn a_busy_report_crossing_an_advance_voids_it_and_nothing_is_released() {
     // The runtime woke by itself (a thread) before it read the advance.
     runtime.send(json!({"op": "busy", "seq": 1})).await;
     assert_eq!(runtime.recv().await, json!({"op": "advance", "seq": 1, "to_ns": 5 * S}));
+    assert_eq!(
+        runtime.recv().await,
+        json!({"op": "pending", "seq": 1, "conns": []}),
+        "nothing released, nothing to wait for"
+    );
     until_waiting(&clock, |waiting| *waiting == Waiting::Idle).await;
     assert_eq!(clock.now_ns(), 0);
     assert!(reply.try_recv().is_err());
@@ -307,6 +314,7 @@ async fn an_answer_at_once_is_released_at_once_and_must_be_read_like_any_reply()
     assert_eq!(released, Ok(rehearsal::wire::clock::Released { requested_ns: 0, released_ns: 0 }));
     until_waiting(&clock, |waiting| matches!(waiting, Waiting::Read { released: 1, read: 0, .. })).await;
     runtime.send(json!({"op": "busy", "seq": 1})).await;
+    assert_eq!(runtime.recv().await["op"], "pending", "every busy report is answered with what is released and unread");
     runtime.idle(2, 0, Some(S), 1, 1, true).await;
     assert_eq!(runtime.recv().await, json!({"op": "advance", "seq": 2, "to_ns": S}));
     endpoint.finish().await;
@@ -363,6 +371,7 @@ async fn scripted_session() -> ClockReport {
     runtime.idle(2, 2 * S, Some(10 * S), 1, 0, true).await;
     assert_eq!(released(first).await, 2 * S);
     runtime.send(json!({"op": "busy", "seq": 2})).await;
+    assert_eq!(runtime.recv().await["op"], "pending", "every busy report is answered with what is released and unread");
     // The runtime read the reply and posted its next request, with a timeout at 12 s.
     runtime.idle(3, 2 * S, Some(12 * S), 2, 1, true).await;
     until_waiting(&clock, |waiting| matches!(waiting, Waiting::Request { sent: 2, seen: 1, .. })).await;

@@ -4,6 +4,7 @@ mod authoring;
 mod bad_input;
 mod cli;
 mod clock_protocol;
+mod clock_serve;
 mod clock_shim;
 mod coverage;
 mod determinism;

@@ -26,6 +26,7 @@ virtual time it had reached.
 """
 
 import asyncio
+import copy
 import datetime as _datetime_module
 import json
 import os
@@ -52,6 +53,10 @@ _real_datetime = _datetime_module.datetime
 _real_date = _datetime_module.date
 
 _LINE_MAX = 1 << 20
+# The most bytes of a model connection peeked at to see whether its released replies are there.
+_PEEK_MAX = 1 << 22
+# How long (real seconds) a loop woken by released replies waits for all of them to arrive.
+_SETTLE_WALL_MAX = 5.0
 
 
 class ClockError(Exception):
@@ -225,20 +230,47 @@ class _Conn:
         self.read = _Framer(responses=True)
         self.lost = False
         self.reported = None
+        # The send order (over all model connections) of requests not yet reported.
+        self.order = []
         original_write = transport.write
 
         def write(data):
+            before = self.sent.count
             self.sent.feed(bytes(data))
+            for _ in range(self.sent.count - before):
+                _STATE.sent_total += 1
+                self.order.append(_STATE.sent_total)
             return original_write(data)
 
         # One path for both: the default writelines calls write, which would count twice.
         transport.write = write
         transport.writelines = lambda chunks: write(b"".join(bytes(chunk) for chunk in chunks))
 
+    def arrived(self, released):
+        """Whether `released` responses, counted from the start, are read or waiting in full
+        in the socket (peeked, not taken), or the connection has reached its end."""
+        if self.read.count >= released:
+            return True
+        try:
+            data = self.transport._sock.recv(_PEEK_MAX, socket.MSG_PEEK)
+        except BlockingIOError:
+            return False
+        except (OSError, AttributeError):
+            return True
+        if not data:
+            return True
+        framer = copy.deepcopy(self.read)
+        framer.feed(data)
+        return framer.count >= released
+
     def report(self):
         is_open = not self.lost and not self.transport.is_closing()
         reading = is_open and self.transport.is_reading()
         return {"conn": self.local, "sent": self.sent.count, "read": self.read.count, "open": is_open, "reading": reading}
+
+    def take_order(self):
+        order, self.order = self.order, []
+        return order
 
 
 def _address(sockaddr):
@@ -309,6 +341,10 @@ class _State:
         self.epoch_ns = 0
         self.seed = 0
         self.http = set()
+        # The harness answers `busy` with `pending` (rule 4a): the replies released and not read.
+        self.pending = False
+        # Requests written on all model connections: each one's number is its send order.
+        self.sent_total = 0
         self.seq = 0
         self.detached_at = None  # (virtual ns, real monotonic ns) once on real time
         self.conns = {}
@@ -351,7 +387,7 @@ class _State:
             report = conn.report()
             if report != conn.reported:
                 conn.reported = report
-                changed.append(report)
+                changed.append(dict(report, order=conn.take_order()))
             if not report["open"]:
                 del self.conns[local]
         return changed
@@ -424,9 +460,53 @@ class _State:
                     return own
                 if own:
                     self.link.send({"op": "busy", "seq": seq})
+                    if self.pending:
+                        return self._settle(real, seq, own)
                     return own
         finally:
             real.unregister(fd)
+
+    def _settle(self, real, seq, own):
+        """Woken by bytes on the model connections (rule 4a): waits for every reply the
+        harness released at this instant to be there in full, then hands the loop all of
+        their connections at once, in release order, so that it takes them in one step and in
+        the same order in every run, whatever order their bytes came in."""
+        deadline = _real_monotonic() + _SETTLE_WALL_MAX
+        pending = None
+        while pending is None:
+            for message in self.link.take_lines():
+                op = message.get("op")
+                if op == "pending" and message.get("seq") == seq:
+                    pending = message.get("conns") or []
+                elif op == "end":
+                    self.detach()
+                    sys.stderr.write(
+                        f"rehearsal_clock: the harness stopped following this process: {message.get('reason')}\n"
+                    )
+                    pending = []
+                # A stale advance for `seq` crossed the busy report: the harness voids it.
+            if pending is None and not self.link.receive():
+                self.detach()
+                return own
+        waits = []
+        for entry in pending:
+            conn = self.conns.get(entry.get("conn"))
+            if conn is not None and not conn.lost:
+                waits.append((conn, int(entry.get("released", 0))))
+        while any(not conn.arrived(released) for conn, released in waits) and _real_monotonic() < deadline:
+            _time_module.sleep(0.0002)
+        events = []
+        listed = set()
+        for conn, _ in waits:
+            try:
+                key = real.get_key(conn.transport._sock.fileno())
+            except (KeyError, ValueError, AttributeError):
+                continue
+            if key.events & selectors.EVENT_READ and key.fd not in listed:
+                events.append((key, selectors.EVENT_READ))
+                listed.add(key.fd)
+        events.extend((key, mask) for key, mask in own if key.fd not in listed)
+        return events
 
     def _take_messages(self, loop, seq):
         """Handles the buffered messages; returns the new time if an advance for `seq` came."""
@@ -600,6 +680,7 @@ def install(address, runtime="python-asyncio"):
     _STATE.epoch_ns = int(welcome.get("epoch_ns", 0))
     _STATE.seed = int(welcome.get("seed", 0))
     _STATE.http = set(welcome.get("http", []))
+    _STATE.pending = bool(welcome.get("pending", False))
     # Subprocesses run on real time rather than be refused as a second process.
     os.environ.pop("REHEARSAL_CLOCK", None)
     _patch_wall_clock(os.environ.get("REHEARSAL_CLOCK_MONOTONIC") == "virtual")

@@ -25,8 +25,8 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::{
-    ClockEnd, ClockLimits, Due, FromRuntime, LINE_BYTES_MAX, PROTOCOL, ProtocolError, ReleaseId, ServerEvent, Step,
-    ToRuntime, VirtualClock, Waiting,
+    ArrivalId, ArrivedRequest, ClockEnd, ClockLimits, Due, FromRuntime, LINE_BYTES_MAX, PROTOCOL, ProtocolError,
+    ReleaseId, ServerEvent, Step, ToRuntime, VirtualClock, Waiting,
 };
 
 /// 2025-01-01T00:00:00Z, the wall-clock time virtual zero stands for unless a run says
@@ -95,6 +95,8 @@ pub struct Released {
 struct Inner {
     clock: VirtualClock,
     waiters: BTreeMap<ReleaseId, oneshot::Sender<Released>>,
+    /// Requests waiting for their turn: each learns the virtual time it is taken at.
+    arrivals: BTreeMap<ArrivalId, oneshot::Sender<u64>>,
     stamps: BTreeMap<u64, oneshot::Sender<u64>>,
     tokens: u64,
     outbox: Vec<ToRuntime>,
@@ -102,6 +104,8 @@ struct Inner {
     stop: bool,
     /// Real time of the last message from the runtime or the model endpoint.
     last_input: Instant,
+    /// The model endpoint's addresses, sent in `welcome.http`.
+    http: Vec<String>,
 }
 
 struct Shared {
@@ -144,6 +148,13 @@ impl Shared {
                         }
                     }
                 }
+                Step::Take(id) => {
+                    let now_ns = inner.clock.now_ns();
+                    let sent = inner.arrivals.remove(&id).is_some_and(|arrival| arrival.send(now_ns).is_ok());
+                    if !sent {
+                        inner.clock.arrival_dropped(id);
+                    }
+                }
                 Step::Advance { seq, to_ns } => inner.outbox.push(ToRuntime::Advance { seq, to_ns }),
                 Step::Wait(_) => break,
                 Step::Ended(end) => {
@@ -152,6 +163,7 @@ impl Shared {
                         inner.outbox.push(ToRuntime::End { reason: end.to_string() });
                         // Every reply still waiting learns that it never will be due.
                         inner.waiters.clear();
+                        inner.arrivals.clear();
                         inner.stamps.clear();
                         self.ended.send_replace(true);
                     }
@@ -243,6 +255,26 @@ impl Clock {
         Release { id, rx, shared: self.shared.clone(), done: false }
     }
 
+    /// Counts a request the model endpoint parsed from `peer` and queues it for its turn
+    /// (see [`ArrivedRequest`]): `key` orders the requests of one instant (a hash of the
+    /// request's bytes, [`request_key`]). Await the [`Arrival`] before doing anything with
+    /// the request; the [`Turn`] it gives schedules the answer. This is how the server serves
+    /// under the clock: what it does with a request never depends on the real order in which
+    /// requests of one instant arrived.
+    pub fn arrive(&self, peer: &str, key: u64) -> Arrival {
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.shared.lock();
+        inner.last_input = Instant::now();
+        let id = inner.clock.next_arrival_id();
+        if inner.clock.ended().is_none() {
+            inner.arrivals.insert(id, tx);
+        }
+        inner.clock.server(0, ServerEvent::Arrived(ArrivedRequest { conn: peer.to_string(), id, key }));
+        self.shared.pump(&mut inner);
+        drop(inner);
+        Arrival { id, rx, shared: self.shared.clone(), done: false }
+    }
+
     /// What the clock waits for, if it waits.
     pub fn waiting(&self) -> Option<Waiting> {
         self.shared.lock().clock.waiting()
@@ -296,6 +328,103 @@ impl Drop for Release {
     }
 }
 
+/// The order key of a request among those of one instant: FNV-1a (64 bits) of its bytes,
+/// the same on every machine and in every run.
+pub fn request_key(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// A counted request waiting for its turn: resolves with the [`Turn`] once the clock hands it
+/// to the endpoint. Dropping it (the handler was cancelled) takes it out of the queue.
+pub struct Arrival {
+    id: ArrivalId,
+    rx: oneshot::Receiver<u64>,
+    shared: Arc<Shared>,
+    done: bool,
+}
+
+impl Future for Arrival {
+    type Output = Result<Turn, ClockStopped>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match Pin::new(&mut self.rx).poll(cx) {
+            Poll::Ready(result) => {
+                self.done = true;
+                Poll::Ready(match result {
+                    Ok(arrived_ns) => Ok(Turn { id: self.id, arrived_ns, shared: self.shared.clone(), done: false }),
+                    Err(_) => Err(ClockStopped),
+                })
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut inner = self.shared.lock();
+            inner.arrivals.remove(&self.id);
+            inner.clock.arrival_dropped(self.id);
+            self.shared.pump(&mut inner);
+        }
+    }
+}
+
+/// A request's turn: the clock holds still until its answer is scheduled
+/// ([`Turn::release_after`]) or it is let go ([`Turn::hold`], or dropping it).
+pub struct Turn {
+    id: ArrivalId,
+    arrived_ns: u64,
+    shared: Arc<Shared>,
+    done: bool,
+}
+
+impl Turn {
+    /// The virtual time the request arrived at (the instant it was taken at).
+    pub fn arrived_ns(&self) -> u64 {
+        self.arrived_ns
+    }
+
+    /// Schedules the answer `latency_ns` after the arrival (0: an answer at once, such as an
+    /// API error); await the [`Release`] before writing it.
+    pub fn release_after(mut self, latency_ns: u64) -> Release {
+        self.done = true;
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.shared.lock();
+        inner.last_input = Instant::now();
+        let id = inner.clock.next_release_id();
+        if inner.clock.ended().is_none() {
+            inner.waiters.insert(id, tx);
+        }
+        inner.clock.server(0, ServerEvent::Scheduled { arrival: self.id, release: id, due: Due::After(latency_ns) });
+        self.shared.pump(&mut inner);
+        drop(inner);
+        Release { id, rx, shared: self.shared.clone(), done: false }
+    }
+
+    /// The request gets no answer (a scripted `hang`): the clock moves on without it.
+    pub fn hold(mut self) {
+        self.done = true;
+        self.let_go();
+    }
+
+    fn let_go(&self) {
+        let mut inner = self.shared.lock();
+        inner.last_input = Instant::now();
+        inner.clock.server(0, ServerEvent::Taken(self.id));
+        self.shared.pump(&mut inner);
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if !self.done {
+            self.let_go();
+        }
+    }
+}
+
 /// The virtual time of an endpoint event, once the clock has settled it (see
 /// [`super::ServerEvent`]); dropping it changes nothing.
 pub struct Stamp {
@@ -330,12 +459,14 @@ impl ClockEndpoint {
             inner: Mutex::new(Inner {
                 clock: VirtualClock::new(options.limits.clone(), options.tie_seed),
                 waiters: BTreeMap::new(),
+                arrivals: BTreeMap::new(),
                 outbox: Vec::new(),
                 end_sent: false,
                 stop: false,
                 last_input: Instant::now(),
                 stamps: BTreeMap::new(),
                 tokens: 0,
+                http: options.http.clone(),
             }),
             wake: Notify::new(),
             ended,
@@ -352,6 +483,13 @@ impl ClockEndpoint {
     /// The value of `REHEARSAL_CLOCK` for the runtime (`127.0.0.1:PORT`).
     pub fn env_value(&self) -> String {
         self.addr.to_string()
+    }
+
+    /// Sets the model endpoint's addresses (`welcome.http`) for runtimes that connect from now
+    /// on: the server is started with the [`Clock`] of an endpoint already bound, so its
+    /// address is known only after [`ClockEndpoint::bind`].
+    pub fn set_http(&self, http: Vec<String>) {
+        self.shared.lock().http = http;
     }
 
     /// The handle for the model endpoint.
@@ -515,7 +653,8 @@ async fn greet(shared: &Shared, options: &ClockOptions, greeted: Greeted, busy: 
                 now_ns,
                 epoch_ns: options.epoch_ns,
                 seed: options.seed,
-                http: options.http.clone(),
+                http: shared.lock().http.clone(),
+                pending: true,
             };
             // A runtime gone before its welcome disconnects at once: its reader ends.
             let _ = writer.write_all(welcome.line().as_bytes()).await;
@@ -548,7 +687,13 @@ fn take_line(shared: &Shared, line_no: u64, line: Line) -> Option<ToRuntime> {
                 Ok(())
             }
             Ok(FromRuntime::Idle(report)) => inner.clock.idle(report),
-            Ok(FromRuntime::Busy { seq }) => inner.clock.busy(seq),
+            Ok(FromRuntime::Busy { seq }) => {
+                let taken = inner.clock.busy(seq);
+                if taken.is_ok() {
+                    answer = Some(ToRuntime::Pending { seq, conns: inner.clock.unread() });
+                }
+                taken
+            }
             Ok(FromRuntime::At { seq, now_ns }) => inner.clock.at(seq, now_ns),
         },
     };
