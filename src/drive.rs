@@ -520,6 +520,18 @@ fn seed_files(scenario: &Scenario, workdir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Resolves once `flag` is set (Ctrl-C), looked at every 50 ms; never without a flag.
+pub(crate) async fn interrupted(flag: Option<&Arc<AtomicBool>>) {
+    match flag {
+        Some(flag) => {
+            while !flag.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
 /// Runs one turn's command to its end, the wall-clock limit or an interrupt, then kills its
 /// process group. `Err`: it could not be started.
 pub(crate) async fn run_turn(
@@ -561,16 +573,7 @@ pub(crate) async fn run_turn(
     let max = options.output_max_bytes;
     let stdout = child.stdout.take().map(|s| tokio::spawn(read_capped(s, max)));
     let stderr = child.stderr.take().map(|s| tokio::spawn(read_capped(s, max)));
-    let interrupted = async {
-        match &options.interrupt {
-            Some(flag) => {
-                while !flag.load(Ordering::SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
+    let interrupted = interrupted(options.interrupt.as_ref());
     let exited = tokio::select! {
         status = child.wait() => match status {
             Ok(status) => exit_of(status),

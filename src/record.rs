@@ -182,16 +182,7 @@ pub async fn record(
     ready(&base);
     let mut turns = Vec::new();
     if options.command.is_empty() {
-        let interrupted = async {
-            match &options.interrupt {
-                Some(flag) => {
-                    while !flag.load(Ordering::SeqCst) {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
+        let interrupted = crate::drive::interrupted(options.interrupt.as_ref());
         tokio::select! {
             _ = proxy.idle() => {}
             _ = interrupted => {}

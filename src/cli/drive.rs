@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::report::{Reporter, Style};
 use super::run::collect;
-use super::style::{Paint, Terminal};
+use super::style::Terminal;
 use super::{ColorChoice, Exit, Format};
 use crate::drive::{DriveError, DriveOptions, Driven, Exited};
 use crate::jobs;
@@ -105,14 +105,7 @@ enum Checked {
 }
 
 pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
-    let style = Style {
-        format: args.format,
-        trace: false,
-        quiet: args.quiet,
-        coverage_all: false,
-        out: if args.format == Format::Text { Paint::new(args.color, terminal.stdout) } else { Paint::default() },
-        err: Paint::new(args.color, terminal.stderr),
-    };
+    let style = Style::plain(args.format, args.quiet, args.color, terminal);
     let mut reporter = Reporter::new(style);
     let chosen = match &args.runtime_file {
         Some(file) => file.to_string_lossy().into_owned(),

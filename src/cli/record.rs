@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::report::{Reporter, Style};
-use super::style::{Paint, Terminal};
+use super::style::Terminal;
 use super::{ColorChoice, Exit, Format};
 use crate::record::{RecordError, RecordOptions};
 use crate::runtime::RuntimeDescription;
@@ -99,14 +99,7 @@ Exit codes:
   4    the system under test could not be run: the command was not found, or no request came";
 
 pub(super) fn record(args: &RecordArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
-    let style = Style {
-        format: args.format,
-        trace: false,
-        quiet: false,
-        coverage_all: false,
-        out: if args.format == Format::Text { Paint::new(args.color, terminal.stdout) } else { Paint::default() },
-        err: Paint::new(args.color, terminal.stderr),
-    };
+    let style = Style::plain(args.format, false, args.color, terminal);
     let mut reporter = Reporter::new(style);
     let description = match RuntimeDescription::load(&args.runtime) {
         Ok(d) => d,

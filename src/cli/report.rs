@@ -35,6 +35,26 @@ pub(super) struct Style {
     pub(super) err: Paint,
 }
 
+impl Style {
+    /// The style `format` and `--color` give, with no trace, no coverage table, and
+    /// `quiet` as given: colour on stdout only for the text format.
+    pub(super) fn plain(
+        format: Format,
+        quiet: bool,
+        color: super::style::ColorChoice,
+        terminal: super::style::Terminal,
+    ) -> Style {
+        Style {
+            format,
+            trace: false,
+            quiet,
+            coverage_all: false,
+            out: if format == Format::Text { Paint::new(color, terminal.stdout) } else { Paint::default() },
+            err: Paint::new(color, terminal.stderr),
+        }
+    }
+}
+
 /// The rule coverage of a run, for the end of the report.
 pub(super) struct CoverageEnd<'a> {
     pub(super) tally: &'a Tally,

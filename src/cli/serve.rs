@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use super::report::{Reporter, Style};
-use super::style::{Paint, Terminal};
+use super::style::Terminal;
 use super::{ColorChoice, Exit, Format};
 use crate::dialect::Dialect;
 use crate::wire::clock::{ClockEnd, ClockEndpoint, ClockOptions, ClockReport};
@@ -73,14 +73,7 @@ Exit codes:
   4    the system under test could not be run: no request arrived before the idle limit";
 
 pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
-    let style = Style {
-        format: args.format,
-        trace: false,
-        quiet: false,
-        coverage_all: false,
-        out: if args.format == Format::Text { Paint::new(args.color, terminal.stdout) } else { Paint::default() },
-        err: Paint::new(args.color, terminal.stderr),
-    };
+    let style = Style::plain(args.format, false, args.color, terminal);
     let mut reporter = Reporter::new(style);
     let scenario = match crate::load::outside(&args.scenario) {
         Ok(loaded) => loaded.into_parts().0,

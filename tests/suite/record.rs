@@ -324,8 +324,14 @@ fn parallel_children_replay_bound_to_their_own_lanes_20_of_20_in_both_orders() {
         let (file, out) = record_fanout(dir.path(), a_ms, b_ms, &[]);
         assert_eq!(out.code, Some(0), "{}", out.both());
         let text = std::fs::read_to_string(&file).unwrap();
-        // The latencies as measured: the slow child's lookup reply took about 400 ms.
-        assert!(text.contains(r#""latency_ms":400"#) || text.contains(r#""latency_ms":410"#), "{text}");
+        // The latencies as measured (wall time): the slow child's lookup reply took at least
+        // 400 ms, and more on a loaded machine.
+        let measured: Vec<u64> = text
+            .split(r#""latency_ms":"#)
+            .skip(1)
+            .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+            .collect();
+        assert!(measured.iter().any(|ms| (400..2_000).contains(ms)), "{measured:?} in {text}");
         // Twenty copies in one folder, driven two at a time.
         let copies = dir.path().join(format!("copies-{a_ms}-{b_ms}"));
         std::fs::create_dir(&copies).unwrap();
