@@ -35,7 +35,8 @@ def exchanges(trace: str) -> list[str]:
     """The trace's exchange lines without their wall times: who asked, and what it was given."""
     out = []
     for line in trace.splitlines():
-        m = re.match(r"\s+\d+ ms  exchange \d+  (.*) -> (.*) at \d+ ms$", line)
+        # Times are labelled `ms wall` (or `ms virtual` under the clock).
+        m = re.match(r"\s+\d+ ms(?: wall| virtual)?  exchange \d+  (.*) -> (.*) at \d+ ms(?: wall| virtual)?$", line)
         if m:
             out.append(f"{m.group(1)} -> {m.group(2)}")
     return out
