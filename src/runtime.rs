@@ -74,17 +74,28 @@ pub struct RuntimeLimits {
     #[serde(default)]
     pub depth_limit: Option<u32>,
     /// A child's hand-over longer than this many characters is cut or spilled; `null`: never.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub result_limit_chars: Option<Option<usize>>,
     /// The background children running at once.
     #[serde(default)]
     pub max_concurrency: Option<usize>,
     /// A background child's default time limit in milliseconds; `null`: none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub subagent_default_timeout_ms: Option<Option<u64>>,
     /// The root's step budget per turn.
     #[serde(default)]
     pub root_step_budget: Option<u32>,
+}
+
+/// A field that may be written `null`: present, it is `Some` of what was written (`null`:
+/// `Some(None)`, "none"); absent, `#[serde(default)]` leaves `None`, "keep the preset's".
+/// Plain `Option<Option<_>>` would read `null` as absent.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// The scenario features a runtime has. A scenario that needs one it lacks is skipped.
@@ -178,12 +189,23 @@ impl RuntimeDescription {
                     approvals: false,
                     turns: true,
                 },
-                oracles_off: vec![OracleOff {
-                    oracle: "truncation".into(),
-                    why: "bub 0.5.1 never cuts a result; one of 16,384 bytes or more is spilt behind a handle, \
-                          which the conformance scenarios' request checks judge (the oracle knows cuts only)"
-                        .into(),
-                }],
+                oracles_off: vec![
+                    OracleOff {
+                        oracle: "truncation".into(),
+                        why: "bub 0.5.1 never cuts a result; one of 16,384 bytes or more is spilt behind a handle, \
+                              which the conformance scenarios' request checks judge (the oracle knows cuts only)"
+                            .into(),
+                    },
+                    // The preset's budget rules are the core's: bub 0.5.1 counts no steps and
+                    // grants none (docs/rules/bub-0.5.1.md, section 7), so three children of one
+                    // reply would "spend" a root budget the runtime does not have.
+                    OracleOff {
+                        oracle: "budget".into(),
+                        why: "bub 0.5.1 counts no steps and grants a child none; the step budget and grant rules \
+                              do not apply to it"
+                            .into(),
+                    },
+                ],
                 note: None,
             },
             // examples/py_runtime: Bub's background family as docs/rules/bub.md writes it.
@@ -401,6 +423,9 @@ mod tests {
             let d = RuntimeDescription::builtin(name).expect("listed");
             assert_eq!(d.name, name);
             let _ = d.dialect();
+            // A built-in description passes the checks a user's does.
+            let text = serde_json::to_string(&d).unwrap();
+            assert_eq!(RuntimeDescription::from_json(&text, name).unwrap(), d);
         }
     }
 
