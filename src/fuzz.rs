@@ -391,6 +391,30 @@ fn run_case(
     Outcome::Holds(reached.unwrap_or_default())
 }
 
+/// Case `case` of the campaign `options` describes, alone, on the built-in core, in every tie
+/// order the campaign checks it in: `Ok` when it holds (or is skipped), else what it showed,
+/// unshrunk. A campaign's finding, kept as a regression by its case number.
+pub fn replay_case(options: &Options, case: u64) -> Result<(), String> {
+    let sut = runner::Runner::new().sut();
+    let strategy = generate::scenario_for(options.family, sut.capabilities());
+    match run_case(sut, &strategy, options, case) {
+        Outcome::Holds(_) | Outcome::Skipped(_) => Ok(()),
+        Outcome::Invalid(reason) => Err(format!("case {case} is invalid: {reason}")),
+        Outcome::Violates(schedule) => {
+            let scenario = strategy.new_tree(&mut case_runner(options.seed, case)).expect("never rejects").current();
+            let profiles = case_profiles(sut, &scenario).unwrap_or_default();
+            let prepared = runner::Runner::new().on(sut).judge(options.judge).prepare(&scenario, &profiles);
+            let (run, violations) = prepared.check_order(schedule);
+            let shown = match judge(run, violations) {
+                CaseResult::Violates(violations) => violations.iter().map(ToString::to_string).collect(),
+                CaseResult::Panics(panics) => panics,
+                other => vec![format!("{other:?}")],
+            };
+            Err(format!("case {case} in tie order {schedule:?}: {}", shown.join("; ")))
+        }
+    }
+}
+
 /// Runs the cases on `options.jobs` threads, calling `progress` with the number of cases
 /// done; stops at the first finding (the failing case with the lowest number) and shrinks it.
 pub fn run(options: &Options, progress: impl Fn(u64) + Sync) -> Report {

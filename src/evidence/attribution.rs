@@ -251,6 +251,10 @@ struct SendCall {
     /// The task id and the message it sent, both trimmed.
     task: String,
     message: String,
+    /// Whether the task's run had ended when the send was made: a send that continues a
+    /// finished task (`bub.send.continue-named`), not one that hands a running task a message
+    /// (`bub.send.to-active-task`), which starts nothing.
+    continues: bool,
 }
 
 /// What the harness configured the runtime with, beyond what requests show: its profiles and
@@ -409,18 +413,29 @@ impl Attributor {
         let offered = self.record.exchanges[number].tools.clone();
         let mut calls = Vec::new();
         let mut guesses = Vec::new();
+        // Whether an earlier call of the reply may let time pass (a wait, a synchronous child,
+        // any other tool): then a session in use when the reply was given may be free when a
+        // later call runs, and no guess is made (fuzz seed 2, case 3153: a wait, then a call on
+        // the session the waited-for task held).
+        let mut time_passes = false;
         for (position, call) in reply.tool_calls.iter().enumerate() {
+            let instant = self.dialect.send_tool(&call.name).is_some()
+                || self.dialect.spawn_tool(&call.name).is_some_and(|t| t.result != ResultMode::Sync);
+            let passed = time_passes;
+            time_passes |= !instant;
             if let Some(send) = self.dialect.send_tool(&call.name) {
                 let arg =
                     |name: &str| call.args.get(name).and_then(|v| v.as_str()).unwrap_or_default().trim().to_string();
                 let (task, message) = (arg(&send.task_id), arg(&send.message));
                 // A send that continues a finished task of a named session takes the session.
+                let continued = self.session_continued(&task);
+                let continues = continued.is_some();
                 if !message.is_empty()
-                    && let Some(name) = self.session_continued(&task)
+                    && let Some(name) = continued
                 {
                     busy.push(name);
                 }
-                self.sends.push(SendCall { exchange: number, position, task, message });
+                self.sends.push(SendCall { exchange: number, position, task, message, continues });
                 continue;
             }
             let Some(tool) = self.dialect.spawn_tool(&call.name) else { continue };
@@ -431,7 +446,7 @@ impl Attributor {
             let session = tool.session_of(&call.args);
             let in_use = match &session {
                 SessionKind::Named(name) if !refused => {
-                    let in_use = busy.contains(name);
+                    let in_use = busy.contains(name) && !passed;
                     busy.push(name.clone());
                     in_use
                 }
@@ -488,6 +503,40 @@ impl Attributor {
             return extension(e, messages);
         }
         (messages.len() > e.messages.len() && messages.starts_with(&e.messages)).then_some(e.messages.len())
+    }
+
+    /// Where in `messages` a new run on the named session `name` may begin: after what the
+    /// session recorded as far as the model can tell. That is the record it saw made (the
+    /// request and final reply that ended a run, or nothing); or, for a run the model never saw
+    /// end, its last request and reply, then their results and any notice (a run that ran out
+    /// of steps after a reply with calls is recorded so: fuzz seed 3, case 679; seed 4, case
+    /// 5615); or the prompt alone of a task that never asked (granted no step: seed 2, case
+    /// 1139).
+    fn record_starts(&self, name: &str, messages: &Transcript) -> Vec<usize> {
+        let mut starts = Vec::new();
+        starts.extend(self.recorded_len(self.sessions.get(name).copied().flatten(), messages));
+        let last_run = self.agents.iter().filter(|a| a.session.as_deref() == Some(name)).max_by_key(|a| a.last);
+        if let Some(len) = last_run.and_then(|a| extension(&self.record.exchanges[a.last], messages)) {
+            let notice = |m: &Message| {
+                m.role == Role::User && self.dialect.notices.iter().any(|n| m.content.starts_with(n.as_str()))
+            };
+            let after = messages.iter().skip(len).take_while(|m| m.role == Role::Tool || notice(m)).count();
+            starts.push(len + after);
+        }
+        let never_asked = messages.first().is_some_and(|first| {
+            first.role == Role::User
+                && self.record.calls.iter().any(|d| {
+                    d.session == SessionKind::Named(name.to_string())
+                        && d.outcome == CallOutcome::Made
+                        && d.prompt == first.content
+                })
+        });
+        if never_asked {
+            starts.push(1);
+        }
+        starts.sort_unstable();
+        starts.dedup();
+        starts
     }
 
     /// No reply will come for request `number` (the model call failed).
@@ -606,11 +655,11 @@ impl Attributor {
             let call = self.record.calls.iter().position(|c| c.task_id.as_deref() == Some(task.as_str()))?;
             let c = &self.record.calls[call];
             let (CallOutcome::Made, SessionKind::Named(name)) = (&c.outcome, &c.session) else { return None };
-            let start = self.recorded_len(self.sessions.get(name).copied().flatten(), messages)?;
             let user = |m: &Message, text: &str| m.role == Role::User && m.content.trim() == text;
-            if !messages.get(start).is_some_and(|m| user(m, message)) {
-                return None;
-            }
+            let start = self
+                .record_starts(name, messages)
+                .into_iter()
+                .find(|&start| messages.get(start).is_some_and(|m| user(m, message)))?;
             // The rest: earlier sends to the same task, in the order they were made.
             let earlier = self.sends.iter().enumerate().filter(|(j, s)| *j != k && s.task == *task);
             let mut taken = vec![k];
@@ -639,19 +688,44 @@ impl Attributor {
     /// The agent of a named session's task that a send call continues: the request is the
     /// session's record (the request and reply that ended its last run in time, which may be
     /// another task's, or nothing when no run recorded any), then the send's message.
+    ///
+    /// Sends made to a finished task are tried first: a message handed to a running task that
+    /// ended without reading it reads just like a continuation's first request when another
+    /// task of the session sends the same text (fuzz case 15431). The others are tried after,
+    /// for a run over the wire, where a task may end between its final reply and the send.
     fn restarted(&mut self, messages: &Transcript) -> Option<usize> {
-        let (k, agent) = self.sends.iter().enumerate().find_map(|(k, SendCall { task, message, .. })| {
+        let mut order: Vec<usize> = (0..self.sends.len()).collect();
+        order.sort_by_key(|&k| !self.sends[k].continues);
+        let (taken, agent) = order.into_iter().find_map(|k| {
+            let SendCall { task, message, .. } = &self.sends[k];
             let call = self.record.calls.iter().find(|c| c.task_id.as_deref() == Some(task.as_str()))?;
             let CallOutcome::Child(alias) = &call.outcome else { return None };
             // The agent may still have a request open: a run cancelled or cut by its limit
             // never gets its reply.
             let i = self.agents.iter().position(|a| &a.alias == alias)?;
-            let recorded = *self.sessions.get(self.agents[i].session.as_ref()?)?;
-            let start = self.recorded_len(recorded, messages)?;
-            let sent = messages.get(start).is_some_and(|m| m.role == Role::User && m.content.trim() == message);
-            (sent && messages.len() == start + 1).then_some((k, i))
+            let name = self.agents[i].session.as_ref()?;
+            let user = |m: &Message, text: &str| m.role == Role::User && m.content.trim() == text;
+            // The send's message, then those of later sends to the task, handed to it while
+            // the new run was queued (fuzz seed 2, case 11141: two sends in one reply).
+            let sent = |start: usize| -> Option<Vec<usize>> {
+                if !messages.get(start).is_some_and(|m| user(m, message)) {
+                    return None;
+                }
+                let mut taken = vec![k];
+                let mut later = self.sends.iter().enumerate().filter(|(j, s)| *j > k && s.task == *task);
+                for m in messages.iter().skip(start + 1) {
+                    let (j, _) = later.find(|(_, s)| user(m, &s.message))?;
+                    taken.push(j);
+                }
+                Some(taken)
+            };
+            self.record_starts(name, messages).into_iter().find_map(sent).map(|taken| (taken, i))
         })?;
-        self.sends.remove(k);
+        let mut k = 0;
+        self.sends.retain(|_| {
+            k += 1;
+            !taken.contains(&(k - 1))
+        });
         self.agents[agent].ended = true;
         Some(agent)
     }
@@ -695,12 +769,17 @@ impl Attributor {
                     let e = &self.record.exchanges[c.exchange];
                     extension(e, messages).is_some_and(&prompt_at)
                 }
-                SessionKind::Named(name) => match self.sessions.get(name) {
-                    None | Some(None) => !goes_on && first.role == Role::User && first.content == c.prompt,
-                    Some(Some(recorded)) => self
-                        .recorded_len(Some(*recorded), messages)
-                        .is_some_and(|len| (len..messages.len()).any(prompt_at)),
-                },
+                SessionKind::Named(name) => {
+                    // The prompt where the session's record ends, then only messages sent to
+                    // the task while it was queued (`bub.send.queued-first-request`), never
+                    // another call's prompt. From an empty record, a request that goes on from
+                    // an agent's is that agent's.
+                    let sent =
+                        |m: &Message| m.role == Role::User && self.sends.iter().any(|s| m.content.trim() == s.message);
+                    self.record_starts(name, messages).into_iter().any(|start| {
+                        prompt_at(start) && !(start == 0 && goes_on) && messages.iter().skip(start + 1).all(sent)
+                    })
+                }
             }
         })
     }
@@ -716,6 +795,14 @@ impl Attributor {
     ) -> Attribution {
         let (mut session, mut timeout_seconds) = (None, None);
         if let Some(call) = call {
+            // A call guessed to find its session in use made this child: the calls after it
+            // whose children asked first were numbered as if it made none (fuzz seed 5, case
+            // 14185: a session's last run and its parent's reply ended in one instant).
+            if self.record.calls[call].outcome == (CallOutcome::Waiting { refused: true }) {
+                self.record.calls[call].outcome = CallOutcome::Made;
+                let parent = self.record.calls[call].parent.clone();
+                self.renumber(&parent);
+            }
             let c = &mut self.record.calls[call];
             c.outcome = CallOutcome::Child(alias.clone());
             let exchange = c.exchange;
@@ -750,24 +837,26 @@ impl Attributor {
     }
 
     /// Gives the children of `parent`'s calls the numbers the rules give them, once a call
-    /// counted as making a child turned out refused: a later call's child may have asked
-    /// before the refusal showed (a call denied by an approval gate, whose answer only the
+    /// counted as making a child turned out refused, or one guessed refused made one: a
+    /// later call's child may have asked before the refusal showed (a call denied by an approval gate, whose answer only the
     /// parent's next request shows; fuzz case 7780). The record is corrected, each child's
     /// descendants with it; a lane chosen by alias when the child asked was chosen by the
     /// number it had then.
     fn renumber(&mut self, parent: &AgentId) {
-        for k in 0..self.record.calls.len() {
-            let c = &self.record.calls[k];
-            let CallOutcome::Child(old) = &c.outcome else { continue };
-            if &c.parent != parent {
-                continue;
-            }
-            let (old, new) = (old.clone(), self.alias_of(k));
-            if old == new {
-                continue;
-            }
-            let moved = |a: &AgentId| -> Option<AgentId> {
-                if *a == old {
+        // Every move first, then all at once: a child may take the number another leaves.
+        let moves: Vec<(AgentId, AgentId)> = (0..self.record.calls.len())
+            .filter_map(|k| {
+                let c = &self.record.calls[k];
+                let CallOutcome::Child(old) = &c.outcome else { return None };
+                (&c.parent == parent).then(|| (old.clone(), self.alias_of(k))).filter(|(old, new)| old != new)
+            })
+            .collect();
+        if moves.is_empty() {
+            return;
+        }
+        let moved = |a: &AgentId| -> Option<AgentId> {
+            moves.iter().find_map(|(old, new)| {
+                if a == old {
                     return Some(new.clone());
                 }
                 let rest = a.as_str().strip_prefix(old.as_str())?.strip_prefix('/')?;
@@ -776,28 +865,28 @@ impl Attributor {
                     to = to.child(n.parse().expect("an alias is numbers after its root"));
                 }
                 Some(to)
-            };
-            for agent in &mut self.agents {
-                if let Some(to) = moved(&agent.alias) {
-                    agent.alias = to;
-                }
+            })
+        };
+        for agent in &mut self.agents {
+            if let Some(to) = moved(&agent.alias) {
+                agent.alias = to;
             }
-            for attribution in &mut self.record.attributions {
-                if let Attribution::Agent(who) = attribution
-                    && let Some(to) = moved(&who.alias)
-                {
-                    who.alias = to;
-                }
+        }
+        for attribution in &mut self.record.attributions {
+            if let Attribution::Agent(who) = attribution
+                && let Some(to) = moved(&who.alias)
+            {
+                who.alias = to;
             }
-            for call in &mut self.record.calls {
-                if let Some(to) = moved(&call.parent) {
-                    call.parent = to;
-                }
-                if let CallOutcome::Child(a) = &mut call.outcome
-                    && let Some(to) = moved(a)
-                {
-                    *a = to;
-                }
+        }
+        for call in &mut self.record.calls {
+            if let Some(to) = moved(&call.parent) {
+                call.parent = to;
+            }
+            if let CallOutcome::Child(a) = &mut call.outcome
+                && let Some(to) = moved(a)
+            {
+                *a = to;
             }
         }
     }
@@ -821,6 +910,7 @@ impl Attributor {
             });
             !refused
         });
+        // Whether a call changed from counted to not, or back: the children are renumbered.
         let mut counted_then_refused = false;
         for (k, c) in self.record.calls.iter_mut().enumerate().filter(|(_, c)| c.exchange == last) {
             let Some(id) = kept.tool_calls.get(c.position).map(|k| k.id.clone()) else { continue };
@@ -845,6 +935,10 @@ impl Attributor {
                 continue;
             }
             if matches!(c.outcome, CallOutcome::Waiting { .. }) {
+                // A call guessed to find its session in use that made a child after all.
+                if c.outcome == (CallOutcome::Waiting { refused: true }) {
+                    counted_then_refused = true;
+                }
                 c.outcome = CallOutcome::Made;
             }
             let field = self.dialect.spawn_tool(&c.tool).and_then(|t| t.task_id_field.clone());

@@ -714,14 +714,14 @@ fn open_runs<'a>(
     side: &'a ModelSide,
     agents: &Agents,
     dialect: &Dialect,
-) -> Vec<(&'a SpawnCall, usize, Duration, Duration)> {
+) -> Vec<(&'a SpawnCall, usize, Duration, Duration, bool)> {
     let mut out = Vec::new();
     for c in side.calls.iter().filter(|c| !c.sync) {
         let Some(child) = child_of(c) else { continue };
         for run in runs(agents, child, dialect) {
             let (first, last) = (run[0].0, run[run.len() - 1].0);
             let e = &side.exchanges[last];
-            out.push((c, first, side.exchanges[first].arrived, e.replied.unwrap_or(e.arrived)));
+            out.push((c, first, side.exchanges[first].arrived, e.replied.unwrap_or(e.arrived), e.replied.is_some()));
         }
     }
     out
@@ -731,11 +731,11 @@ fn open_runs<'a>(
 fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
     let runs = open_runs(side, out.agents, dialect);
     let cap = rules.max_concurrency;
-    for (k, (_, first, start, _)) in runs.iter().enumerate() {
+    for (k, (_, first, start, ..)) in runs.iter().enumerate() {
         let open = runs
             .iter()
             .enumerate()
-            .filter(|(j, (_, f, s, e))| (*s < *start || (*s == *start && f <= first)) && *e > *start || *j == k)
+            .filter(|(j, (_, f, s, e, _))| (*s < *start || (*s == *start && f <= first)) && *e > *start || *j == k)
             .count();
         if open > cap {
             out.at(
@@ -752,7 +752,7 @@ fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out
     // asks first at an earlier instant (first runs only; continued runs are queued anew, and
     // so is a first run that a send queued after the task was cancelled while queued).
     let mut firsts: Vec<(&SpawnCall, usize, Duration)> = Vec::new();
-    for (c, first, start, _) in runs.iter().filter(|(c, ..)| !c.first_run_by_send) {
+    for (c, first, start, ..) in runs.iter().filter(|(c, ..)| !c.first_run_by_send) {
         if !firsts.iter().any(|(d, _, _)| std::ptr::eq(*d, *c)) {
             firsts.push((c, *first, *start));
         }
@@ -1137,20 +1137,26 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     // results of the task it lists: a continued task (`subagent.send`) has several runs, and the
     // `k` results read then are those of its last `k` runs ended by then, in order (fuzz case
     // 2586: a wait listed a continuation's result by its second run, judged by its first).
+    // Only a run whose last request got a reply (a final one, or a model error) has a known
+    // end: one cut by its time limit or cancelled ends some time after its last request
+    // arrived, so is judged by neither check (fuzz case 18425: a wait listed a failed child's
+    // result before a timed-out one's, judged by the timed-out child's last request).
     let done_nth = |task: &str, before: Duration, j: usize, k: usize| -> Option<Duration> {
         let c = side.calls.iter().find(|c| c.task_id.as_deref() == Some(task))?;
-        let all: Vec<Duration> = runs.iter().filter(|(d, ..)| std::ptr::eq(*d, c)).map(|(_, _, _, end)| *end).collect();
-        let ended: Vec<Duration> = all.iter().copied().filter(|end| *end <= before).collect();
-        match ended.len().checked_sub(k) {
+        let all: Vec<(Duration, bool)> =
+            runs.iter().filter(|(d, ..)| std::ptr::eq(*d, c)).map(|(_, _, _, end, replied)| (*end, *replied)).collect();
+        let ended: Vec<(Duration, bool)> = all.iter().copied().filter(|(end, _)| *end <= before).collect();
+        let (end, replied) = match ended.len().checked_sub(k) {
             Some(skip) => ended.get(skip + j).copied(),
             None => all.first().copied(),
-        }
+        }?;
+        replied.then_some(end)
     };
     // The end of a task's first run (ties between results taken in at once).
     let done_at = |task: &str| -> Option<Duration> {
         let c = side.calls.iter().find(|c| c.task_id.as_deref() == Some(task))?;
-        let (_, _, _, end) = runs.iter().find(|(d, ..)| std::ptr::eq(*d, c))?;
-        Some(*end)
+        let (_, _, _, end, replied) = runs.iter().find(|(d, ..)| std::ptr::eq(*d, c))?;
+        replied.then_some(*end)
     };
     for (parent, list) in &out.agents.of {
         // Only results of this agent's own children: a forked child's first request holds its
@@ -1158,6 +1164,10 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
         // (fuzz case 6770: a fork child judged by its parent's notifications).
         let own = |task: &str| side.calls.iter().any(|c| c.task_id.as_deref() == Some(task) && &c.parent == parent);
         let mut seen: BTreeSet<String> = BTreeSet::new();
+        // The wait answers judged already: each is judged in the first request that holds it,
+        // by the runs ended when that request came (fuzz seed 4, case 6933: a later request
+        // held the same answer after a listed task had run again).
+        let mut waits_judged: BTreeSet<(String, String)> = BTreeSet::new();
         for &(i, n) in list {
             let e = &side.exchanges[i];
             let mut here: BTreeSet<String> = BTreeSet::new();
@@ -1178,7 +1188,9 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                         .map(|x| x.0)
                         .collect();
                     here.extend(read.iter().cloned());
-                    wait_orders.push(read);
+                    if waits_judged.insert((m.tool_call_id.clone().unwrap_or_default(), m.content.clone())) {
+                        wait_orders.push(read);
+                    }
                 }
             }
             let new: Vec<&String> = here.iter().filter(|t| !seen.contains(*t)).collect();
@@ -1189,8 +1201,12 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                     let finished_final = child_of(c).and_then(|a| out.agents.exchanges(a).last()).is_some_and(|x| {
                         side.exchanges[x.0].reply.as_ref().is_some_and(|r| dialect.final_text(r).is_some())
                     });
+                    // A child its parent started by the reply to this request, or a later one,
+                    // was not due here however soon it answered (fuzz case 8762: a child started
+                    // and done in the instant of the request that started it).
                     if !side.wall_times
                         && other != *t
+                        && c.exchange < i
                         && finished_final
                         && done_at(other) == Some(when)
                         && !here.contains(other)
@@ -1447,15 +1463,35 @@ fn call_results(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
 /// The proof on a core that reports its aliases (the built-in core under `--judge
 /// model-side`): every exchange's attribution is the alias the core put on the request.
 /// Reads `exchanges` (the harness's record, with the core's aliases) only to compare.
+///
+/// One difference is not a finding: a child numbered higher than the core numbered it by
+/// spawn calls of its parent, made before its own, whose fate the model never saw (a call the
+/// approval gate denied, in a reply after which the parent never asked again: fuzz case
+/// 14317). Whether such a call made a child shows nowhere the model can read, so the number
+/// is the attributor's best reading; the requests are still the same agent's, under the same
+/// parent, and each alias stands for one agent of the core's and no other.
 pub fn proof(side: &ModelSide, exchanges: &[crate::evidence::Exchange]) -> Vec<Finding> {
     let mut out = Vec::new();
+    // Each alias read as another: one core alias for each, and no core alias twice.
+    let mut read_as: BTreeMap<String, String> = BTreeMap::new();
     for (i, e) in exchanges.iter().enumerate() {
-        let got = match side.attributions.get(i) {
-            Some(Attribution::Agent(a)) => a.alias.to_string(),
-            Some(Attribution::Side(_)) => "a side request".to_string(),
+        let (got, explained) = match side.attributions.get(i) {
+            Some(Attribution::Agent(a)) => {
+                let want = &e.request.agent;
+                let consistent = match read_as.get(a.alias.as_str()) {
+                    Some(was) => was == want.as_str(),
+                    None => !read_as.values().any(|v| v == want.as_str()),
+                };
+                let explained = consistent && unseen_calls_explain(side, &a.alias, want);
+                if explained {
+                    read_as.insert(a.alias.to_string(), want.to_string());
+                }
+                (a.alias.to_string(), explained)
+            }
+            Some(Attribution::Side(_)) => ("a side request".to_string(), false),
             Some(Attribution::Unattributed(_)) | None => continue,
         };
-        if got != e.request.agent.as_str() {
+        if got != e.request.agent.as_str() && !explained {
             out.push(Finding {
                 oracle: "attribution",
                 clause: "oracle.model-side.attribution",
@@ -1468,6 +1504,29 @@ pub fn proof(side: &ModelSide, exchanges: &[crate::evidence::Exchange]) -> Vec<F
         }
     }
     out
+}
+
+/// Whether the attributor's `got` and the core's `want` name one agent, numbered apart only
+/// by spawn calls whose fate never showed: the same at the root, or parents that so agree and
+/// a last number that is higher by no more than the calls of that parent, made before
+/// `got`'s own, still waiting when the run ended.
+fn unseen_calls_explain(side: &ModelSide, got: &AgentId, want: &AgentId) -> bool {
+    if got == want {
+        return true;
+    }
+    let (Some(gp), Some(wp)) = (got.parent(), want.parent()) else { return false };
+    if !unseen_calls_explain(side, &gp, &wp) {
+        return false;
+    }
+    let number = |a: &AgentId| a.as_str().rsplit('/').next().and_then(|n| n.parse::<usize>().ok());
+    let (Some(g), Some(w)) = (number(got), number(want)) else { return false };
+    if g == w {
+        return true;
+    }
+    let Some(own) = side.calls.iter().position(|c| c.outcome == CallOutcome::Child(got.clone())) else { return false };
+    let unseen =
+        side.calls[..own].iter().filter(|c| c.parent == gp && matches!(c.outcome, CallOutcome::Waiting { .. })).count();
+    g > w && g - w <= unseen
 }
 
 /// Two runs of one scenario and seed as the model saw them: the same requests, attributed

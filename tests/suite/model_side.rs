@@ -419,3 +419,62 @@ fn children_of_calls_run_in_order_take_a_later_childs_first_request_as_the_earli
     assert_eq!(got[0], "main/1", "{got:?}");
     assert!(got[1..].iter().all(|g| g.contains("starts no child")), "{got:?}");
 }
+
+/// The findings of the 20,000-case campaigns (`rehearsal fuzz --cases 20000 --seed S
+/// --explore 1 --judge model-side`), each replayed by its seed and case number, unshrunk, in
+/// every tie order the campaign checks. Each was a false alarm of the attribution or an
+/// oracle on the correct core:
+/// - seed 1, 6062: a send to a task cancelled while queued starts the task's first run;
+/// - 6770: a fork child holds its parent's notifications, which are not its own results;
+/// - 7780: a synchronous call denied by the gate, before a later call whose child asks;
+/// - 7883: a named session records a run that failed on a model error;
+/// - 8762: a child started by the reply to a request, done in that instant, was not due in it;
+/// - 14317: a call denied by the gate in the root's last reply: its fate never shows, so the
+///   later call's child is numbered as if it made one (the proof allows exactly that);
+/// - 15431: a message handed to a running task that ended without reading it is not a
+///   continuation, though another task of the session was sent the same text;
+/// - 18425: a timed-out child's run has no known end, so a wait's order is not judged by it;
+/// - seed 2, 1139: a task granted no step never asks, and its session records its prompt;
+/// - seed 2, 3153: a wait before a call on a session lets the session's task end first;
+/// - seed 2, 11141: two sends to one finished task in one reply: a new run and its message;
+/// - seed 3, 679 and seed 4, 5615: a run out of steps after a reply with calls is recorded
+///   with that reply, its results and the notice;
+/// - seed 4, 6933: a wait answer is judged once, in the first request that holds it;
+/// - seed 5, 14185: a call guessed to find its session in use made a child after all.
+#[test]
+fn the_model_side_campaigns_findings_hold_by_case_number() {
+    use rehearsal::internals::fuzz::{self, Options};
+    let cases: [(u64, u64); 15] = [
+        (1, 6062),
+        (1, 6770),
+        (1, 7780),
+        (1, 7883),
+        (1, 8762),
+        (1, 14317),
+        (1, 15431),
+        (1, 18425),
+        (2, 1139),
+        (2, 3153),
+        (2, 11141),
+        (3, 679),
+        (4, 5615),
+        (4, 6933),
+        (5, 14185),
+    ];
+    let failing: Vec<String> = cases
+        .into_iter()
+        .filter_map(|(seed, case)| {
+            let options = Options {
+                cases: 20_000,
+                seed,
+                explore: 1,
+                family: rehearsal::internals::generate::Family::Any,
+                shrink_steps: 0,
+                jobs: 1,
+                judge: Judge::ModelSide,
+            };
+            fuzz::replay_case(&options, case).err().map(|e| format!("seed {seed}: {e}"))
+        })
+        .collect();
+    assert!(failing.is_empty(), "{failing:#?}");
+}
