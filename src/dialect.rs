@@ -78,6 +78,21 @@ pub struct Dialect {
     /// a later one asks made none; run together, the children may ask in any order.
     #[serde(default)]
     pub parallel_calls: bool,
+    /// The tools that cancel a task (`subagent.cancel`). Attribution reads them to tell which
+    /// continuation asked: in a dialect whose calls run one after another, a send followed in
+    /// its reply by a cancel of the same task continued a run that was cancelled.
+    #[serde(default)]
+    pub cancel: Vec<CancelTool>,
+}
+
+/// A tool that cancels a task.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelTool {
+    /// The tool's name.
+    pub name: String,
+    /// The argument holding the task id.
+    pub task_id: String,
 }
 
 /// A tool that starts a child.
@@ -316,6 +331,7 @@ impl Dialect {
                 wait: None,
                 empty_text: Some(EMPTY_TEXT.into()),
                 parallel_calls: false,
+                cancel: Vec::new(),
             },
             "bub" => Dialect {
                 name: name.into(),
@@ -329,6 +345,7 @@ impl Dialect {
                 wait: Some("subagent.wait".into()),
                 empty_text: Some(EMPTY_TEXT.into()),
                 parallel_calls: false,
+                cancel: vec![CancelTool { name: "subagent.cancel".into(), task_id: "task_id".into() }],
             },
             // The built-in core speaks both families at once.
             "rehearsal" => {
@@ -365,6 +382,7 @@ impl Dialect {
                 empty_text: None,
                 // `asyncio.gather` over the reply's calls (bub051.parallel.one-reply).
                 parallel_calls: true,
+                cancel: Vec::new(),
             },
             "generic" => Dialect {
                 name: name.into(),
@@ -392,6 +410,7 @@ impl Dialect {
                 wait: None,
                 empty_text: None,
                 parallel_calls: false,
+                cancel: Vec::new(),
             },
             _ => return None,
         })
@@ -438,6 +457,11 @@ impl Dialect {
     /// The send tool called `name`.
     pub fn send_tool(&self, name: &str) -> Option<&SendTool> {
         self.send.iter().find(|t| t.name == name)
+    }
+
+    /// The cancel tool called `name`, if it is one.
+    pub fn cancel_tool(&self, name: &str) -> Option<&CancelTool> {
+        self.cancel.iter().find(|t| t.name == name)
     }
 
     /// Whether a spawn call's result `text` says it made no child.

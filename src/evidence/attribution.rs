@@ -251,10 +251,13 @@ struct SendCall {
     /// The task id and the message it sent, both trimmed.
     task: String,
     message: String,
-    /// Whether the task's run had ended when the send was made: a send that continues a
-    /// finished task (`bub.send.continue-named`), not one that hands a running task a message
-    /// (`bub.send.to-active-task`), which starts nothing.
+    /// Whether the task's run had ended when the send was made, or its result says it began a
+    /// new run: a send that continues a finished task (`bub.send.continue-named`), not one
+    /// that hands a running task a message (`bub.send.to-active-task`), which starts nothing.
     continues: bool,
+    /// Whether a later call of its reply cancels the same task, in a dialect whose calls run
+    /// one after another: a continuation it started was cancelled, likely before it asked.
+    cancelled: bool,
 }
 
 /// What the harness configured the runtime with, beyond what requests show: its profiles and
@@ -435,7 +438,14 @@ impl Attributor {
                 {
                     busy.push(name);
                 }
-                self.sends.push(SendCall { exchange: number, position, task, message, continues });
+                let cancelled = !self.dialect.parallel_calls
+                    && reply.tool_calls[position + 1..].iter().any(|later| {
+                        self.dialect.cancel_tool(&later.name).is_some_and(|cancel| {
+                            later.args.get(&cancel.task_id).and_then(|v| v.as_str()).map(str::trim)
+                                == Some(task.as_str())
+                        })
+                    });
+                self.sends.push(SendCall { exchange: number, position, task, message, continues, cancelled });
                 continue;
             }
             let Some(tool) = self.dialect.spawn_tool(&call.name) else { continue };
@@ -693,9 +703,11 @@ impl Attributor {
     /// ended without reading it reads just like a continuation's first request when another
     /// task of the session sends the same text (fuzz case 15431). The others are tried after,
     /// for a run over the wire, where a task may end between its final reply and the send.
+    /// Sends whose reply cancels the task after them come last of all (fuzz seed 6, case 2962:
+    /// `send(task2)`, `cancel(task2)`, `send(task1)`, the same text to one session).
     fn restarted(&mut self, messages: &Transcript) -> Option<usize> {
         let mut order: Vec<usize> = (0..self.sends.len()).collect();
-        order.sort_by_key(|&k| !self.sends[k].continues);
+        order.sort_by_key(|&k| (self.sends[k].cancelled, !self.sends[k].continues));
         let (taken, agent) = order.into_iter().find_map(|k| {
             let SendCall { task, message, .. } = &self.sends[k];
             let call = self.record.calls.iter().find(|c| c.task_id.as_deref() == Some(task.as_str()))?;
@@ -774,8 +786,16 @@ impl Attributor {
                     // the task while it was queued (`bub.send.queued-first-request`), never
                     // another call's prompt. From an empty record, a request that goes on from
                     // an agent's is that agent's.
-                    let sent =
-                        |m: &Message| m.role == Role::User && self.sends.iter().any(|s| m.content.trim() == s.message);
+                    // A message sent to this task that continued it (a new run) is not one
+                    // handed to it while queued: the request is that run's (fuzz seed 7, case
+                    // 3114: a task granted no step, then continued).
+                    let task = c.task_id.as_deref();
+                    let sent = |m: &Message| {
+                        m.role == Role::User
+                            && self.sends.iter().any(|s| {
+                                m.content.trim() == s.message && !(s.continues && Some(s.task.as_str()) == task)
+                            })
+                    };
                     self.record_starts(name, messages).into_iter().any(|start| {
                         prompt_at(start) && !(start == 0 && goes_on) && messages.iter().skip(start + 1).all(sent)
                     })
@@ -910,6 +930,20 @@ impl Attributor {
             });
             !refused
         });
+        // A send whose result carries the dialect's continued field started a new run.
+        for s in self.sends.iter_mut().filter(|s| s.exchange == last) {
+            let Some(call) = kept.tool_calls.get(s.position) else { continue };
+            let Some(field) = dialect.send_tool(&call.name).and_then(|t| t.continued_field.as_ref()) else { continue };
+            let result = messages
+                .iter()
+                .skip(at + 1)
+                .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&*call.id));
+            if let Some(value) = result.and_then(|m| serde_json::from_str::<serde_json::Value>(&m.content).ok())
+                && value.get(field).is_some()
+            {
+                s.continues = true;
+            }
+        }
         // Whether a call changed from counted to not, or back: the children are renumbered.
         let mut counted_then_refused = false;
         for (k, c) in self.record.calls.iter_mut().enumerate().filter(|(_, c)| c.exchange == last) {

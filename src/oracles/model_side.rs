@@ -721,7 +721,11 @@ fn open_runs<'a>(
         for run in runs(agents, child, dialect) {
             let (first, last) = (run[0].0, run[run.len() - 1].0);
             let e = &side.exchanges[last];
-            out.push((c, first, side.exchanges[first].arrived, e.replied.unwrap_or(e.arrived), e.replied.is_some()));
+            // The run's end is known when its last request was answered with a final reply or
+            // a model error (answered with none): a reply with calls ends a run only after
+            // its tools (out of steps: fuzz seed 8, case 14297).
+            let known = e.replied.is_some() && e.reply.as_ref().is_none_or(|r| dialect.final_text(r).is_some());
+            out.push((c, first, side.exchanges[first].arrived, e.replied.unwrap_or(e.arrived), known));
         }
     }
     out
@@ -751,8 +755,13 @@ fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out
     // Children start in the order of the calls that made them: a later call's child never
     // asks first at an earlier instant (first runs only; continued runs are queued anew, and
     // so is a first run that a send queued after the task was cancelled while queued).
+    // Nor a child whose first request ends with a message sent to its task after the prompt:
+    // sent while the task was queued, or the start of a later run after a first run that never
+    // asked (granted no step), and the two read alike (fuzz seed 7, case 3114).
+    let handed =
+        |first: usize, c: &SpawnCall| side.exchanges[first].messages.last().is_some_and(|m| m.content != c.prompt);
     let mut firsts: Vec<(&SpawnCall, usize, Duration)> = Vec::new();
-    for (c, first, start, ..) in runs.iter().filter(|(c, ..)| !c.first_run_by_send) {
+    for (c, first, start, ..) in runs.iter().filter(|(c, first, ..)| !c.first_run_by_send && !handed(*first, c)) {
         if !firsts.iter().any(|(d, _, _)| std::ptr::eq(*d, *c)) {
             firsts.push((c, *first, *start));
         }
@@ -1137,9 +1146,9 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     // results of the task it lists: a continued task (`subagent.send`) has several runs, and the
     // `k` results read then are those of its last `k` runs ended by then, in order (fuzz case
     // 2586: a wait listed a continuation's result by its second run, judged by its first).
-    // Only a run whose last request got a reply (a final one, or a model error) has a known
-    // end: one cut by its time limit or cancelled ends some time after its last request
-    // arrived, so is judged by neither check (fuzz case 18425: a wait listed a failed child's
+    // Only a run whose last request got a final reply or a model error has a known end: one
+    // cut by its time limit or cancelled, or out of steps after a reply with calls, ends some
+    // time after, so is judged by neither check (fuzz case 18425: a wait listed a failed child's
     // result before a timed-out one's, judged by the timed-out child's last request).
     let done_nth = |task: &str, before: Duration, j: usize, k: usize| -> Option<Duration> {
         let c = side.calls.iter().find(|c| c.task_id.as_deref() == Some(task))?;
