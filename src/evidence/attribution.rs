@@ -525,13 +525,23 @@ impl Attributor {
     fn record_starts(&self, name: &str, messages: &Transcript) -> Vec<usize> {
         let mut starts = Vec::new();
         starts.extend(self.recorded_len(self.sessions.get(name).copied().flatten(), messages));
-        let last_run = self.agents.iter().filter(|a| a.session.as_deref() == Some(name)).max_by_key(|a| a.last);
-        if let Some(len) = last_run.and_then(|a| extension(&self.record.exchanges[a.last], messages)) {
-            let notice = |m: &Message| {
-                m.role == Role::User && self.dialect.notices.iter().any(|n| m.content.starts_with(n.as_str()))
-            };
-            let after = messages.iter().skip(len).take_while(|m| m.role == Role::Tool || notice(m)).count();
-            starts.push(len + after);
+        // Any answered request of a task on the session may be where a run ended unseen: the
+        // last run's, or an earlier run's when a later one was cancelled or timed out and so
+        // recorded nothing (fuzz seed 7, case 11219).
+        let on_session: Vec<&AgentId> =
+            self.agents.iter().filter(|a| a.session.as_deref() == Some(name)).map(|a| &a.alias).collect();
+        let notice = |m: &Message| {
+            m.role == Role::User && self.dialect.notices.iter().any(|n| m.content.starts_with(n.as_str()))
+        };
+        for (x, attribution) in self.record.attributions.iter().enumerate() {
+            let Attribution::Agent(who) = attribution else { continue };
+            if !on_session.contains(&&who.alias) {
+                continue;
+            }
+            if let Some(len) = extension(&self.record.exchanges[x], messages) {
+                let after = messages.iter().skip(len).take_while(|m| m.role == Role::Tool || notice(m)).count();
+                starts.push(len + after);
+            }
         }
         let never_asked = messages.first().is_some_and(|first| {
             first.role == Role::User
