@@ -318,10 +318,16 @@ fn runs(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> Vec<Vec<(usize, 
     for &(i, n) in agents.exchanges(alias) {
         let e = agents.ex(i);
         let from = previous.and_then(|p| extension(agents.ex(p), &e.messages)).unwrap_or(0);
-        let begins = previous.is_some()
-            && (from..e.messages.len())
-                .filter_map(|k| e.messages.get(k))
-                .any(|m| m.role == Role::User && continued.iter().any(|c| c == m.content.trim()));
+        // A run asks again only once answered: after a request that got no reply (cut by its
+        // limit, cancelled, a model error), a request that is not its retry (the same
+        // messages) begins a new run, whether or not the send that began it showed its result
+        // (fuzz seed 9, case 8734: the parent never asked again after the sends).
+        let unanswered = previous.is_some_and(|p| agents.ex(p).reply.is_none() && agents.ex(p).messages != e.messages);
+        let begins = unanswered
+            || previous.is_some()
+                && (from..e.messages.len())
+                    .filter_map(|k| e.messages.get(k))
+                    .any(|m| m.role == Role::User && continued.iter().any(|c| c == m.content.trim()));
         if begins && runs.last().is_some_and(|r| !r.is_empty()) {
             runs.push(Vec::new());
         }
