@@ -695,11 +695,7 @@ impl Attributor {
             }
             rest.next().is_none().then_some((taken, call, start))
         })?;
-        let mut k = 0;
-        self.sends.retain(|_| {
-            k += 1;
-            !taken.contains(&(k - 1))
-        });
+        self.drop_sends(&taken);
         self.record.calls[call].first_run_by_send = true;
         let goal = messages.get(start).map_or("", |m| m.content.as_str());
         Some((call, Arc::from(goal)))
@@ -743,13 +739,18 @@ impl Attributor {
             };
             self.record_starts(name, messages).into_iter().find_map(sent).map(|taken| (taken, i))
         })?;
+        self.drop_sends(&taken);
+        self.agents[agent].ended = true;
+        Some(agent)
+    }
+
+    /// Forgets the sends at `taken` (indices into `sends`): their messages were read.
+    fn drop_sends(&mut self, taken: &[usize]) {
         let mut k = 0;
         self.sends.retain(|_| {
             k += 1;
             !taken.contains(&(k - 1))
         });
-        self.agents[agent].ended = true;
-        Some(agent)
     }
 
     /// The named session a send to `task` would continue: the task's agent has a session and
