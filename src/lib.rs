@@ -79,6 +79,8 @@
 //!   scenario run as often as a verification and its explored orders need.
 //! - [`oracles`](internals::oracles): the oracles, each a rule of `docs/rules/core.md` §6, checked
 //!   on the evidence of every run.
+//! - `clauses`: the clause ids of `docs/rules/`, read from the pages at build time; a leaf that
+//!   `scenario` (cited ids, checked at load) and `coverage` both read.
 //! - [`coverage`](internals::coverage): which rule clauses of `docs/rules/` a run exercised, by a
 //!   detector per clause over its evidence; counted over a suite (`run --coverage`) or a fuzz
 //!   campaign.
@@ -122,6 +124,7 @@
 //!   Schema. It calls nothing of the core.
 #![deny(missing_docs)]
 
+mod clauses;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod core;

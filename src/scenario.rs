@@ -1921,7 +1921,7 @@ fn future_format(json: &str) -> Option<Problem> {
 /// `bub.spawn.*`) is a clause of docs/rules/: a misspelt id would silently count for nothing,
 /// so it is refused like a misspelt field.
 fn check_cited_ids(description: &str) -> Result<(), Problem> {
-    use crate::coverage::{citable_ids, cited_ids, is_citable};
+    use crate::clauses::{citable_ids, cited_ids, is_citable};
     let Some((_, id)) = cited_ids(description).into_iter().find(|(_, id)| !is_citable(id)) else { return Ok(()) };
     // A cut-short id (`core.budget.pre-deduction`) is best answered by the id it starts.
     let extended = citable_ids().iter().filter(|c| c.starts_with(id)).min_by_key(|c| c.len());

@@ -1,5 +1,6 @@
 //! Integration tests, one module per area.
 
+mod architecture;
 mod authoring;
 mod bad_input;
 mod cli;
