@@ -166,7 +166,7 @@ fn request_id(turn: &crate::scenario::Turn, i: usize) -> String {
 }
 
 /// What a run writes to, made before it starts so that a panic cannot lose it.
-pub(crate) struct Parts {
+pub(crate) struct RunSinks {
     pub(crate) stop: Arc<Stop>,
     pub(crate) recorder: Arc<Recorder>,
     pub(crate) log: Arc<ExchangeLog>,
@@ -174,7 +174,7 @@ pub(crate) struct Parts {
 }
 
 /// What a run takes from its prepared scenario.
-pub(crate) struct PreparedParts<'p> {
+pub(crate) struct RunInputs<'p> {
     pub(crate) script: Arc<Script>,
     pub(crate) tools: &'p [Arc<Declared>],
     /// Model-side mode: the dialect the attribution reads.
@@ -184,15 +184,15 @@ pub(crate) struct PreparedParts<'p> {
 }
 
 pub(crate) async fn run_paused(
-    parts: Parts,
+    sinks: RunSinks,
     sut: &dyn SystemUnderTest,
     scenario: &Scenario,
-    prepared: PreparedParts<'_>,
+    inputs: RunInputs<'_>,
     profiles: &[Profile],
     schedule: Schedule,
 ) -> Run {
-    let Parts { stop, recorder, log, now } = parts;
-    let PreparedParts { script, tools: declared, dialect, rules } = prepared;
+    let RunSinks { stop, recorder, log, now } = sinks;
+    let RunInputs { script, tools: declared, dialect, rules } = inputs;
     // The session context, built once: the facts as written (what the oracles compare with),
     // and from them what the core is given.
     let setup = setup(scenario, profiles, schedule);

@@ -26,7 +26,7 @@ use crate::load::{self, Loaded};
 use crate::oracles::model_side::Judge;
 use crate::oracles::{self, Violation};
 pub use crate::run::Run;
-use crate::run::{Parts, PreparedParts, run_paused, setup};
+use crate::run::{RunInputs, RunSinks, run_paused, setup};
 use crate::scenario::{Scenario, ScenarioError};
 use crate::sut::{AgentId, Profile, SystemUnderTest};
 use crate::trace::What;
@@ -213,10 +213,10 @@ impl Prepared<'_, '_> {
         let max_events = self.scenario.limits.max_events;
         let recorder = Arc::new(Recorder::new(max_events, entries, stop.clone(), now.clone()));
         let log = Arc::new(ExchangeLog::with_capacity(exchanges));
-        let parts = Parts { stop: stop.clone(), recorder: recorder.clone(), log: log.clone(), now };
+        let sinks = RunSinks { stop: stop.clone(), recorder: recorder.clone(), log: log.clone(), now };
         let dialect = (self.runner.judging() == Judge::ModelSide).then(|| self.runner.dialect());
-        let prepared = PreparedParts { script: self.script.clone(), tools: &self.tools, dialect, rules: &self.rules };
-        let run = run_paused(parts, self.runner.sut, self.scenario, prepared, self.profiles, schedule);
+        let inputs = RunInputs { script: self.script.clone(), tools: &self.tools, dialect, rules: &self.rules };
+        let run = run_paused(sinks, self.runner.sut, self.scenario, inputs, self.profiles, schedule);
         let run = match std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(run))) {
             Ok(run) => run,
             Err(_) => {
