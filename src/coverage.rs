@@ -206,6 +206,7 @@ mod tests {
             rules: &rules,
             trace: &trace,
             exchanges: &[],
+            due: &[],
             live_sessions: &[],
             session_ended: false,
             limit_hit: None,

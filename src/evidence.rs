@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use crate::rules::Rules;
 use crate::scenario::{ProfileSpec, RulesSpec};
-use crate::sut::Profile;
 use crate::sut::llm::{LlmRequest, Message};
+use crate::sut::{AgentId, Profile};
 use crate::trace::Trace;
 
 /// One request the model received, and the reply it gave.
@@ -32,6 +32,25 @@ pub struct Exchange {
     /// The reply as an assistant message (text and tool calls), once it arrived; `None` for a
     /// failed call or one that never answered.
     pub reply: Option<Message>,
+}
+
+/// A reply the harness scheduled: the agent that asked, when it asked, and the virtual instant
+/// the reply is due (the request's instant plus its scripted latency), whether or not the core
+/// was still listening then. `ends_loop`: the reply is a non-blank text with no calls, no
+/// error, no hang and no dropped stream, so the agent's loop ends on receiving it.
+///
+/// The harness knows this before the core does; the oracles read it to tell a child that
+/// ended in the instant its limit ran out from one the timer beat (`oracle.timeouts.finish-at-limit-wins`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Due {
+    /// The agent whose request it answers.
+    pub agent: AgentId,
+    /// When the request arrived.
+    pub asked: Duration,
+    /// When the reply is due.
+    pub due: Duration,
+    /// Whether the reply ends the agent's loop.
+    pub ends_loop: bool,
 }
 
 /// How the harness set a run up: the facts, besides the rules, that an oracle needs to
@@ -91,6 +110,8 @@ pub struct Evidence<'a> {
     pub trace: &'a Trace,
     /// Every request the model received, in the order received.
     pub exchanges: &'a [Exchange],
+    /// Every reply the harness scheduled, in the order the requests arrived.
+    pub due: &'a [Due],
     /// Conversation records the core still held after the session ended.
     pub live_sessions: &'a [String],
     /// Whether the session ran all its turns and quit.

@@ -654,7 +654,25 @@ fn timeouts(e: &Evidence, r: &mut Report) {
                         ),
                         vec![line],
                     ),
-                    _ => {}
+                    Some(_) => {
+                        // The harness delivered the reply that ends the child's loop in the
+                        // very instant the limit ran out: the child finished (a request made
+                        // in that instant is not judged: its reply is not one the timer raced).
+                        let raced = e.due.iter().find(|d| {
+                            d.agent == *child && d.ends_loop && d.due == entry.at && d.asked >= start && d.asked < entry.at
+                        });
+                        if let Some(d) = raced {
+                            r.add(
+                                Oracle::Timeouts,
+                                i,
+                                format!(
+                                    "{child} timed out at {:?}, but the reply that ends it (asked at {:?}) was delivered in that very instant: a child that ends in the instant its limit runs out has finished",
+                                    entry.at, d.asked
+                                ),
+                                vec![line],
+                            );
+                        }
+                    }
                 }
             }
             Event::AgentEnded { .. } if entry.agent.depth() > 0 => {

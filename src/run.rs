@@ -7,7 +7,7 @@
 //! read before the runtime starts (by `load`). This module does not judge (that is `judge`)
 //! and does not choose orders or repeat runs (that is `runner`).
 
-use crate::evidence::{Evidence, Exchange, Setup};
+use crate::evidence::{Due, Evidence, Exchange, Setup};
 use crate::harness::asker::ScriptedAsker;
 use crate::harness::clock::{Clock, Now};
 use crate::harness::exchanges::{ExchangeLog, Recorded};
@@ -33,6 +33,8 @@ pub struct Run {
     pub outcomes: Vec<Outcome>,
     /// Every request the core sent.
     pub exchanges: Vec<Exchange>,
+    /// Every reply the script scheduled, with the instant it was due.
+    pub due: Vec<Due>,
     /// Virtual time from start to the end of the last turn (or to the stop).
     pub elapsed: Duration,
     /// Sessions the store still held after the session ended.
@@ -76,6 +78,7 @@ impl Run {
             setup: Some(&self.setup),
             trace: &self.trace,
             exchanges: self.judged_exchanges(),
+            due: &self.due,
             live_sessions: &self.live_sessions,
             session_ended: self.session_ended,
             limit_hit: self.limit_hit.as_ref().map(|hit| hit.reason.as_str()),
@@ -342,6 +345,7 @@ pub(crate) async fn run_paused(
         trace: recorder.take_trace(),
         outcomes: progress.outcomes,
         exchanges: log.take(),
+        due: log.take_due(),
         elapsed,
         live_sessions: progress.live,
         halts,

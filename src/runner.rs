@@ -232,6 +232,7 @@ impl Prepared<'_, '_> {
                     trace: recorder.take_trace(),
                     outcomes: Vec::new(),
                     exchanges: log.take(),
+                    due: log.take_due(),
                     live_sessions: Vec::new(),
                     halts,
                     internal_errors,

@@ -401,6 +401,15 @@ impl Text {
         }
     }
 
+    /// Whether the text [`Text::render`] builds is empty or whitespace, without building it.
+    pub fn is_blank(&self) -> bool {
+        match self {
+            Text::Plain(s) => s.trim().is_empty(),
+            Text::Repeat { repeat, count } => *count == 0 || repeat.trim().is_empty(),
+            Text::Parts(parts) => parts.iter().all(Text::is_blank),
+        }
+    }
+
     /// The text it stands for.
     pub fn render(&self) -> String {
         match self {

@@ -1661,6 +1661,23 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
                 .collect();
         stopped.iter().any(|c| f.spawns.iter().any(|s| s.parent == *c))
     }),
+    ("oracle.timeouts.finish-at-limit-wins", |f| {
+        // A reply that ends a child's loop, asked before its deadline, due in the deadline's
+        // very instant: whichever way the core broke the tie.
+        let raced = |child: &AgentId, start: Duration, deadline: Duration| {
+            f.e.due.iter().any(|d| {
+                d.agent == *child && d.ends_loop && d.due == deadline && d.asked >= start && d.asked < deadline
+            })
+        };
+        let fg = f
+            .agent_limit()
+            .is_some_and(|limit| f.fg_spawns().any(|s| raced(s.child, f.ev[s.at].at, f.ev[s.at].at + limit)));
+        let bg = f.runs.iter().any(|r| {
+            let (Some(start), Some(limit)) = (r.started, r.timeout) else { return false };
+            raced(r.child, f.ev[start].at, f.ev[start].at + limit)
+        });
+        fg || bg
+    }),
     ("oracle.concurrency.cap", |f| f.runs.iter().any(|r| r.started.is_some())),
     ("oracle.concurrency.fifo", |f| f.runs_started_later().next().is_some()),
     ("oracle.concurrency.no-idle-slot", |f| f.runs.iter().any(|r| f.queued_behind(r))),

@@ -6,19 +6,21 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::evidence::Exchange;
+use crate::evidence::{Due, Exchange};
 use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message};
 
 /// Every exchange of a run, in the order the requests arrived.
 #[derive(Default)]
 pub struct ExchangeLog {
     exchanges: Mutex<Vec<Exchange>>,
+    /// The replies the script scheduled, as the mock chose them.
+    due: Mutex<Vec<Due>>,
 }
 
 impl ExchangeLog {
     /// A log with room for `expected` exchanges (a capacity only).
     pub fn with_capacity(expected: usize) -> ExchangeLog {
-        ExchangeLog { exchanges: Mutex::new(Vec::with_capacity(expected)) }
+        ExchangeLog { exchanges: Mutex::new(Vec::with_capacity(expected)), due: Mutex::default() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Exchange>> {
@@ -47,6 +49,16 @@ impl ExchangeLog {
     /// Takes the exchanges out at the end of a run.
     pub fn take(&self) -> Vec<Exchange> {
         std::mem::take(&mut *self.lock())
+    }
+
+    /// Notes a reply the script scheduled.
+    pub fn schedule(&self, due: Due) {
+        self.due.lock().expect("exchange log lock poisoned").push(due);
+    }
+
+    /// Takes the scheduled replies out at the end of a run.
+    pub fn take_due(&self) -> Vec<Due> {
+        std::mem::take(&mut *self.due.lock().expect("exchange log lock poisoned"))
     }
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use crate::dialect::Dialect;
 use crate::evidence::attribution::{Attribution, Attributor, Configured, ModelSide};
-use crate::evidence::fork_mismatch;
+use crate::evidence::{Due, fork_mismatch};
 use crate::scenario::{Check, Lane, Reply, SideRequest, Text, When, with_task_ids};
 use crate::sut::AgentId;
 use crate::sut::llm::{BoxFuture, Llm, LlmError, LlmReply, LlmRequest, Message, Role, ToolCall, Transcript};
@@ -972,6 +972,14 @@ impl ScriptedLlm {
                 return std::future::pending().await;
             }
         };
+        let asked = self.recorder.elapsed();
+        let ends_loop = reply.calls.is_empty()
+            && !reply.hang
+            && reply.error.is_none()
+            && reply.drop_after_chunks.is_none()
+            && reply.text.as_ref().is_some_and(|t| !t.is_blank());
+        let due = asked + Duration::from_millis(reply.latency_ms);
+        self.log.schedule(Due { agent: who.alias.clone(), asked, due, ends_loop });
         self.clock.sleep(Duration::from_millis(reply.latency_ms), || format!("llm {} #{call}", who.alias)).await;
         if reply.hang {
             return std::future::pending().await;

@@ -50,6 +50,8 @@ pub fn judge(scenario: &Scenario, wire: &WireRun) -> Verdict {
         trace: Trace::default(),
         outcomes: Vec::new(),
         exchanges: wire.exchanges.clone(),
+        // The model-side oracles judge a wire run's times from its exchanges.
+        due: Vec::new(),
         elapsed: wire.elapsed,
         live_sessions: Vec::new(),
         halts: wire.halts.clone(),

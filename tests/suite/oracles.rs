@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use rehearsal::internals::evidence::Exchange;
+use rehearsal::internals::evidence::{Due, Exchange};
 use rehearsal::internals::oracles::{self, Evidence, Oracle, Violation};
 use rehearsal::rules::Rules;
 use rehearsal::runner;
@@ -52,6 +52,7 @@ struct Case {
     rules: Rules,
     trace: Trace,
     exchanges: Vec<Exchange>,
+    due: Vec<Due>,
     live: Vec<String>,
     session_ended: bool,
     limit_hit: Option<String>,
@@ -71,6 +72,7 @@ impl Case {
             rules,
             trace: Trace::default(),
             exchanges: Vec::new(),
+            due: Vec::new(),
             live: Vec::new(),
             session_ended: true,
             limit_hit: None,
@@ -110,6 +112,7 @@ impl Case {
             setup: None,
             trace: &self.trace,
             exchanges: &self.exchanges,
+            due: &self.due,
             live_sessions: &self.live,
             session_ended: self.session_ended,
             limit_hit: self.limit_hit.as_deref(),
@@ -1082,6 +1085,54 @@ fn timeouts_child_ending_after_its_limit_without_a_timeout() {
 #[test]
 fn timeouts_child_finishing_just_before_its_limit_passes() {
     foreground_at("Done in time.", "Done in time.", 120_099).assert_clean();
+}
+
+/// `main/1` (spawned at 0.1 s, 120 s limit) times out at 120.1 s while the harness had
+/// scheduled a reply for it, asked at `asked` ms, due at `due` ms.
+fn timed_out_with_a_reply_due(asked: u64, due: u64, ends_loop: bool) -> Case {
+    let mut c = foreground_timeout(120_100, 120_000);
+    c.due.push(Due { agent: kid(1), asked: ms(asked), due: ms(due), ends_loop });
+    c
+}
+
+/// Issue 26: a core that let the timer win the tie with the child's final reply passed every
+/// oracle, since the trace of such a run holds no reply at all. The harness knows when it
+/// scheduled the reply: `oracle.timeouts.finish-at-limit-wins`.
+#[test]
+fn timeouts_child_timed_out_in_the_instant_its_final_reply_was_delivered() {
+    let v = timed_out_with_a_reply_due(100, 120_100, true).sole(Oracle::Timeouts);
+    assert_violation(
+        &v,
+        Oracle::Timeouts,
+        "main",
+        120_100,
+        "main/1 timed out at 120.1s, but the reply that ends it (asked at 100ms) was delivered in that very instant: a child that ends in the instant its limit runs out has finished",
+        &[FG_SPAWN, FGT_TIMEOUT],
+    );
+}
+
+#[test]
+fn timeouts_child_timed_out_with_a_reply_that_does_not_end_it_passes() {
+    // A reply with calls (or an error, or blank text) leaves the child running past the limit.
+    timed_out_with_a_reply_due(100, 120_100, false).assert_clean();
+}
+
+#[test]
+fn timeouts_child_timed_out_a_millisecond_before_its_final_reply_passes() {
+    timed_out_with_a_reply_due(100, 120_101, true).assert_clean();
+}
+
+#[test]
+fn timeouts_child_timed_out_with_a_reply_asked_in_the_deadlines_instant_passes() {
+    // Asked in the instant the limit ran out, with no latency: not a reply the timer raced.
+    timed_out_with_a_reply_due(120_100, 120_100, true).assert_clean();
+}
+
+#[test]
+fn timeouts_child_timed_out_while_another_childs_final_reply_arrived_passes() {
+    let mut c = timed_out_with_a_reply_due(100, 120_100, true);
+    c.due[0].agent = kid(2);
+    c.assert_clean();
 }
 
 /// Bub, cap 1: `main/1` runs 3 s; `main/2` (5 s limit) is queued at 0.1 s and starts at 3.1 s
