@@ -80,6 +80,9 @@ pub struct DriveOptions {
     pub temp_root: Option<PathBuf>,
     /// Drive on virtual time (`--clock`); `time_scale` is then unused. Default `None`.
     pub clock: Option<ClockDrive>,
+    /// Hold replies at a barrier until the runtime is quiet for this long (`--barrier`,
+    /// [`crate::wire::ServeOptions::barrier`]). Not with `clock`. Default `None`.
+    pub barrier: Option<Duration>,
 }
 
 impl Default for DriveOptions {
@@ -92,6 +95,7 @@ impl Default for DriveOptions {
             interrupt: None,
             temp_root: None,
             clock: None,
+            barrier: None,
         }
     }
 }
@@ -256,6 +260,7 @@ pub async fn drive(
         clock: endpoint.as_ref().map(ClockEndpoint::clock),
         // Under the clock `created` is the clock's epoch, so answers are the same in every run.
         created_s: endpoint.as_ref().map(|_| crate::wire::clock::endpoint::DEFAULT_EPOCH_NS / 1_000_000_000),
+        barrier: options.barrier,
         ..ServeOptions::default()
     };
     let server =

@@ -48,6 +48,7 @@
 //! or read any event of a core.
 
 pub mod api;
+mod barrier;
 pub mod clock;
 mod judge;
 pub mod proxy;
@@ -60,6 +61,7 @@ use std::time::Duration;
 use crate::evidence::Exchange;
 use crate::evidence::attribution::ModelSide;
 
+pub use barrier::Release;
 pub use judge::{judge, not_applied};
 pub use server::{ServeError, ServeOptions, Server};
 
@@ -164,6 +166,8 @@ pub struct WireRun {
     pub elapsed: Duration,
     /// HTTP requests received.
     pub requests: usize,
+    /// Under `--barrier`: every release, in order (empty without one).
+    pub barrier: Vec<Release>,
 }
 
 /// The exchanges of a served run as lines a person reads (`rehearsal serve --trace`): when
@@ -218,6 +222,17 @@ pub fn trace_lines(run: &WireRun) -> Vec<String> {
                 d.held_ms
             ));
         }
+    }
+    // The barrier's releases, in order: who was let go, and who was held at that moment.
+    for (i, r) in run.barrier.iter().enumerate() {
+        lines.push(format!(
+            "barrier {}  released {} (exchange {})  held {}: {}",
+            i + 1,
+            r.released,
+            r.exchange,
+            r.held.len(),
+            r.held.join(", ")
+        ));
     }
     lines
 }

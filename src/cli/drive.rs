@@ -39,6 +39,12 @@ pub(super) struct DriveArgs {
     /// Real seconds per scripted second of latency (0 answers at once). Not used with --clock.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     time_scale: f64,
+    /// Hold every scripted reply until no request has arrived for QUIET, then release them one
+    /// at a time in alias order, waiting for quiet again after each: the same answer order in
+    /// every run, on real time (docs/wire.md#--barrier). Costs QUIET per reply. Not with --clock.
+    #[arg(long, value_name = "QUIET", num_args = 0..=1, default_missing_value = "200ms",
+          value_parser = super::positive_duration, conflicts_with = "clock")]
+    barrier: Option<humantime::Duration>,
     /// Run the runtime on the harness's virtual time (docs/clock-protocol.md): latencies and
     /// the runtime's own timers are virtual, the trace shows virtual times. The runtime gets
     /// REHEARSAL_CLOCK, the clock shim first on PYTHONPATH, and PYTHONHASHSEED=0.
@@ -164,6 +170,7 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
         turn_limit: args.turn_limit.into(),
         interrupt: Some(interrupt.clone()),
         clock,
+        barrier: args.barrier.map(Into::into),
         ..DriveOptions::default()
     };
     let jobs = args.jobs.map_or_else(jobs::default_jobs, usize::from);

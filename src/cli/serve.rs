@@ -44,6 +44,12 @@ pub(super) struct ServeArgs {
     /// When to colour the text report.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+    /// Hold every scripted reply until no request has arrived for QUIET, then release them one
+    /// at a time in alias order, waiting for quiet again after each: the same answer order in
+    /// every run, on real time (docs/wire.md#--barrier). Costs QUIET per reply. Not with --clock.
+    #[arg(long, value_name = "QUIET", num_args = 0..=1, default_missing_value = "200ms",
+          value_parser = super::positive_duration, conflicts_with = "clock")]
+    barrier: Option<humantime::Duration>,
     /// Serve on the harness's virtual time (docs/clock-protocol.md): also prints the
     /// REHEARSAL_CLOCK, PYTHONPATH and PYTHONHASHSEED lines the runtime must be started with.
     #[arg(long)]
@@ -102,6 +108,7 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         time_scale: args.time_scale,
         idle_limit: args.idle_limit.into(),
         side: args.side.clone(),
+        barrier: args.barrier.map(Into::into),
         ..ServeOptions::default()
     };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {

@@ -856,6 +856,7 @@ pub fn played(scenario: &Scenario, dialect: Dialect, recording: &Recording) -> W
         end: if bridge.used_up() { End::Script } else { End::Caller },
         elapsed: recording.elapsed,
         requests: recording.requests,
+        barrier: Vec::new(),
     }
 }
 

@@ -29,6 +29,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::api::{self, ChatRequest, ErrorBody, ErrorObject};
+use super::barrier::Barrier;
 use super::clock::{Clock, Turn, request_key};
 use super::script::{Bridge, Plan};
 use super::stream::{self, Head};
@@ -61,6 +62,10 @@ pub struct ServeOptions {
     /// Serve on this virtual clock instead of real time (`--clock`): latencies are virtual and
     /// `time_scale` is not used. Default `None`.
     pub clock: Option<Clock>,
+    /// Hold every scripted reply until no request has arrived for this long, then release
+    /// them one at a time in alias order (`--barrier`, [`Release`]). Not with `clock`.
+    /// Default `None`.
+    pub barrier: Option<Duration>,
 }
 
 impl Default for ServeOptions {
@@ -73,6 +78,7 @@ impl Default for ServeOptions {
             side: Vec::new(),
             created_s: None,
             clock: None,
+            barrier: None,
         }
     }
 }
@@ -109,6 +115,8 @@ struct Shared {
     changed: Notify,
     stopping: AtomicBool,
     stop_tx: watch::Sender<bool>,
+    /// Under `--barrier`: where replies wait for quiet.
+    barrier: Option<Arc<Barrier>>,
 }
 
 impl Shared {
@@ -244,6 +252,11 @@ impl Server {
     /// requests as `dialect` spells spawn calls. Must be called inside a tokio runtime with
     /// I/O and time enabled.
     pub async fn start(scenario: &Scenario, dialect: Dialect, options: ServeOptions) -> Result<Server, ServeError> {
+        if options.barrier.is_some() && options.clock.is_some() {
+            return Err(ServeError(
+                "--barrier guesses when the runtime is quiet, --clock knows: give one of them".to_string(),
+            ));
+        }
         if !(options.time_scale.is_finite() && options.time_scale >= 0.0) {
             return Err(ServeError(format!("--time-scale {} is not a number of 0 or more", options.time_scale)));
         }
@@ -276,9 +289,14 @@ impl Server {
             closes: Mutex::default(),
             changed: Notify::new(),
             stopping: AtomicBool::new(false),
+            barrier: options.barrier.map(|quiet| Arc::new(Barrier::new(quiet))),
             stop_tx,
             options,
         });
+        if let Some(barrier) = shared.barrier.clone() {
+            let stop = shared.stop_tx.subscribe();
+            tokio::spawn(async move { barrier.run(stop).await });
+        }
         let app = Router::new()
             .route("/v1/chat/completions", post(chat).fallback(not_served))
             .route("/v1/models", get(models_route).fallback(not_served))
@@ -370,6 +388,7 @@ impl Server {
             end,
             elapsed: self.shared.elapsed(),
             requests: self.shared.received.load(Ordering::SeqCst),
+            barrier: self.shared.barrier.as_ref().map(|b| b.releases()).unwrap_or_default(),
         }
     }
 }
@@ -518,6 +537,9 @@ async fn chat(
     };
     let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
     shared.touch();
+    if let Some(barrier) = &shared.barrier {
+        barrier.arrived();
+    }
     if shared.stopping.load(Ordering::SeqCst) {
         return at_once(turn, Refusal::Stopping.response(n), n).await;
     }
@@ -601,7 +623,15 @@ async fn chat(
             Err(_) => return Refusal::Stopping.response(n),
         },
         None => {
-            if !shared.wait(Duration::from_millis(answer.latency_ms)).await {
+            // Under a barrier the reply waits out its latency and its turn there (a hang
+            // never gets one); else its latency here.
+            let hang = matches!(answer.kind, AnswerKind::Hang);
+            let latency = Duration::from_millis(answer.latency_ms);
+            let waited = match shared.barrier.as_ref().filter(|_| !hang) {
+                Some(barrier) => barrier.wait(&held.alias, exchange, latency.mul_f64(shared.options.time_scale)).await,
+                None => shared.wait(latency).await,
+            };
+            if !waited {
                 return Refusal::Stopping.response(n);
             }
         }

@@ -282,6 +282,103 @@ async fn the_idle_limit_ends_a_run_the_runtime_left_unfinished() {
     assert!(report.contains("lanes[0] (agent \"main\"): replies[1] never answered a request"), "{report}");
 }
 
+/// `--barrier`: three children's requests sent C, B, A (20 ms apart) are answered A, B, C, one
+/// at a time, and each release records who was held; the root, alone, is held alone.
+#[tokio::test]
+async fn under_a_barrier_requests_are_answered_one_at_a_time_in_alias_order() {
+    let quiet = Duration::from_millis(400);
+    let (scenario, server) = start("barrier.json", "bub", ServeOptions { barrier: Some(quiet), ..options() }).await;
+    let tools = TOOLS.replace("Agent", "subagent");
+    let root =
+        format!(r#"{{"model":"m","messages":[{{"role":"user","content":"Do the three tasks"}}],"tools":{tools}}}"#);
+    let first = chat(&server, &root).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    let server = std::sync::Arc::new(server);
+    let answered = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut children = Vec::new();
+    for task in ["Task C", "Task B", "Task A"] {
+        let (server, answered) = (server.clone(), answered.clone());
+        children.push(tokio::spawn(async move {
+            let body = format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{task}"}}]}}"#);
+            let answer = chat(&server, &body).await;
+            assert_eq!(answer.status, 200, "{answer:?}");
+            answered.lock().unwrap().push(task);
+        }));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for child in children {
+        child.await.unwrap();
+    }
+    assert_eq!(*answered.lock().unwrap(), ["Task A", "Task B", "Task C"]);
+    let tools = TOOLS.replace("Agent", "subagent");
+    let calls = |n: usize| -> String {
+        let call = |i: usize, task: &str| {
+            format!(
+                r#"{{"id":"call_{i}","type":"function","function":{{"name":"subagent","arguments":"{{\"prompt\":\"{task}\"}}"}}}}"#
+            )
+        };
+        let tasks = ["Task A", "Task B", "Task C"];
+        let assistant = format!(
+            r#"{{"role":"assistant","content":"Delegating.","tool_calls":[{}]}}"#,
+            (1..=n).map(|i| call(i, tasks[i - 1])).collect::<Vec<_>>().join(",")
+        );
+        let results: Vec<String> = (1..=n)
+            .map(|i| {
+                format!(r#"{{"role":"tool","tool_call_id":"call_{i}","content":"{} done."}}"#, ["A", "B", "C"][i - 1])
+            })
+            .collect();
+        format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":"Do the three tasks"}},{assistant},{}],"tools":{tools}}}"#,
+            results.join(",")
+        )
+    };
+    assert_eq!(chat(&server, &calls(3)).await.status, 200);
+    let server = std::sync::Arc::into_inner(server).expect("the children are done with the server");
+    let end = server.done().await;
+    assert_eq!(end, End::Script);
+    let run = server.finish(end).await;
+    let releases: Vec<(String, Vec<String>)> =
+        run.barrier.iter().map(|r| (r.released.clone(), r.held.clone())).collect();
+    let held = |aliases: &[&str]| aliases.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        releases,
+        [
+            ("main".to_string(), held(&["main"])),
+            ("main/1".to_string(), held(&["main/1", "main/2", "main/3"])),
+            ("main/2".to_string(), held(&["main/2", "main/3"])),
+            ("main/3".to_string(), held(&["main/3"])),
+            ("main".to_string(), held(&["main"])),
+        ]
+    );
+    let trace = wire::trace_lines(&run);
+    assert!(
+        trace
+            .iter()
+            .any(|l| l.starts_with("barrier 2  released main/1") && l.ends_with("held 3: main/1, main/2, main/3")),
+        "{trace:#?}"
+    );
+    // The barrier orders the answers, not the record: the requests are judged as they came,
+    // and children asking in reverse order of their calls break the queue's order.
+    let verdict = wire::judge(&scenario, &run);
+    let failures: Vec<String> = verdict.failures.iter().map(|f| f.what.clone()).collect();
+    assert_eq!(failures.len(), 1, "{verdict}");
+    assert!(
+        failures[0].contains("this child first asks at") && failures[0].contains("after main/2, whose call came later"),
+        "{verdict}"
+    );
+}
+
+#[tokio::test]
+async fn a_barrier_and_the_clock_are_refused_together() {
+    let scenario = load("barrier.json");
+    let clock = rehearsal::wire::clock::ClockEndpoint::bind(Default::default()).await.unwrap().clock();
+    let options = ServeOptions { barrier: Some(Duration::from_millis(100)), clock: Some(clock), ..options() };
+    let Err(e) = Server::start(&scenario, Dialect::builtin("roku").unwrap(), options).await else {
+        panic!("a barrier on the clock was accepted");
+    };
+    assert!(e.to_string().contains("--barrier guesses when the runtime is quiet, --clock knows"), "{e}");
+}
+
 #[tokio::test]
 async fn models_are_listed() {
     let (_, server) = start("delegate.json", "roku", options()).await;
