@@ -52,8 +52,9 @@ pub enum CaseResult {
 /// has no profile folders, so nothing is read from disk). A loader that refuses profiles the
 /// oracles read as written is a finding; any other refusal is an authoring error of the case.
 fn case_profiles(sut: &dyn SystemUnderTest, scenario: &Scenario) -> Result<Vec<Profile>, CaseResult> {
-    match crate::load::built(scenario.clone(), sut) {
-        Ok(loaded) => Ok(loaded.into_parts().1),
+    // `built`'s checks on the borrowed case: no copy of the scenario to check and drop.
+    match crate::load::built_profiles(scenario, sut) {
+        Ok(profiles) => Ok(profiles),
         Err(e) => {
             // Only a refusal by the profile reader itself can be the loader's fault.
             let by_reader = crate::load::resolve_profiles(scenario, Path::new(".")).err();

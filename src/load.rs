@@ -72,7 +72,7 @@ pub fn file(path: &Path, sut: &dyn SystemUnderTest) -> Result<Loaded, ScenarioEr
     let text = read(path, "scenario file")?;
     let scenario = scenario::parse(path, &text)?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let (scenario, profiles) = checked(scenario, Some(sut), dir, path, Some(&text))?;
+    let profiles = checked(&scenario, Some(sut), dir, path, Some(&text))?;
     Ok(Loaded { scenario, profiles, file: Some(path.to_path_buf()) })
 }
 
@@ -84,39 +84,45 @@ pub fn outside(path: &Path) -> Result<Loaded, ScenarioError> {
     let text = read(path, "scenario file")?;
     let scenario = scenario::parse(path, &text)?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let (scenario, profiles) = checked(scenario, None, dir, path, Some(&text))?;
+    let profiles = checked(&scenario, None, dir, path, Some(&text))?;
     Ok(Loaded { scenario, profiles, file: Some(path.to_path_buf()) })
 }
 
 /// Checks a scenario built in code exactly as a file is checked, for `sut`; profile folders
 /// are relative to the current folder.
 pub fn built(scenario: Scenario, sut: &dyn SystemUnderTest) -> Result<Loaded, ScenarioError> {
-    let at = Path::new("(scenario built in code)");
-    scenario::validate(&scenario).map_err(|problem| problem.at(at, None))?;
-    let (scenario, profiles) = checked(scenario, Some(sut), Path::new("."), at, None)?;
+    let profiles = built_profiles(&scenario, sut)?;
     Ok(Loaded { scenario, profiles, file: None })
+}
+
+/// [`built`]'s checks of a borrowed scenario, for a caller that keeps it (the fuzzer, once per
+/// case): the resolved profiles, or the same error.
+pub(crate) fn built_profiles(scenario: &Scenario, sut: &dyn SystemUnderTest) -> Result<Vec<Profile>, ScenarioError> {
+    let at = Path::new("(scenario built in code)");
+    scenario::validate(scenario).map_err(|problem| problem.at(at, None))?;
+    checked(scenario, Some(sut), Path::new("."), at, None)
 }
 
 /// The checks after validation, shared by every door; `path` and `text` place the errors. With
 /// no `sut` (a runtime outside this process), the capability check is the runtime's.
 fn checked(
-    scenario: Scenario,
+    scenario: &Scenario,
     sut: Option<&dyn SystemUnderTest>,
     dir: &Path,
     path: &Path,
     text: Option<&str>,
-) -> Result<(Scenario, Vec<Profile>), ScenarioError> {
-    check_profile_files(&scenario).map_err(|problem| problem.at(path, text))?;
+) -> Result<Vec<Profile>, ScenarioError> {
+    check_profile_files(scenario).map_err(|problem| problem.at(path, text))?;
     if let Some(sut) = sut {
-        let missing = unsupported(sut, &scenario);
+        let missing = unsupported(sut, scenario);
         if !missing.is_empty() {
             return Err(ScenarioError::Unsupported { path: path.to_path_buf(), core: sut.name().to_string(), missing });
         }
     }
-    let profiles = resolve_profiles(&scenario, dir)?;
-    scenario::check_profile_names(&scenario, profiles.iter().map(|p| p.name.as_str()))
+    let profiles = resolve_profiles(scenario, dir)?;
+    scenario::check_profile_names(scenario, profiles.iter().map(|p| p.name.as_str()))
         .map_err(|problem| problem.at(path, text))?;
-    Ok((scenario, profiles))
+    Ok(profiles)
 }
 
 /// What of `scenario`'s needs `sut` does not implement (empty when it runs it).

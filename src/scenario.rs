@@ -1561,11 +1561,13 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             .hint(r#"add one: "turns": [{"user": "…"}]"#));
     }
     check_cited_ids(&s.description)?;
-    let text = |place: String, text: &Text| check_text(text, s.limits.max_text_chars, place);
-    let ms = |place: String, ms: u64| {
+    // Places are spelled only for a problem: a `String` for each reply and call of every
+    // file would cost more than the checks (the fuzzer validates every case it draws).
+    let text = |place: &dyn fmt::Display, text: &Text| check_text(text, s.limits.max_text_chars, place);
+    let ms = |place: &dyn fmt::Display, ms: u64| {
         if ms > MAX_VIRTUAL_MS {
             return Err(Problem::new(
-                place,
+                place.to_string(),
                 format!(
                     "{ms} ms is longer than the longest virtual time a scenario may name ({MAX_VIRTUAL_MS} ms, ten years)"
                 ),
@@ -1575,18 +1577,18 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
     };
     for (i, turn) in s.turns.iter().enumerate() {
         if let Some(at) = turn.at_ms {
-            ms(format!("turns[{i}].at_ms"), at)?;
+            ms(&format_args!("turns[{i}].at_ms"), at)?;
         }
         let e = &turn.expect;
         check_order_dependent(&e.order_dependent, &format!("turns[{i}].expect"))?;
         for (field, value) in [("message", &e.message), ("message_contains", &e.message_contains)] {
             if let Some(value) = value {
-                text(format!("turns[{i}].expect.{field}"), value)?;
+                text(&format_args!("turns[{i}].expect.{field}"), value)?;
             }
         }
     }
     for (i, steer) in s.steer.iter().enumerate() {
-        ms(format!("steer[{i}].at_ms"), steer.at_ms)?;
+        ms(&format_args!("steer[{i}].at_ms"), steer.at_ms)?;
     }
     for (i, side) in s.session.side_requests.iter().enumerate() {
         if side.contains.is_empty() {
@@ -1596,7 +1598,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             )
             .hint(r#"name a text the runtime's own request holds, as "contains": "Write a title""#));
         }
-        ms(format!("session.side_requests[{i}].latency_ms"), side.latency_ms)?;
+        ms(&format_args!("session.side_requests[{i}].latency_ms"), side.latency_ms)?;
     }
     check_order_dependent(&s.expect.order_dependent, "expect")?;
     let mut declared = std::collections::BTreeSet::new();
@@ -1614,18 +1616,18 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
         if !declared.insert(tool.name.as_str()) {
             return Err(Problem::new(format!("tools[{i}].name"), format!("tool `{}` is declared twice", tool.name)));
         }
-        ms(format!("tools[{i}].latency_ms"), tool.latency_ms)?;
+        ms(&format_args!("tools[{i}].latency_ms"), tool.latency_ms)?;
         for (j, result) in tool.results.iter().enumerate() {
             if result.text.is_some() == result.error.is_some() {
                 return Err(Problem::new(format!("tools[{i}].results[{j}]"), "give exactly one of `text` and `error`"));
             }
             for (field, value) in [("text", &result.text), ("error", &result.error)] {
                 if let Some(value) = value {
-                    text(format!("tools[{i}].results[{j}].{field}"), value)?;
+                    text(&format_args!("tools[{i}].results[{j}].{field}"), value)?;
                 }
             }
             if let Some(latency) = result.latency_ms {
-                ms(format!("tools[{i}].results[{j}].latency_ms"), latency)?;
+                ms(&format_args!("tools[{i}].results[{j}].latency_ms"), latency)?;
             }
         }
     }
@@ -1669,11 +1671,12 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
         if let Some(check) = &lane.check_every {
             validate_check(check, s.limits.max_text_chars, &format!("lanes[{i}].check_every"))?;
         }
+        let lane_place = Indexed(&"", "lanes", i);
         for (j, reply) in lane.replies.iter().enumerate() {
-            let place = format!("lanes[{i}].replies[{j}]");
-            ms(format!("{place}.latency_ms"), reply.latency_ms)?;
+            let place = Indexed(&lane_place, ".replies", j);
+            ms(&format_args!("{place}.latency_ms"), reply.latency_ms)?;
             if let Some(value) = &reply.text {
-                text(format!("{place}.text"), value)?;
+                text(&format_args!("{place}.text"), value)?;
             }
             if let Some(check) = &reply.check {
                 validate_check(check, s.limits.max_text_chars, &format!("{place}.check"))?;
@@ -1694,7 +1697,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             let answers = reply.text.is_some() || !reply.calls.is_empty();
             if [answers, reply.error.is_some(), reply.hang].iter().filter(|b| **b).count() > 1 {
                 return Err(Problem::new(
-                    place,
+                    place.to_string(),
                     "a reply is text and/or calls, or an `error`, or a `hang`: not several",
                 ));
             }
@@ -1717,7 +1720,7 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
                 ));
             }
             for (k, call) in reply.calls.iter().enumerate() {
-                let at = format!("{place}.calls[{k}]");
+                let at = Indexed(&place, ".calls", k);
                 let builtin = builtin::parameters(&call.tool).is_some();
                 if !builtin && !declared.contains(call.tool.as_str()) && !call.undeclared {
                     let mut names: Vec<&str> = builtin::names().collect();
@@ -1733,19 +1736,30 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
                     )));
                 }
                 if !builtin && !declared.contains(call.tool.as_str()) {
-                    unknown_tool_answer(&rules.unknown_tool_message, &call.tool, s.limits.max_text_chars, &at)?;
+                    unknown_tool_answer(&rules.unknown_tool_message, &call.tool, s.limits.max_text_chars, at)?;
                 }
                 if !call.args.is_object() {
                     return Err(Problem::new(format!("{at}.args"), "arguments must be a JSON object"));
                 }
-                check_task_refs(&call.args, &format!("{at}.args"))?;
+                check_task_refs(&call.args, format_args!("{at}.args"))?;
                 if builtin && !call.bad_args {
-                    builtin::check_call(&call.tool, &call.args, &at)?;
+                    builtin::check_call(&call.tool, &call.args, at)?;
                 }
             }
         }
     }
     Ok(())
+}
+
+/// A place in the file one index below another (`lanes[0]`, then `lanes[0].replies[2]`),
+/// spelled only when a problem names it: [`validate`] passes one for every reply and call.
+#[derive(Clone, Copy)]
+struct Indexed<'a>(&'a dyn fmt::Display, &'static str, usize);
+
+impl fmt::Display for Indexed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}[{}]", self.0, self.1, self.2)
+    }
 }
 
 /// Checks the profile names a scenario uses (a lane's `profile`, a `subagent` call's `agent`)
@@ -1823,7 +1837,7 @@ fn check_alias(alias: &str) -> Result<(), Option<String>> {
 fn check_when(when: &When, max: usize, place: &str) -> Result<(), Problem> {
     for (field, texts) in [("contains", &when.contains), ("absent", &when.absent)] {
         for (i, value) in texts.iter().enumerate() {
-            check_text(value, max, format!("{place}.{field}[{i}]"))?;
+            check_text(value, max, &format_args!("{place}.{field}[{i}]"))?;
         }
     }
     for (field, refs) in [("result_of", &when.result_of), ("no_result_of", &when.no_result_of)] {
@@ -1858,19 +1872,19 @@ fn validate_check(check: &Check, max: usize, place: &str) -> Result<(), Problem>
     check_order_dependent(&check.order_dependent, place)?;
     for (field, texts) in [("contains", &check.contains), ("absent", &check.absent)] {
         for (i, value) in texts.iter().enumerate() {
-            check_text(value, max, format!("{place}.{field}[{i}]"))?;
+            check_text(value, max, &format_args!("{place}.{field}[{i}]"))?;
         }
     }
     for (field, value) in [("first_message", &check.first_message), ("last_message", &check.last_message)] {
         if let Some(value) = value {
-            check_text(value, max, format!("{place}.{field}"))?;
+            check_text(value, max, &format_args!("{place}.{field}"))?;
         }
     }
     if let Some(nth) = &check.nth_message {
         if nth.n == 0 {
             return Err(Problem::new(format!("{place}.nth_message.n"), "messages are counted from 1: the first is 1"));
         }
-        check_text(&nth.text, max, format!("{place}.nth_message.text"))?;
+        check_text(&nth.text, max, &format_args!("{place}.nth_message.text"))?;
     }
     if let Some(recorded) = &check.recorded {
         for (i, pattern) in recorded.volatile.iter().enumerate() {
@@ -2004,7 +2018,7 @@ fn validate_limits(s: &Scenario) -> Result<(), Problem> {
 /// The answer the core makes to a call of an unknown tool is the rules' `unknown_tool_message`
 /// with every `{name}` replaced by the tool's name: bounded here, at load, by the text limit,
 /// since the core expands it (issue 27: `{name}` repeated, with long names, took 2.9 GB).
-fn unknown_tool_answer(message: &str, tool: &str, max: usize, at: &str) -> Result<(), Problem> {
+fn unknown_tool_answer(message: &str, tool: &str, max: usize, at: impl fmt::Display) -> Result<(), Problem> {
     let names = message.matches("{name}").count();
     let chars =
         (message.chars().count() - names * "{name}".len()).saturating_add(names.saturating_mul(tool.chars().count()));
@@ -2061,11 +2075,11 @@ fn check_texts_total(s: &Scenario) -> Result<(), Problem> {
 }
 
 /// A text's length in characters, without building it, within `max` characters.
-fn check_text(text: &Text, max: usize, place: String) -> Result<(), Problem> {
+fn check_text(text: &Text, max: usize, place: &dyn fmt::Display) -> Result<(), Problem> {
     match text_chars(text) {
         Some(n) if n <= max => Ok(()),
         n => Err(Problem::new(
-            place,
+            place.to_string(),
             format!(
                 "this text stands for {} characters, more than limits.max_text_chars ({max}); raise the limit if you mean it",
                 n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string())
@@ -2134,7 +2148,7 @@ pub(crate) fn task_number(reference: &str) -> Option<usize> {
 
 /// Every string in call arguments that starts with `$task` (after any whitespace) must be a
 /// task reference, `$task1`, `$task2`, … (no sign, no leading zero, nothing after the number).
-fn check_task_refs(args: &serde_json::Value, place: &str) -> Result<(), Problem> {
+fn check_task_refs(args: &serde_json::Value, place: impl fmt::Display) -> Result<(), Problem> {
     use serde_json::Value;
     match args {
         Value::String(s) if let Some((_, reference, _)) = task_reference(s) => {
@@ -2151,9 +2165,9 @@ fn check_task_refs(args: &serde_json::Value, place: &str) -> Result<(), Problem>
             }
         }
         Value::Array(items) => {
-            items.iter().enumerate().try_for_each(|(i, v)| check_task_refs(v, &format!("{place}[{i}]")))
+            items.iter().enumerate().try_for_each(|(i, v)| check_task_refs(v, format_args!("{place}[{i}]")))
         }
-        Value::Object(map) => map.iter().try_for_each(|(k, v)| check_task_refs(v, &format!("{place}.{k}"))),
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| check_task_refs(v, format_args!("{place}.{k}"))),
         _ => Ok(()),
     }
 }

@@ -90,7 +90,7 @@ fn required(schema: &Value) -> Vec<&str> {
 
 /// Checks one scripted call of the built-in tool `tool` (its arguments already known to be an
 /// object) at `place` (the call's JSON path).
-pub fn check_call(tool: &str, args: &Value, place: &str) -> Result<(), Problem> {
+pub fn check_call(tool: &str, args: &Value, place: impl std::fmt::Display) -> Result<(), Problem> {
     let Some(schema) = parameters(tool) else { return Ok(()) };
     let Some(args) = args.as_object() else { return Ok(()) };
     let no_properties = serde_json::Map::new();
