@@ -66,6 +66,19 @@ impl Reached {
     pub fn indices(&self) -> impl Iterator<Item = usize> + '_ {
         self.bits.iter().enumerate().filter(|(_, hit)| **hit).map(|(i, _)| i)
     }
+
+    /// What a run judged from the model's side alone exercised: the clauses of the oracles
+    /// that judge the core's events (`oracle.*` but `oracle.model-side.*`) are dropped, as
+    /// those oracles did not judge it (a wire run has no events, and their detectors would
+    /// fire on the emptiness).
+    pub fn model_side(mut self) -> Reached {
+        for (bit, clause) in self.bits.iter_mut().zip(clauses()) {
+            if clause.id.starts_with("oracle.") && !clause.id.starts_with("oracle.model-side.") {
+                *bit = false;
+            }
+        }
+        self
+    }
 }
 
 /// The clauses a run exercised, by the detectors over its evidence.

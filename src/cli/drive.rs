@@ -9,14 +9,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::report::{Reporter, Style};
-use super::run::collect;
+use super::coverage::Gate;
+use super::report::{CoverageEnd, Reporter, Style};
+use super::run::{collect, golden_names_apart, snapshot_failure};
 use super::style::Terminal;
 use super::{ColorChoice, Exit, Format};
+use crate::coverage::{self, Tally};
 use crate::drive::{DriveError, DriveOptions, Driven, Exited};
+use crate::golden::{self, Store};
 use crate::jobs;
 use crate::runtime::RuntimeDescription;
-use crate::scenario::ScenarioError;
+use crate::scenario::{Scenario, ScenarioError};
 use crate::trace::printable;
 
 /// The options of `rehearsal drive`.
@@ -77,6 +80,22 @@ pub(super) struct DriveArgs {
     /// When to colour the text report.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+    /// Print the rule coverage of the passing scenarios, measured from what the model side
+    /// shows (a wire run has no core events: clauses judged on events stay unhit).
+    #[arg(long)]
+    coverage: bool,
+    /// Fail (exit 1) unless the passing scenarios exercised at least PERCENT of the
+    /// measurable clauses. Implies --coverage.
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    coverage_min: Option<u8>,
+    /// Compare each scenario's exchanges with its golden file in DIR, as `run --snapshots`
+    /// does. Needs --clock or --barrier, the two ways a wire run answers in the same order
+    /// every time; without --clock the golden leaves wall times out.
+    #[arg(long, value_name = "DIR")]
+    snapshots: Option<PathBuf>,
+    /// With --snapshots: write every trace as its golden file instead of failing.
+    #[arg(long, requires = "snapshots")]
+    accept: bool,
     /// The runtime's command and its arguments, after `--`. `{message}` is the turn's user
     /// message, `{turn}` its number (from 1), `{session}` the scenario's session id,
     /// `{home}` and `{workdir}` the temp folders.
@@ -103,7 +122,7 @@ Exit codes:
   4    the system under test could not be run: the command was not found or failed to start";
 
 enum Checked {
-    Ran(Box<Driven>),
+    Ran(Box<(Scenario, Driven)>),
     Skipped(String, Vec<String>),
     Bad(ScenarioError),
     NotRun(String),
@@ -111,8 +130,18 @@ enum Checked {
 }
 
 pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
-    let style = Style::plain(args.format, args.quiet, args.color, terminal);
+    let mut style = Style::plain(args.format, args.quiet, args.color, terminal);
+    style.coverage_all = args.coverage_min.is_some();
     let mut reporter = Reporter::new(style);
+    let with_coverage = args.coverage || args.coverage_min.is_some();
+    let gate = Gate::new(args.coverage_min, None).expect("a gate without a file reads nothing");
+    if args.snapshots.is_some() && !args.clock && args.barrier.is_none() {
+        reporter.error(
+            err,
+            "--snapshots needs --clock or --barrier: without either, a runtime's agents are answered in whatever order their requests come, and a golden file would flap",
+        );
+        return Exit::BadInput;
+    }
     let chosen = match &args.runtime_file {
         Some(file) => file.to_string_lossy().into_owned(),
         None => args.runtime.clone(),
@@ -175,7 +204,13 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
     };
     let jobs = args.jobs.map_or_else(jobs::default_jobs, usize::from);
     let mut not_run = 0;
-    let files = found.files;
+    let inputs: Vec<PathBuf> = found.files.iter().map(|(file, _)| file.clone()).collect();
+    let store = args.snapshots.as_ref().map(|dir| Store::new(dir).protecting(inputs));
+    let (files, shared) = if store.is_some() { golden_names_apart(found.files) } else { (found.files, Vec::new()) };
+    for problem in &shared {
+        reporter.bad_input(out, err, problem.path(), problem);
+    }
+    let mut tally = Tally::default();
     jobs::ordered(
         &files,
         jobs,
@@ -220,7 +255,8 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                     Err(DriveError::Setup(why)) => return Checked::Setup(why),
                 }
             }
-            Checked::Ran(Box::new(first.expect("at least the default order runs")))
+            let driven = first.expect("at least the default order runs");
+            Checked::Ran(Box::new((scenario, driven)))
         },
         |i, checked| {
             let (file, _) = &files[i];
@@ -247,7 +283,27 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                     not_run += 1;
                     reporter.error(err, &format!("{shown}: {why}"));
                 }
-                Checked::Ran(driven) => {
+                Checked::Ran(ran) => {
+                    let (scenario, mut driven) = *ran;
+                    if let Some(store) = &store {
+                        let (file, root) = &files[i];
+                        let name = golden::name(file, root);
+                        let body = golden_body(&scenario, &driven, args.clock);
+                        match store.compare(&name, file, &scenario.description, &body, args.accept) {
+                            Ok(compared) => driven.verdict.failures.extend(snapshot_failure(&compared, &name)),
+                            Err(e) => {
+                                let problem = ScenarioError::Io {
+                                    path: file.clone(),
+                                    message: format!("golden file {name}: {e}"),
+                                };
+                                return reporter.bad_input(out, err, file, &problem);
+                            }
+                        }
+                    }
+                    if with_coverage && driven.verdict.passed() {
+                        let reached = coverage::reached(&driven.verdict.run.evidence()).model_side();
+                        tally.add(&reached, &file.to_string_lossy());
+                    }
                     for note in &driven.notes {
                         reporter.note(err, &format!("{}: {}", printable(&driven.verdict.name), printable(note)));
                     }
@@ -274,13 +330,7 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                             let _ = writeln!(out, "    clock {}", printable(line));
                         }
                         for (t, run) in driven.turns.iter().enumerate() {
-                            let how = match &run.exited {
-                                Exited::Code(c) => format!("exited {c}"),
-                                Exited::Signal(s) => format!("died of signal {s}"),
-                                Exited::TimedOut => "killed at the turn limit".to_string(),
-                                Exited::Interrupted => "interrupted".to_string(),
-                                Exited::ClockEnded => "killed after the clock ended".to_string(),
-                            };
+                            let how = exited(&run.exited);
                             let _ = writeln!(out, "    turn {}: {how}", t + 1);
                             for line in run.stdout.lines() {
                                 let _ = writeln!(out, "    | {}", printable(line));
@@ -294,12 +344,43 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
             }
         },
     );
-    let exit = reporter.finish(out, err, None);
+    let end = with_coverage.then(|| CoverageEnd { tally: &tally, gate: &gate, unmet: gate.unmet(&tally) });
+    let exit = reporter.finish(out, err, end);
     if interrupt.load(Ordering::SeqCst) {
         return Exit::Interrupted;
     }
     match exit {
         Exit::Passed | Exit::Failed if not_run > 0 => Exit::NotRun,
         exit => exit,
+    }
+}
+
+/// A driven scenario's golden file: each turn's exit, then the exchanges as `--trace` prints
+/// them. Off the clock the wall times are left out (they differ in every run); under the clock
+/// they are virtual and kept.
+fn golden_body(scenario: &Scenario, driven: &Driven, clocked: bool) -> String {
+    use std::fmt::Write as _;
+    let mut body = String::new();
+    let _ = writeln!(body, "scenario: {}", scenario.name);
+    for (t, run) in driven.turns.iter().enumerate() {
+        let _ = writeln!(body, "turn {}: {}", t + 1, exited(&run.exited));
+    }
+    let _ = writeln!(body, "---");
+    let wall = regex::Regex::new(r"(^\d+ ms wall  | at \d+ ms wall)").expect("a valid pattern");
+    for line in crate::wire::trace_lines(&driven.wire) {
+        let line = if clocked { line } else { wall.replace_all(&line, "").into_owned() };
+        let _ = writeln!(body, "{}", printable(&line));
+    }
+    body
+}
+
+/// How a turn's command ended, as the trace and the golden file say it.
+fn exited(how: &Exited) -> String {
+    match how {
+        Exited::Code(c) => format!("exited {c}"),
+        Exited::Signal(s) => format!("died of signal {s}"),
+        Exited::TimedOut => "killed at the turn limit".to_string(),
+        Exited::Interrupted => "interrupted".to_string(),
+        Exited::ClockEnded => "killed after the clock ended".to_string(),
     }
 }

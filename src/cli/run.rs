@@ -246,7 +246,10 @@ pub(super) fn run(
             }
             let verdict = runner.check_loaded(&loaded);
             let scenario = loaded.into_parts().0;
-            let reached = with_coverage.then(|| coverage::reached(&verdict.run.evidence()));
+            let reached = with_coverage.then(|| {
+                let reached = coverage::reached(&verdict.run.evidence());
+                if args.judge == super::JudgeArg::ModelSide { reached.model_side() } else { reached }
+            });
             Checked::Ran(Box::new((scenario, verdict, reached)))
         },
         |i, checked| {
@@ -308,7 +311,7 @@ pub(super) fn run(
 /// only in letter case count as shared too, since they are one file on a case-insensitive
 /// file system. Refused rather than renamed: a golden's name stays a function of its file and
 /// folder alone, whatever else runs beside it.
-fn golden_names_apart(files: Vec<(PathBuf, PathBuf)>) -> (Vec<(PathBuf, PathBuf)>, Vec<ScenarioError>) {
+pub(super) fn golden_names_apart(files: Vec<(PathBuf, PathBuf)>) -> (Vec<(PathBuf, PathBuf)>, Vec<ScenarioError>) {
     let names: Vec<String> = files.iter().map(|(file, root)| golden::name(file, root)).collect();
     let mut holders: std::collections::BTreeMap<String, Vec<usize>> = std::collections::BTreeMap::new();
     for (i, name) in names.iter().enumerate() {
@@ -430,7 +433,7 @@ fn leftmost_end(piece: &[char], text: &[char]) -> Option<usize> {
 }
 
 /// The failure a golden-file comparison adds to a verdict, if any.
-fn snapshot_failure(compared: &Compared, name: &str) -> Option<Failure> {
+pub(super) fn snapshot_failure(compared: &Compared, name: &str) -> Option<Failure> {
     match compared {
         Compared::Same | Compared::Accepted { .. } => None,
         Compared::Missing { pending } => Some(Failure::new(

@@ -155,3 +155,54 @@ fn a_folder_gives_the_same_report_for_any_number_of_jobs() {
     assert_eq!(json("1"), json("3"));
     assert!(one.stdout.contains("2 passed, 1 failed"), "{}", one.both());
 }
+
+#[test]
+fn golden_files_of_driven_runs_leave_wall_times_out_and_catch_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = dir.path().join("snaps");
+    let snaps = snaps.to_str().unwrap();
+    let good = [RUNTIME, "ask", "turn {turn}: {message}"];
+    let accepted = drive(&["tests/drive/two-turns.json", "--barrier", "50ms", "--snapshots", snaps, "--accept"], &good);
+    assert_eq!(accepted.code, Some(0), "{}", accepted.both());
+    let golden = std::fs::read_to_string(dir.path().join("snaps/two-turns.snap")).unwrap();
+    assert!(
+        golden
+            .contains("\n---\nscenario: drive-two-turns\nturn 1: exited 0\nturn 2: exited 0\n---\nexchange 0  main #1"),
+        "{golden}"
+    );
+    assert!(!golden.contains("ms wall"), "wall times differ in every run: {golden}");
+    assert!(golden.contains("barrier 2  released main (exchange 1)  held 1: main"), "{golden}");
+    let again = drive(&["tests/drive/two-turns.json", "--barrier", "50ms", "--snapshots", snaps], &good);
+    assert_eq!(again.code, Some(0), "the same run matches its golden file: {}", again.both());
+    let dead = drive(&["tests/drive/two-turns.json", "--barrier", "50ms", "--snapshots", snaps], &[RUNTIME, "die"]);
+    assert_eq!(dead.code, Some(1), "{}", dead.both());
+    assert!(dead.stdout.contains("snapshot two-turns: the trace differs from its golden file"), "{}", dead.both());
+}
+
+#[test]
+fn golden_files_without_the_clock_or_a_barrier_are_refused() {
+    let out = drive(
+        &["tests/drive/two-turns.json", "--snapshots", "/nonexistent-snaps"],
+        &[RUNTIME, "ask", "turn {turn}: {message}"],
+    );
+    assert_eq!(out.code, Some(2), "{}", out.both());
+    assert!(out.stderr.contains("--snapshots needs --clock or --barrier"), "{}", out.both());
+}
+
+#[test]
+fn coverage_of_driven_runs_counts_what_the_model_side_shows() {
+    let out = drive(&["tests/drive/two-turns.json", "--coverage"], &[RUNTIME, "ask", "turn {turn}: {message}"]);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stdout.contains("oracle.model-side.attribution "), "{}", out.both());
+    // The oracles of the core's events did not judge a wire run: their clauses do not count.
+    let event_oracles: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("oracle.") && !l.trim_start().starts_with("oracle.model-side."))
+        .collect();
+    assert!(event_oracles.is_empty(), "{event_oracles:#?}");
+    let gated =
+        drive(&["tests/drive/two-turns.json", "--coverage-min", "100"], &[RUNTIME, "ask", "turn {turn}: {message}"]);
+    assert_eq!(gated.code, Some(1), "{}", gated.both());
+    assert!(gated.stderr.contains("--coverage-min 100 needs 100%"), "{}", gated.both());
+}
