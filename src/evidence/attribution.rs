@@ -177,6 +177,10 @@ pub struct ModelSide {
     /// final reply and the moment its runtime has taken it in is the runtime's, unseen. Oracles
     /// that order a reply before a request by their times alone do not judge such a record.
     pub wall_times: bool,
+    /// The exchanges that a send continuing its finished task began, in order: each starts a
+    /// new run of its agent, even where it reads as going on from the agent's last request
+    /// (the session's record held that request, then another task's prompt, then the message).
+    pub restarts: Vec<usize>,
 }
 
 impl ModelSide {
@@ -520,7 +524,7 @@ impl Attributor {
     /// request and final reply that ended a run, or nothing); or, for a run the model never saw
     /// end, its last request and reply, then their results and any notice (a run that ran out
     /// of steps after a reply with calls is recorded so: fuzz seed 3, case 679; seed 4, case
-    /// 5615); or the prompt alone of a task that never asked (granted no step: seed 2, case
+    /// 5615); or the prompts alone of tasks that never asked (granted no step: seed 2, case
     /// 1139).
     fn record_starts(&self, name: &str, messages: &Transcript) -> Vec<usize> {
         let mut starts = Vec::new();
@@ -543,17 +547,19 @@ impl Attributor {
                 starts.push(len + after);
             }
         }
-        let never_asked = messages.first().is_some_and(|first| {
-            first.role == Role::User
+        // Tasks that never asked leave their prompts alone, one after another when several ran
+        // on the session so (fuzz seed 11, case 16814: two tasks granted no step, then a send
+        // continuing the first).
+        let never_asked = |m: &Message| {
+            m.role == Role::User
                 && self.record.calls.iter().any(|d| {
                     d.session == SessionKind::Named(name.to_string())
                         && d.outcome == CallOutcome::Made
-                        && d.prompt == first.content
+                        && d.prompt == m.content
                 })
-        });
-        if never_asked {
-            starts.push(1);
-        }
+        };
+        let prompts = messages.iter().take_while(|m| never_asked(m)).count();
+        starts.extend(1..=prompts);
         starts.sort_unstable();
         starts.dedup();
         starts
@@ -626,6 +632,7 @@ impl Attributor {
         if let Some(i) = self.restarted(&messages) {
             let extends = extension(&self.record.exchanges[self.agents[i].last], &messages).is_some();
             best = Some((i, 0, extends));
+            self.record.restarts.push(number);
         }
         let Some((i, _, extends)) = best else {
             return Attribution::Unattributed(format!(
@@ -799,13 +806,17 @@ impl Attributor {
                     // an agent's is that agent's.
                     // A message sent to this task that continued it (a new run) is not one
                     // handed to it while queued: the request is that run's (fuzz seed 7, case
-                    // 3114: a task granted no step, then continued).
+                    // 3114: a task granted no step, then continued). Nor is a message sent to
+                    // another task of the session: that task's continuation reads this task's
+                    // prompt in the session's record, then its own message (fuzz seed 11, case
+                    // 16814: a task granted no step, then a send continuing the task before it).
                     let task = c.task_id.as_deref();
                     let sent = |m: &Message| {
                         m.role == Role::User
-                            && self.sends.iter().any(|s| {
-                                m.content.trim() == s.message && !(s.continues && Some(s.task.as_str()) == task)
-                            })
+                            && self
+                                .sends
+                                .iter()
+                                .any(|s| m.content.trim() == s.message && Some(s.task.as_str()) == task && !s.continues)
                     };
                     self.record_starts(name, messages).into_iter().any(|start| {
                         prompt_at(start) && !(start == 0 && goes_on) && messages.iter().skip(start + 1).all(sent)

@@ -310,7 +310,9 @@ fn starts_task(dialect: &Dialect, c: &SpawnCall, text: &str) -> bool {
 
 /// A child's runs: its exchanges split after each reply that ends its loop, and before each
 /// request that a send continuing its finished task began (a run the runtime ended without a
-/// final reply, as when its grant ran out, shows no reply that ends it).
+/// final reply, as when its grant ran out, shows no reply that ends it): one whose result
+/// says so, or one the attribution put down to a send's continuation (fuzz seed 11, case
+/// 16814).
 fn runs(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> Vec<Vec<(usize, usize)>> {
     let continued = continuations(agents.side, alias, dialect);
     let mut runs = vec![Vec::new()];
@@ -324,6 +326,7 @@ fn runs(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> Vec<Vec<(usize, 
         // (fuzz seed 9, case 8734: the parent never asked again after the sends).
         let unanswered = previous.is_some_and(|p| agents.ex(p).reply.is_none() && agents.ex(p).messages != e.messages);
         let begins = unanswered
+            || agents.side.restarts.contains(&i)
             || previous.is_some()
                 && (from..e.messages.len())
                     .filter_map(|k| e.messages.get(k))
@@ -1156,14 +1159,26 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     // cut by its time limit or cancelled, or out of steps after a reply with calls, ends some
     // time after, so is judged by neither check (fuzz case 18425: a wait listed a failed child's
     // result before a timed-out one's, judged by the timed-out child's last request).
-    let done_nth = |task: &str, before: Duration, j: usize, k: usize| -> Option<Duration> {
+    // Only runs that began before request `request`: a run its reply started (by a send) ended
+    // after it, even in the same instant (fuzz seed 11, case 16814).
+    let done_nth = |task: &str, request: usize, before: Duration, j: usize, k: usize| -> Option<Duration> {
         let c = side.calls.iter().find(|c| c.task_id.as_deref() == Some(task))?;
-        let all: Vec<(Duration, bool)> =
-            runs.iter().filter(|(d, ..)| std::ptr::eq(*d, c)).map(|(_, _, _, end, replied)| (*end, *replied)).collect();
-        let ended: Vec<(Duration, bool)> = all.iter().copied().filter(|(end, _)| *end <= before).collect();
+        let all: Vec<(usize, Duration, bool)> = runs
+            .iter()
+            .filter(|(d, ..)| std::ptr::eq(*d, c))
+            .map(|(_, first, _, end, replied)| (*first, *end, *replied))
+            .collect();
+        let ended: Vec<(Duration, bool)> = all
+            .iter()
+            .filter(|(first, end, _)| *first < request && *end <= before)
+            .map(|(_, end, replied)| (*end, *replied))
+            .collect();
+        // Fewer ended runs than the answer lists: the first run, if it began before the
+        // request (a run that never asked, granted no step, shows no end at all).
+        let first = all.first().filter(|(first, ..)| *first < request).map(|(_, end, replied)| (*end, *replied));
         let (end, replied) = match ended.len().checked_sub(k) {
             Some(skip) => ended.get(skip + j).copied(),
-            None => all.first().copied(),
+            None => first,
         }?;
         replied.then_some(end)
     };
@@ -1263,7 +1278,7 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                         let k = order.iter().filter(|x| *x == t).count();
                         let j = order[..i].iter().filter(|x| *x == t).count();
                         Some((
-                            done_nth(t, e.arrived, j, k)?,
+                            done_nth(t, i, e.arrived, j, k)?,
                             side.calls.iter().position(|c| c.task_id.as_deref() == Some(t))?,
                         ))
                     })
