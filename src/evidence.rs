@@ -36,8 +36,9 @@ pub struct Exchange {
 
 /// A reply the harness scheduled: the agent that asked, when it asked, and the virtual instant
 /// the reply is due (the request's instant plus its scripted latency), whether or not the core
-/// was still listening then. `ends_loop`: the reply is a non-blank text with no calls, no
-/// error, no hang and no dropped stream, so the agent's loop ends on receiving it.
+/// was still listening then. `ends_loop`: the reply is a non-blank text with no calls, or a
+/// lone `final_answer` or `fail` call, with no error, no hang and no dropped stream, so the
+/// agent's loop ends on receiving it.
 ///
 /// The harness knows this before the core does; the oracles read it to tell a child that
 /// ended in the instant its limit ran out from one the timer beat (`oracle.timeouts.finish-at-limit-wins`).

@@ -973,11 +973,14 @@ impl ScriptedLlm {
             }
         };
         let asked = self.recorder.elapsed();
-        let ends_loop = reply.calls.is_empty()
-            && !reply.hang
-            && reply.error.is_none()
-            && reply.drop_after_chunks.is_none()
-            && reply.text.as_ref().is_some_and(|t| !t.is_blank());
+        // A text with no calls ends a loop, and so does a lone `final_answer` or `fail` (the
+        // terminal calls every loop is offered).
+        let terminal = match &reply.calls[..] {
+            [] => reply.text.as_ref().is_some_and(|t| !t.is_blank()),
+            [call] => !call.undeclared && matches!(call.tool.as_str(), "final_answer" | "fail"),
+            _ => false,
+        };
+        let ends_loop = terminal && !reply.hang && reply.error.is_none() && reply.drop_after_chunks.is_none();
         let due = asked + Duration::from_millis(reply.latency_ms);
         self.log.schedule(Due { agent: who.alias.clone(), asked, due, ends_loop });
         self.clock.sleep(Duration::from_millis(reply.latency_ms), || format!("llm {} #{call}", who.alias)).await;
