@@ -70,7 +70,7 @@
 //!   timeline's SVG and HTML).
 //! - [`timeline`](internals::timeline): a picture of a finished run's trace on the virtual time
 //!   axis (SVG, or an HTML page beside the text trace), for `rehearsal run FILE --timeline
-//!   out.svg`.
+//!   out.svg`; and of a wire run from the model's side, for `rehearsal drive FILE --timeline`.
 //! - [`run`](internals::run): one paused run of a scenario on a core, into a [`Run`]: the session
 //!   context is built once, the facts as written kept apart from what the core is given.
 //! - [`judge`](internals::judge): a finished run against the scenario's expectations, its unused

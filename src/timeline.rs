@@ -16,8 +16,14 @@
 //! their `class` (`queued`, `running`, `fg`, `llm`, `tool err`, ...) and when in `data-t0` and
 //! `data-t1` (virtual microseconds), so a test or a script can read the picture back.
 //!
+//! A run over the wire has no core events: `model_side` turns what the model saw (each
+//! attributed exchange a model call, each spawn call whose child asked a spawn arrow) into a
+//! trace of the same events, and the picture draws that without budgets or lives, which the
+//! model does not see.
+//!
 //! It deliberately does not judge, re-derive or run anything (the runner and the oracles do),
-//! and reads nothing but the [`Trace`] and the core's [`Event`] enum. The output is a pure
+//! and reads nothing but the [`Trace`], the core's [`Event`] enum and, for a wire run, the
+//! model side's record. The output is a pure
 //! function of the trace: rows, spans and labels come in trace order, nothing iterates a hash
 //! map, every coordinate is rounded to one decimal and printed with a fixed format, so the same
 //! trace gives byte-identical output. It loads no fonts, scripts or images (text uses the
@@ -31,21 +37,33 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::evidence::attribution::ModelSide;
 use crate::sut::AgentId;
 use crate::sut::event::{Event, Family, OutcomeKind, Status, TaskStatus, Via};
 use crate::trace::{Trace, What};
 
+mod model_side;
+
 /// The run as a standalone SVG document, titled `title` (the scenario's name).
 pub fn svg(title: &str, trace: &Trace) -> String {
+    svg_of(&Model::build(trace, trace.lines(), Evidence::Core), title)
+}
+
+fn svg_of(m: &Model, title: &str) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    out.push_str(&render(&Model::build(trace), title, false));
+    out.push_str(&render(m, title, false));
     out
 }
 
 /// A self-contained HTML page: the picture on the left, the text trace on the right. Clicking
 /// an element of the picture highlights its line in the trace.
 pub fn html(title: &str, trace: &Trace) -> String {
-    let picture = render(&Model::build(trace), title, true);
+    let lines = trace.lines();
+    html_of(&Model::build(trace, lines.clone(), Evidence::Core), &lines, title)
+}
+
+fn html_of(m: &Model, lines: &[String], title: &str) -> String {
+    let picture = render(m, title, true);
     let mut out = String::new();
     let _ = write!(
         out,
@@ -64,7 +82,7 @@ pub fn html(title: &str, trace: &Trace) -> String {
     );
     out.push_str(&picture);
     out.push_str("</div>\n<pre class=\"trace\">");
-    for (i, line) in trace.lines().iter().enumerate() {
+    for (i, line) in lines.iter().enumerate() {
         let _ = write!(out, "<span id=\"L{i}\">{}</span>", esc(line));
     }
     out.push_str("</pre>\n</div>\n</body>\n</html>\n");
@@ -82,6 +100,27 @@ pub fn wants_html(path: &Path) -> bool {
 pub fn write(path: &Path, title: &str, trace: &Trace) -> std::io::Result<()> {
     let text = if wants_html(path) { html(title, trace) } else { svg(title, trace) };
     std::fs::write(path, text)
+}
+
+/// Writes the picture of a run seen from the model's side alone (a runtime over the wire):
+/// a row per attributed agent with its model calls, and spawn arrows from the reply that
+/// made a child to the child's row. The runtime's own events (tools, budgets, ends) are
+/// unseen, so none is drawn. Unattributed and side requests have no row.
+pub fn write_model_side(path: &Path, title: &str, side: &ModelSide) -> std::io::Result<()> {
+    let (trace, lines) = model_side::trace(side);
+    let m = Model::build(&trace, lines.clone(), Evidence::ModelSide { wall: side.wall_times });
+    let text = if wants_html(path) { html_of(&m, &lines, title) } else { svg_of(&m, title) };
+    std::fs::write(path, text)
+}
+
+/// What the trace drawn stands for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Evidence {
+    /// A core's own events: lives, budgets, tools.
+    Core,
+    /// Model calls and spawn calls, as the model saw them: no budgets and no lives; `wall`:
+    /// stamped in wall time (a runtime on its own clock), not virtual time.
+    ModelSide { wall: bool },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -289,6 +328,8 @@ struct Model {
     budgets: Vec<Vec<BudgetPoint>>,
     end: Duration,
     events: usize,
+    /// What the trace stands for (the header says it).
+    evidence: Evidence,
 }
 
 /// A span still open while the trace is read.
@@ -339,6 +380,7 @@ fn order_rows(trace: &Trace) -> Vec<Row> {
 /// Reads the trace into the model.
 struct Builder<'a> {
     lines: Vec<String>,
+    evidence: Evidence,
     trace: &'a Trace,
     row_of: BTreeMap<AgentId, usize>,
     m: Model,
@@ -353,13 +395,15 @@ struct Builder<'a> {
 }
 
 impl Model {
-    fn build(trace: &Trace) -> Model {
+    /// The model of `trace`, whose entries `lines` render one each (hover titles).
+    fn build(trace: &Trace, lines: Vec<String>, evidence: Evidence) -> Model {
         let rows = order_rows(trace);
         let row_of = rows.iter().enumerate().map(|(i, r)| (r.agent.clone(), i)).collect();
         let end = trace.entries.iter().map(|e| e.at).max().unwrap_or_default();
         let budgets = rows.iter().map(|_| Vec::new()).collect();
         let mut b = Builder {
-            lines: trace.lines(),
+            lines,
+            evidence,
             trace,
             row_of,
             m: Model {
@@ -371,6 +415,7 @@ impl Model {
                 budgets,
                 end,
                 events: trace.entries.len(),
+                evidence,
             },
             llm: BTreeMap::new(),
             tools: BTreeMap::new(),
@@ -397,6 +442,9 @@ impl Builder<'_> {
     }
 
     fn budget(&mut self, row: usize, t: Duration, value: u32, starts_run: bool) {
+        if matches!(self.evidence, Evidence::ModelSide { .. }) {
+            return; // the model does not see a budget
+        }
         self.m.budgets[row].push(BudgetPoint { t, value, starts_run });
     }
 
@@ -579,7 +627,7 @@ impl Builder<'_> {
                     entry: i,
                 });
                 self.m.rows[c].goal.get_or_insert_with(|| task.clone());
-                if *family == Family::Foreground {
+                if *family == Family::Foreground && matches!(self.evidence, Evidence::Core) {
                     self.open_life(c, SpanKind::Foreground, t, i, "");
                 }
                 self.budget(row, t, *budget_after, false);
@@ -908,8 +956,13 @@ fn render(m: &Model, name: &str, links: bool) -> String {
 fn draw_header(out: &mut Out, m: &Model, name: &str) {
     out.line(&format!("<text class=\"title\" x=\"{}\" y=\"24\">{}</text>", coord(MARGIN), esc(name)));
     let agents = m.rows.len();
+    let (events, time) = match m.evidence {
+        Evidence::Core => ("events", "virtual time"),
+        Evidence::ModelSide { wall: false } => ("model-side events", "virtual time"),
+        Evidence::ModelSide { wall: true } => ("model-side events", "wall time"),
+    };
     let sub = format!(
-        "{agents} agent{}, {} events, {} of virtual time",
+        "{agents} agent{}, {} {events}, {} of {time}",
         if agents == 1 { "" } else { "s" },
         m.events,
         secs(m.end)

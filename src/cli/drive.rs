@@ -96,6 +96,13 @@ pub(super) struct DriveArgs {
     /// With --snapshots: write every trace as its golden file instead of failing.
     #[arg(long, requires = "snapshots")]
     accept: bool,
+    /// Draw the run as seen from the model's side to FILE: SVG, or an HTML page beside the
+    /// exchanges for .html (one scenario file only). A row per attributed agent with its model
+    /// calls, spawn arrows from the reply that made a child; the runtime's budgets, tools and
+    /// ends are not seen over the wire, so they are not drawn. Times are virtual with --clock,
+    /// wall times otherwise.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
     /// The runtime's command and its arguments, after `--`. `{message}` is the turn's user
     /// message, `{turn}` its number (from 1), `{session}` the scenario's session id,
     /// `{home}` and `{workdir}` the temp folders.
@@ -167,6 +174,23 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
     reporter.skipped = found.skipped.len();
     if found.files.is_empty() && found.problems.is_empty() {
         reporter.error(err, "no scenario file (*.json) under the paths given");
+        return Exit::BadInput;
+    }
+    if args.timeline.is_some() && found.files.len() != 1 {
+        let text = format!("--timeline draws one run: give exactly one scenario file ({} given)", found.files.len());
+        reporter.error(err, &text);
+        return Exit::BadInput;
+    }
+    // No output may be written over an input (as for `run --timeline`).
+    if let Some(timeline) = &args.timeline
+        && let Some((input, _)) = found.files.iter().find(|(input, _)| golden::same_file(timeline, input))
+    {
+        let timeline = printable(&timeline.to_string_lossy()).into_owned();
+        let input = printable(&input.to_string_lossy()).into_owned();
+        reporter.error(
+            err,
+            &format!("--timeline {timeline} is the input file {input}: not overwritten (name another file)"),
+        );
         return Exit::BadInput;
     }
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -322,6 +346,14 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                         ),
                     );
                     reporter.scenario(out, file, &driven.verdict);
+                    if let Some(path) = &args.timeline
+                        && let Err(e) = crate::timeline::write_model_side(path, &scenario.name, &driven.wire.side)
+                    {
+                        // The scenario was judged (its verdict is above); the output path failed.
+                        let shown = printable(&path.to_string_lossy()).into_owned();
+                        reporter.error(err, &format!("{shown}: cannot write the timeline: {e}"));
+                        reporter.usage_errors += 1;
+                    }
                     if args.trace && args.format == Format::Text {
                         for line in crate::wire::trace_lines(&driven.wire) {
                             let _ = writeln!(out, "    {}", printable(&line));

@@ -206,3 +206,68 @@ fn coverage_of_driven_runs_counts_what_the_model_side_shows() {
     assert_eq!(gated.code, Some(1), "{}", gated.both());
     assert!(gated.stderr.contains("--coverage-min 100 needs 100%"), "{}", gated.both());
 }
+
+/// The spans of `class` in an SVG timeline (not the legend's swatch), as (row y, t0, t1) in
+/// virtual or wall µs.
+fn spans(svg: &str, class: &str) -> Vec<(String, u64, u64)> {
+    let doc = roxmltree::Document::parse(svg).expect("the timeline is XML");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("class") == Some(class) && n.has_attribute("data-t0"))
+        .map(|n| {
+            let at = |a: &str| n.attribute(a).unwrap_or_else(|| panic!("{a} on a {class} span")).parse().unwrap();
+            (n.attribute("y").unwrap().to_string(), at("data-t0"), at("data-t1"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_driven_run_s_timeline_draws_what_the_model_saw() {
+    // Issue 23: `--timeline` works for wire runs, over what the model side shows. The fan-out
+    // runtime's root spawns two children in one reply; each child looks one thing up (after
+    // 100 and 300 ms) and answers.
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("fanout.svg");
+    let command = [RUNTIME, "fanout", "{message}"];
+    let out = drive(
+        &[
+            "tests/drive-timeline/fanout.json",
+            "--runtime",
+            "tests/record/fanout-runtime.json",
+            "--barrier",
+            "50ms",
+            "--timeline",
+            svg.to_str().unwrap(),
+        ],
+        &command,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains(">3 agents, 14 model-side events, "), "{text}");
+    assert!(text.contains(" of wall time</text>"), "off the clock the axis is wall time: {text}");
+    for alias in ["main", "main/1", "main/2"] {
+        assert!(text.contains(&format!("<title>agent {alias}")), "a row for {alias}: {text}");
+    }
+    // Six model calls: the root's two, and two for each child, one row each.
+    let llm = spans(&text, "llm");
+    assert_eq!(llm.len(), 6, "{llm:?}");
+    let rows: std::collections::BTreeSet<&str> = llm.iter().map(|(y, _, _)| y.as_str()).collect();
+    assert_eq!(rows.len(), 3, "{llm:?}");
+    // The child asked 300 ms ahead of its answer waited about that long (wall time, so only a floor).
+    assert!(llm.iter().any(|(_, t0, t1)| t1 - t0 >= 300_000), "{llm:?}");
+    // Two spawn arrows, from the root's first reply; a runtime's budget is never drawn.
+    assert_eq!(text.matches("synchronous via subagent task=").count(), 2, "{text}");
+    assert!(!text.contains("class=\"budget\""), "the model sees no budget: {text}");
+    assert!(!text.contains("budget="), "no line claims a budget: {text}");
+    // The picture of the model's side is no substitute for a core's: --timeline draws one run,
+    // and never over its input.
+    let two = drive(&["tests/drive", "--timeline", svg.to_str().unwrap()], &command);
+    assert_eq!(two.code, Some(2), "{}", two.both());
+    assert!(
+        two.stderr.contains("--timeline draws one run: give exactly one scenario file (3 given)"),
+        "{}",
+        two.both()
+    );
+    let over = drive(&["tests/drive-timeline/fanout.json", "--timeline", "tests/drive-timeline/fanout.json"], &command);
+    assert_eq!(over.code, Some(2), "{}", over.both());
+    assert!(over.stderr.contains("is the input file"), "{}", over.both());
+}
