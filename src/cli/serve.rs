@@ -44,6 +44,10 @@ pub(super) struct ServeArgs {
     /// When to colour the text report.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
+    /// Draw the run as seen from the model's side to FILE (SVG, or an HTML page for .html),
+    /// as `drive --timeline` does.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
     /// Hold every scripted reply until no request has arrived for QUIET, then release them one
     /// at a time in alias order, waiting for quiet again after each: the same answer order in
     /// every run, on real time (docs/wire.md#--barrier). Costs QUIET per reply. Not with --clock.
@@ -88,6 +92,14 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
             return reporter.finish(out, err, None);
         }
     };
+    // No output may be written over an input (as for `run --timeline`).
+    if let Some(timeline) = &args.timeline
+        && crate::golden::same_file(timeline, &args.scenario)
+    {
+        let shown = crate::trace::printable(&timeline.to_string_lossy()).into_owned();
+        reporter.error(err, &format!("--timeline {shown} is the input file: not overwritten (name another file)"));
+        return Exit::BadInput;
+    }
     let dialect = match Dialect::load(&args.runtime) {
         Ok(dialect) => dialect,
         Err(e) => {
@@ -216,6 +228,14 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         }
     }
     reporter.scenario(out, &args.scenario, &verdict);
+    if let Some(path) = &args.timeline
+        && let Err(e) = crate::timeline::write_model_side(path, &scenario.name, &run.side)
+    {
+        // The run was judged (its verdict is above); the output path failed.
+        let shown = crate::trace::printable(&path.to_string_lossy()).into_owned();
+        reporter.error(err, &format!("{shown}: cannot write the timeline: {e}"));
+        reporter.usage_errors += 1;
+    }
     if args.trace && args.format == Format::Text {
         for line in wire::trace_lines(&run) {
             let _ = writeln!(out, "    {}", crate::trace::printable(&line));

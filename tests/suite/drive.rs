@@ -271,3 +271,40 @@ fn a_driven_run_s_timeline_draws_what_the_model_saw() {
     assert_eq!(over.code, Some(2), "{}", over.both());
     assert!(over.stderr.contains("is the input file"), "{}", over.both());
 }
+
+#[test]
+fn a_served_run_s_timeline_draws_what_the_model_saw() {
+    // `serve --timeline`: the same picture, for a runtime started by hand.
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("served.html");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_rehearsal"))
+        .args(["serve", "tests/drive-timeline/fanout.json", "--runtime", "bub-0.5.1", "--idle-limit", "20s"])
+        .args(["--color", "never", "--timeline", svg.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(serve.stderr.take().unwrap());
+    let mut base = None;
+    let mut line = String::new();
+    while base.is_none() && stderr.read_line(&mut line).unwrap() > 0 {
+        base = line.trim().strip_prefix("export OPENAI_BASE_URL=").map(str::to_string);
+        line.clear();
+    }
+    let base = base.expect("serve prints its base URL");
+    let runtime =
+        Command::new(RUNTIME).args(["fanout", "Run both jobs."]).env("OPENAI_BASE_URL", &base).output().unwrap();
+    assert!(runtime.status.success(), "{}", String::from_utf8_lossy(&runtime.stderr));
+    let served = serve.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&served.stdout);
+    assert_eq!(served.status.code(), Some(0), "{stdout}");
+    let page = std::fs::read_to_string(&svg).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "a .html file gets the page: {page}");
+    assert_eq!(spans(&page[page.find("<svg").unwrap()..page.find("</svg>").unwrap() + 6], "llm").len(), 6, "{page}");
+    assert!(page.contains("main/2 llm.reply #2 calls=[] text=&quot;B done: the config is fine.&quot;"), "{page}");
+    let over =
+        rehearsal(&["serve", "tests/drive-timeline/fanout.json", "--timeline", "tests/drive-timeline/fanout.json"]);
+    assert_eq!(over.code, Some(2), "{}", over.both());
+    assert!(over.stderr.contains("is the input file: not overwritten"), "{}", over.both());
+}
