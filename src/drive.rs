@@ -9,10 +9,19 @@
 //! Placeholders in the command's arguments: `{message}` (the turn's user message), `{turn}`
 //! (its number, from 1), `{session}` (the scenario's `session.id`), `{home}` and `{workdir}`.
 //!
-//! Processes: on Unix each turn's command leads a new process group (`process_group(0)`); when
-//! the command exits, passes the wall-clock limit or the caller is interrupted, the whole group
-//! is killed (SIGKILL), so a grandchild it left sleeping does not outlive the run. On platforms
-//! without process groups only the command itself is killed; its own children may survive.
+//! Processes: on Unix each turn's command leads a new process group (`process_group(0)`) and
+//! carries a tag of its own in its environment (`REHEARSAL_RUN_TAG_<pid>_<n>=1`, inherited by
+//! every descendant). When the command exits, passes the wall-clock limit or the caller is
+//! interrupted, the whole group is killed (SIGKILL), and then, on Linux, every process still
+//! carrying the turn's tag, which finds a descendant that left the group (`setsid`, a
+//! daemon's double fork) too. The `rehearsal` binary ([`crate::cli::main_with`]) also makes
+//! itself a child subreaper (`PR_SET_CHILD_SUBREAPER`), so such orphans are re-parented to it
+//! rather than to init, and reaps those it kills. A library user's test binary is not made a
+//! subreaper (that is a process-wide setting its owner decides): the tag still finds and
+//! kills the leftovers, and init reaps them. A descendant that both leaves the group and
+//! clears its environment is beyond both. Other Unix systems get the group kill only;
+//! platforms without process groups kill only the command itself. What a turn printed is kept
+//! up to the moment of the kill, even when a leftover held the pipe.
 //!
 //! On virtual time ([`DriveOptions::clock`], `--clock`; docs/clock-protocol.md): one clock
 //! endpoint per scenario, bound before its first turn, so time continues across turns; each
@@ -569,6 +578,8 @@ pub(crate) async fn run_turn(
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
+    let tag = run_tag();
+    command.env(&tag, "1");
     let started = tokio::time::Instant::now();
     let mut child = command.spawn().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("the runtime's command `{}` was not found", program.display()),
@@ -576,8 +587,8 @@ pub(crate) async fn run_turn(
     })?;
     let pid = child.id();
     let max = options.output_max_bytes;
-    let stdout = child.stdout.take().map(|s| tokio::spawn(read_capped(s, max)));
-    let stderr = child.stderr.take().map(|s| tokio::spawn(read_capped(s, max)));
+    let stdout = child.stdout.take().map(|s| Captured::start(s, max));
+    let stderr = child.stderr.take().map(|s| Captured::start(s, max));
     let interrupted = interrupted(options.interrupt.as_ref());
     let exited = tokio::select! {
         status = child.wait() => match status {
@@ -605,28 +616,59 @@ pub(crate) async fn run_turn(
     // behind would otherwise keep running and hold its pipes open.
     kill_group(pid);
     let _ = child.kill().await;
-    let collect = |h: Option<tokio::task::JoinHandle<Vec<u8>>>| async move {
-        match h {
-            // A process that left the group (setsid) may hold the pipe: not waited for long.
-            Some(h) => match tokio::time::timeout(Duration::from_secs(2), h).await {
-                Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-                _ => String::new(),
-            },
-            None => String::new(),
-        }
+    // A descendant that left the group still carries the turn's tag.
+    kill_tagged(&tag).await;
+    let stdout = match stdout {
+        Some(captured) => captured.finish().await,
+        None => String::new(),
     };
-    let stdout = collect(stdout).await;
-    let stderr = collect(stderr).await;
+    let stderr = match stderr {
+        Some(captured) => captured.finish().await,
+        None => String::new(),
+    };
     Ok(TurnRun { args: args.to_vec(), exited, stdout, stderr, elapsed: started.elapsed() })
 }
 
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(mut r: R, max: usize) -> Vec<u8> {
-    let mut kept = Vec::new();
+/// A fresh tag for one turn's processes: an environment variable's name, unique to this
+/// process and turn, so that nested or parallel drives never mistake each other's processes.
+fn run_tag() -> String {
+    static TURNS: AtomicU64 = AtomicU64::new(0);
+    format!("REHEARSAL_RUN_TAG_{}_{}", std::process::id(), TURNS.fetch_add(1, Ordering::Relaxed))
+}
+
+/// One of a turn's output pipes, read as it comes into a buffer shared with the caller: what
+/// arrived is kept even when a leftover process holds the pipe open past the end.
+struct Captured {
+    kept: Arc<std::sync::Mutex<Vec<u8>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Captured {
+    fn start<R: tokio::io::AsyncRead + Unpin + Send + 'static>(r: R, max: usize) -> Captured {
+        let kept = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reader = tokio::spawn(read_capped(r, max, kept.clone()));
+        Captured { kept, reader }
+    }
+
+    /// What was read: the reader is given a moment to reach the end of the pipe, then
+    /// stopped; the bytes it read so far are kept either way.
+    async fn finish(self) -> String {
+        let mut reader = self.reader;
+        if tokio::time::timeout(Duration::from_secs(2), &mut reader).await.is_err() {
+            reader.abort();
+        }
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        String::from_utf8_lossy(&kept).into_owned()
+    }
+}
+
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(mut r: R, max: usize, kept: Arc<std::sync::Mutex<Vec<u8>>>) {
     let mut buf = [0u8; 8192];
     loop {
         match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return kept,
+            Ok(0) | Err(_) => return,
             Ok(n) => {
+                let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
                 let room = max.saturating_sub(kept.len());
                 kept.extend_from_slice(&buf[..n.min(room)]);
             }
@@ -660,6 +702,78 @@ fn kill_group(pid: Option<u32>) {
     }
     #[cfg(not(unix))]
     let _ = pid;
+}
+
+/// Makes this process a child subreaper (Linux): a process whose parent dies while this one
+/// is an ancestor is re-parented here instead of to init, so `drive` and `record` can reap the
+/// leftovers of a runtime they kill. Called by the binary ([`crate::cli::main_with`]), never
+/// by the library on its own. Elsewhere nothing.
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) sets a flag of this process; it reads no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// Kills every process whose environment carries `tag` (Linux, from `/proc`), in rounds until
+/// none is left (a process may fork while it is being looked for), and reaps those that were
+/// re-parented to this process. Elsewhere nothing: the group kill is all there is.
+async fn kill_tagged(tag: &str) {
+    #[cfg(target_os = "linux")]
+    {
+        let needle = format!("{tag}=1");
+        let mut killed: Vec<i32> = Vec::new();
+        // A bounded number of rounds: each kills what it finds; a new process can only come
+        // from one not yet killed.
+        for _ in 0..20 {
+            let found = tagged_processes(needle.as_bytes());
+            let fresh: Vec<i32> = found.into_iter().filter(|p| !killed.contains(p)).collect();
+            if fresh.is_empty() {
+                break;
+            }
+            for pid in &fresh {
+                // SAFETY: kill(2) on a pid; it touches no memory of ours.
+                unsafe {
+                    libc::kill(*pid, libc::SIGKILL);
+                }
+            }
+            killed.extend(fresh);
+        }
+        // Reap the ones that are now this process's children (as a subreaper): each is
+        // waited for by its own pid, so no other child's status is taken from tokio.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while !killed.is_empty() && tokio::time::Instant::now() < deadline {
+            killed.retain(|pid| {
+                let mut status = 0;
+                // SAFETY: waitpid(2) on one pid with WNOHANG writes only `status`.
+                let got = unsafe { libc::waitpid(*pid, &mut status, libc::WNOHANG) };
+                // 0: our child, not dead yet; -1: not our child (init reaps it) or gone.
+                got == 0
+            });
+            if !killed.is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = tag;
+}
+
+/// The pids of the processes whose environment holds the entry `needle` (`NAME=VALUE`).
+/// Processes of other users, and those gone while being read, are skipped.
+#[cfg(target_os = "linux")]
+fn tagged_processes(needle: &[u8]) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let me = std::process::id() as i32;
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|environ| environ.split(|b| *b == 0).any(|entry| entry == needle))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -79,6 +79,12 @@ pub struct RecordOptions {
     pub upstream_key: Option<String>,
     /// How long the proxy waits for an upstream answer before recording a `hang`. Default 300 s.
     pub upstream_timeout: Duration,
+    /// How long the upstream may send nothing mid-answer before it is recorded as a `hang`.
+    /// Default 60 s.
+    pub upstream_idle: Duration,
+    /// The most bytes of one upstream answer the recording keeps; the runtime still gets all
+    /// of it. Default 16 MiB.
+    pub max_reply_bytes: usize,
     /// The plain form ends when no request arrived and none was open for this long. Default 30 s.
     pub idle_limit: Duration,
     /// The wall-clock limit of one turn's command. Default 60 s.
@@ -104,6 +110,8 @@ impl Default for RecordOptions {
             latency_round_ms: 10,
             upstream_key: None,
             upstream_timeout: Duration::from_secs(300),
+            upstream_idle: Duration::from_secs(60),
+            max_reply_bytes: 16 << 20,
             idle_limit: Duration::from_secs(30),
             turn_limit: Duration::from_secs(60),
             port: 0,
@@ -124,6 +132,15 @@ pub enum RecordError {
     Setup(String),
     /// The file written is not a scenario the front door accepts (a bug of the writer).
     Written(String),
+    /// The file's script, fed the recording it was written from, does not give back what was
+    /// recorded: the writer and the recording differ, which is rehearsal's own bug, never the
+    /// runtime's. Each entry names an exchange and the difference.
+    Inconsistent {
+        /// The file written (kept, for the bug report).
+        file: PathBuf,
+        /// Each difference, naming its exchange.
+        differences: Vec<String>,
+    },
 }
 
 impl std::fmt::Display for RecordError {
@@ -131,6 +148,12 @@ impl std::fmt::Display for RecordError {
         match self {
             RecordError::Usage(why) | RecordError::NotRun(why) | RecordError::Setup(why) => f.write_str(why),
             RecordError::Written(why) => write!(f, "the recording written is not a valid scenario: {why}"),
+            RecordError::Inconsistent { file, differences } => write!(
+                f,
+                "internal error: {} does not play back the run it was written from (a bug of rehearsal's recording writer, not of the runtime; the file is kept for a bug report): {}",
+                file.display(),
+                differences.join("; ")
+            ),
         }
     }
 }
@@ -173,6 +196,8 @@ pub async fn record(
         port: options.port,
         upstream_key: options.upstream_key.clone(),
         upstream_timeout: options.upstream_timeout,
+        upstream_idle: options.upstream_idle,
+        max_reply_bytes: options.max_reply_bytes,
         idle_limit: options.idle_limit,
         ..ProxyOptions::default()
     })
@@ -236,7 +261,7 @@ pub async fn record(
             tail.concat()
         )));
     }
-    let mut notes = Vec::new();
+    let mut notes = recording.notes.clone();
     // A key the runtime description itself sets (`OPENAI_API_KEY=rehearsal`) is a public
     // placeholder, not a secret: blanking it would blank every word it is.
     let public: Vec<String> = description.env.values().cloned().collect();
@@ -246,7 +271,15 @@ pub async fn record(
     let text = layout(&value);
     std::fs::write(out, &text).map_err(|e| RecordError::Setup(format!("cannot write {}: {e}", out.display())))?;
     let scenario = crate::load::outside(out).map_err(|e| RecordError::Written(e.to_string()))?.into_parts().0;
-    let wire = crate::wire::proxy::played(&scenario, description.dialect(), &recording);
+    // The writer's own guard: the file's script fed the recording as the file holds it
+    // (secrets blanked the same way) must give back every reply recorded and pass every
+    // request check it wrote. A difference is the writer's bug, reported as such, never a
+    // rule the real run broke.
+    let blanked = redacted_recording(&recording, &secrets, &redact);
+    let wire = crate::wire::proxy::played(&scenario, description.dialect(), &blanked);
+    if !wire.failed_checks.is_empty() {
+        return Err(RecordError::Inconsistent { file: out.to_path_buf(), differences: wire.failed_checks.clone() });
+    }
     let shown: Vec<TurnRun> = if turns.is_empty() {
         // The plain form knows no turn's end: the turns written expect nothing.
         scenario
@@ -645,6 +678,56 @@ pub fn redacted(value: Value, secrets: &[String], patterns: &[regex::Regex]) -> 
         ),
         other => other,
     }
+}
+
+/// `recording` with its secrets blanked as the file holds them ([`redacted`] on every text,
+/// argument and schema of every request and answer), for the writer's own check.
+fn redacted_recording(recording: &Recording, secrets: &[String], patterns: &[regex::Regex]) -> Recording {
+    let text = |s: &str| match redacted(Value::String(s.to_string()), secrets, patterns) {
+        Value::String(s) => s,
+        _ => unreachable!("a string is redacted to a string"),
+    };
+    let value = |v: &Value| redacted(v.clone(), secrets, patterns);
+    // Arguments are kept as the JSON text the model wrote: blanked as the file writes them.
+    let args_text = |a: &str| match serde_json::from_str::<Value>(a) {
+        Ok(v) => value(&v).to_string(),
+        Err(_) => text(a),
+    };
+    let calls = |calls: &[(String, String, String)]| -> Vec<(String, String, String)> {
+        calls.iter().map(|(id, name, args)| (text(id), text(name), args_text(args))).collect()
+    };
+    let mut out = recording.clone();
+    for e in &mut out.exchanges {
+        let c = &mut e.converted;
+        c.system = text(&c.system);
+        c.messages = c
+            .messages
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                m.content = text(&m.content);
+                for call in &mut m.tool_calls {
+                    call.args = Arc::new(value(&call.args));
+                }
+                m
+            })
+            .collect();
+        for tool in &mut c.tools {
+            tool.description = text(&tool.description);
+            tool.parameters = Arc::new(value(&tool.parameters));
+        }
+        e.outcome = match &e.outcome {
+            Outcome::Reply { text: t, calls: c } => Outcome::Reply { text: text(t), calls: calls(c) },
+            Outcome::Dropped { chunks, text: t, calls: c } => {
+                Outcome::Dropped { chunks: *chunks, text: text(t), calls: calls(c) }
+            }
+            Outcome::Error { status, kind, message } => {
+                Outcome::Error { status: *status, kind: kind.as_deref().map(text), message: text(message) }
+            }
+            other => other.clone(),
+        };
+    }
+    out
 }
 
 /// The file's text in the style of scenarios/: the top-level fields one per line, each lane's

@@ -8,6 +8,8 @@
 //! - [`stream`]: a reply as SSE chunks, as the `openai` SDKs parse them.
 //! - `script`: the bridge from an attributed request to its lane's next reply.
 //! - `server`: the routes, the body limit, errors as API error objects, real-time waits.
+//! - `head`: a connection's first request head, checked before hyper parses it, so that a
+//!   head hyper would refuse bare gets an error object and a finding.
 //! - `judge`: a finished wire run judged by the model-side oracles, as a [`Verdict`].
 //! - [`proxy`]: `rehearsal record`'s proxy: requests forwarded to an upstream model, its
 //!   answers returned unchanged and kept as the scripted reply kinds they amount to.
@@ -50,6 +52,7 @@
 pub mod api;
 mod barrier;
 pub mod clock;
+mod head;
 mod judge;
 pub mod proxy;
 mod script;
@@ -91,6 +94,35 @@ pub struct WireFinding {
     pub kind: FindingKind,
     /// What, in a sentence naming the request.
     pub message: String,
+}
+
+/// The most characters of a request's own text that a finding or an error message quotes;
+/// longer text is cut there and its length given ([`excerpt`]).
+pub const QUOTE_CHARS_MAX: usize = 200;
+
+/// The most characters one finding's message holds, whatever it quotes: a net under
+/// [`QUOTE_CHARS_MAX`], so that no request can make a report large.
+pub const FINDING_CHARS_MAX: usize = 1000;
+
+/// `text` as a finding quotes it: whole when it has at most [`QUOTE_CHARS_MAX`] characters,
+/// else its start, `…` and its length (`aaaa… (8388608 chars)`).
+pub fn excerpt(text: &str) -> String {
+    excerpt_to(text, QUOTE_CHARS_MAX)
+}
+
+/// `text` cut to `max` characters with its length, as [`excerpt`] does.
+pub(crate) fn excerpt_to(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}… ({} chars)", &text[..cut], text.chars().count()),
+    }
+}
+
+impl WireFinding {
+    /// A finding about request `request`, its message bounded by [`FINDING_CHARS_MAX`].
+    pub fn new(request: usize, kind: FindingKind, message: &str) -> WireFinding {
+        WireFinding { request, kind, message: excerpt_to(message, FINDING_CHARS_MAX) }
+    }
 }
 
 /// The kinds of [`WireFinding`].

@@ -54,6 +54,14 @@ pub(super) struct RecordArgs {
     /// How long to wait for an upstream answer before recording it as a `hang`.
     #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = super::positive_duration)]
     upstream_timeout: humantime::Duration,
+    /// How long the upstream may send nothing in the middle of an answer before it is recorded
+    /// as a `hang` from there on.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::positive_duration)]
+    upstream_idle: humantime::Duration,
+    /// The most bytes of one upstream answer the recording keeps. The runtime still gets the
+    /// whole answer as it streams; the recording keeps what came before the limit and a note says so.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    max_reply_bytes: u64,
     /// The plain proxy form ends when no request arrived and none was open for this long.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::positive_duration)]
     idle_limit: humantime::Duration,
@@ -95,7 +103,8 @@ Exit codes:
   1    recorded; the real run broke a rule (the verdict names it)
   2    bad input or usage: an https or malformed upstream, a bad pattern, no --message with a
        command, an unknown runtime
-  3    internal error: the file written is not a valid scenario
+  3    internal error: the file written is not a valid scenario, or does not play back the
+       run it was written from (rehearsal's own bug, not the runtime's)
   4    the system under test could not be run: the command was not found, or no request came";
 
 pub(super) fn record(args: &RecordArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
@@ -141,6 +150,8 @@ pub(super) fn record(args: &RecordArgs, out: &mut dyn Write, err: &mut dyn Write
         latency_round_ms: args.round_ms,
         upstream_key,
         upstream_timeout: args.upstream_timeout.into(),
+        upstream_idle: args.upstream_idle.into(),
+        max_reply_bytes: usize::try_from(args.max_reply_bytes).unwrap_or(usize::MAX),
         idle_limit: args.idle_limit.into(),
         turn_limit: args.turn_limit.into(),
         port: args.port,
@@ -172,7 +183,7 @@ pub(super) fn record(args: &RecordArgs, out: &mut dyn Write, err: &mut dyn Write
             return match e {
                 RecordError::Usage(_) => Exit::BadInput,
                 RecordError::NotRun(_) => Exit::NotRun,
-                RecordError::Setup(_) | RecordError::Written(_) => Exit::Internal,
+                RecordError::Setup(_) | RecordError::Written(_) | RecordError::Inconsistent { .. } => Exit::Internal,
             };
         }
     };

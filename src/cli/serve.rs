@@ -183,11 +183,19 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
             return Exit::BadInput;
         }
     };
-    let ended = match run.end {
-        End::Script => "the script ended",
-        End::Stopped => "the script stopped the run",
-        End::Idle => "the idle limit passed",
-        End::Caller => "interrupted",
+    // The clock's own end, when it ended by itself: the run is over for that reason, not
+    // because of the caller, and the report says why.
+    let clock_stopped = clock.as_ref().map(|report| &report.end).filter(|end| match end {
+        ClockEnd::Finished { .. } => false,
+        ClockEnd::Stuck { .. } => run.end != End::Script,
+        _ => true,
+    });
+    let ended = match (run.end, clock_stopped) {
+        (End::Script, _) => "the script ended",
+        (End::Stopped, _) => "the script stopped the run",
+        (End::Idle, _) => "the idle limit passed",
+        (End::Caller, Some(_)) => "the clock stopped following the runtime",
+        (End::Caller, None) => "interrupted",
     };
     reporter.note(err, &format!("{ended} after {} requests, {} ms wall time", run.requests, run.elapsed.as_millis()));
     for place in wire::not_applied(&scenario) {
@@ -207,7 +215,15 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         );
     }
     if run.requests == 0 {
-        reporter.error(err, "no request arrived: the system under test never called the server");
+        match clock_stopped {
+            // The runtime spoke to the clock and broke off before asking the model anything:
+            // the clock's end is the reason, printed as it is.
+            Some(end) => reporter.error(
+                err,
+                &format!("no request arrived: the clock stopped following the runtime before its first request: {end}"),
+            ),
+            None => reporter.error(err, "no request arrived: the system under test never called the server"),
+        }
         return Exit::NotRun;
     }
     let mut verdict = wire::judge(&scenario, &run);

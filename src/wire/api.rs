@@ -169,7 +169,30 @@ impl ChatRequest {
                 }
                 other => {
                     return Err(format!(
-                        "messages[{i}].role is `{other}`; expected system, developer, user, assistant or tool"
+                        "messages[{i}].role is `{}`; expected system, developer, user, assistant or tool",
+                        super::excerpt(other)
+                    ));
+                }
+            }
+        }
+        // A tool is checked as a message is: a model could not be offered a tool without a
+        // name, or whose arguments have no schema an API accepts.
+        for (i, t) in self.tools.iter().flatten().enumerate() {
+            if t.function.name.trim().is_empty() {
+                return Err(format!("tools[{i}].function.name is empty"));
+            }
+            match &t.function.parameters {
+                None | Some(serde_json::Value::Null | serde_json::Value::Object(_)) => {}
+                Some(other) => {
+                    let kind = match other {
+                        serde_json::Value::Bool(_) => "a boolean",
+                        serde_json::Value::Number(_) => "a number",
+                        serde_json::Value::String(_) => "a string",
+                        _ => "an array",
+                    };
+                    return Err(format!(
+                        "tools[{i}] (`{}`): function.parameters is {kind}, not a JSON Schema object",
+                        super::excerpt(&t.function.name)
                     ));
                 }
             }

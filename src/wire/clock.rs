@@ -34,6 +34,11 @@ pub const PROTOCOL: u32 = 1;
 /// The longest message line the harness reads, in bytes (1 MiB).
 pub const LINE_BYTES_MAX: usize = 1 << 20;
 
+/// The most lines read from one connection and not yet taken by the endpoint: past it the
+/// endpoint stops reading that socket until it has taken some (TCP then holds the runtime
+/// back), so lines never queue without limit.
+pub const LINES_QUEUED_MAX: usize = 64;
+
 /// Every limit of the clock, each with its default.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClockLimits {
@@ -47,11 +52,20 @@ pub struct ClockLimits {
     /// Advances per run. Default 100,000: a runtime polling on a 1 ms timer stops after 100
     /// virtual seconds instead of running for hours.
     pub advances_max: u64,
+    /// Real time one line to the runtime may take to write. A runtime that stops reading its
+    /// clock connection (its socket buffer full) is dropped when a write takes longer, and the
+    /// clock ends with a protocol error: one client never blocks the endpoint. Default 5 s.
+    pub write_wall_max: Duration,
 }
 
 impl Default for ClockLimits {
     fn default() -> ClockLimits {
-        ClockLimits { busy_wall_max: Duration::from_secs(30), horizon_ns: 3_600 * 1_000_000_000, advances_max: 100_000 }
+        ClockLimits {
+            busy_wall_max: Duration::from_secs(30),
+            horizon_ns: 3_600 * 1_000_000_000,
+            advances_max: 100_000,
+            write_wall_max: Duration::from_secs(5),
+        }
     }
 }
 

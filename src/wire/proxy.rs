@@ -58,7 +58,25 @@ pub struct ProxyOptions {
     pub idle_limit: Duration,
     /// The largest request body accepted, in bytes. Default 8 MiB (as `rehearsal serve`).
     pub body_limit_bytes: usize,
+    /// The most bytes of one upstream answer the recording keeps (`--max-reply-bytes`). The
+    /// runtime still gets the whole answer as it streams (nothing is buffered on its way);
+    /// the recording keeps what came before the limit and says so in [`Recording::notes`].
+    /// Default 16 MiB.
+    pub max_reply_bytes: usize,
+    /// How long the upstream may send nothing in the middle of an answer (`--upstream-idle`);
+    /// past it the answer is recorded as a `hang` from there on, as past
+    /// [`ProxyOptions::upstream_timeout`]. Default 60 s.
+    pub upstream_idle: Duration,
 }
+
+/// The longest one SSE event may be before the recording stops parsing the stream (an
+/// upstream that never writes the blank line ending an event): 1 MiB, or the reply limit if
+/// that is smaller.
+const SSE_EVENT_BYTES_MAX: usize = 1 << 20;
+
+/// The most bytes of an upstream's `GET /v1/models` answer passed on: a model list is a few
+/// kilobytes.
+const MODEL_LIST_BYTES_MAX: usize = 1 << 20;
 
 impl Default for ProxyOptions {
     fn default() -> ProxyOptions {
@@ -69,6 +87,8 @@ impl Default for ProxyOptions {
             upstream_timeout: Duration::from_secs(300),
             idle_limit: Duration::from_secs(30),
             body_limit_bytes: 8 << 20,
+            max_reply_bytes: 16 << 20,
+            upstream_idle: Duration::from_secs(60),
         }
     }
 }
@@ -153,6 +173,10 @@ pub struct Recording {
     pub requests: usize,
     /// Wall time from the start to the finish.
     pub elapsed: Duration,
+    /// What the recording could not keep as it came (an answer cut at
+    /// [`ProxyOptions::max_reply_bytes`], an SSE event that never ended), one sentence each
+    /// naming the exchange.
+    pub notes: Vec<String>,
 }
 
 /// The upstream's address, parsed once.
@@ -177,10 +201,43 @@ impl Upstream {
             )));
         };
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let bad = |why: &str| Err(ServeError(format!("--upstream {url}: {why}")));
         if authority.is_empty() {
-            return Err(ServeError(format!("--upstream {url}: no host")));
+            return bad("no host");
         }
-        let authority = if authority.contains(':') { authority.to_string() } else { format!("{authority}:80") };
+        if authority.contains('@') {
+            return bad("credentials in the URL are not sent (give the key with --upstream-key-env)");
+        }
+        if path.contains(['?', '#']) || authority.contains(['?', '#']) {
+            return bad("a base URL has no query or fragment");
+        }
+        // `host`, `host:port`, `[v6]` or `[v6]:port`.
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(v6) => match v6.split_once(']') {
+                Some((host, "")) => (host, None),
+                Some((host, rest)) => match rest.strip_prefix(':') {
+                    Some(port) => (host, Some(port)),
+                    None => return bad("expected a port after the bracketed address"),
+                },
+                None => return bad("an unclosed `[` in the host"),
+            },
+            None => match authority.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (authority, None),
+            },
+        };
+        if host.is_empty()
+            || host.contains([' ', '/', '\\', '[', ']'])
+            || (!authority.starts_with('[') && host.contains(':'))
+        {
+            return bad(&format!("`{host}` is not a host name or address"));
+        }
+        if let Some(port) = port
+            && !matches!(port.parse::<u16>(), Ok(p) if p > 0)
+        {
+            return bad(&format!("`{port}` is not a port (1 to 65535)"));
+        }
+        let authority = if port.is_some() { authority.to_string() } else { format!("{authority}:80") };
         let base = format!("/{}", path.trim_end_matches('/'));
         let base = if base == "/" { String::new() } else { base };
         Ok(Upstream { authority, base })
@@ -211,7 +268,7 @@ impl Shared {
     }
 
     fn find(&self, request: usize, kind: FindingKind, message: String) {
-        self.record().findings.push(WireFinding { request, kind, message });
+        self.record().findings.push(WireFinding::new(request, kind, &message));
     }
 
     /// Ends exchange `n` with `outcome` (once: a later end is ignored).
@@ -364,14 +421,59 @@ async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri)
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     shared.received.fetch_add(1, Ordering::SeqCst);
     shared.touch();
-    match forward(&shared, Method::GET, "/models", &headers, Bytes::new()).await {
-        Ok(response) => {
-            let (parts, body) = response.into_parts();
-            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-            passthrough(parts.status, &parts.headers, Body::from(body))
+    let deadline = Instant::now() + shared.options.upstream_timeout;
+    let response =
+        match tokio::time::timeout_at(deadline, forward(&shared, Method::GET, "/models", &headers, Bytes::new())).await
+        {
+            Ok(Ok(response)) => response,
+            Ok(Err(why)) => return error_response(StatusCode::BAD_GATEWAY, "upstream_unreachable", why),
+            Err(_) => return upstream_timed_out(&shared),
+        };
+    // A model list is small: read whole, but bounded in size and in time.
+    let (parts, mut body) = response.into_parts();
+    let mut bytes = Vec::new();
+    loop {
+        let idle = (Instant::now() + shared.options.upstream_idle).min(deadline);
+        match tokio::time::timeout_at(idle, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if bytes.len() + data.len() > MODEL_LIST_BYTES_MAX {
+                        return error_response(
+                            StatusCode::BAD_GATEWAY,
+                            "upstream_too_large",
+                            format!(
+                                "rehearsal record: the upstream's model list is larger than {MODEL_LIST_BYTES_MAX} bytes"
+                            ),
+                        );
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return error_response(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_dropped",
+                    format!("rehearsal record: the upstream's model list broke off: {e}"),
+                );
+            }
+            Err(_) => return upstream_timed_out(&shared),
         }
-        Err(why) => error_response(StatusCode::BAD_GATEWAY, "upstream_unreachable", why),
     }
+    passthrough(parts.status, &parts.headers, Body::from(bytes))
+}
+
+/// The answer to a request the upstream did not answer in time, where no scripted `hang` is
+/// being recorded (the model list).
+fn upstream_timed_out(shared: &Shared) -> Response {
+    error_response(
+        StatusCode::GATEWAY_TIMEOUT,
+        "upstream_timeout",
+        format!(
+            "rehearsal record: the upstream sent nothing for {} ms",
+            shared.options.upstream_idle.min(shared.options.upstream_timeout).as_millis()
+        ),
+    )
 }
 
 /// Headers not forwarded either way: hop-by-hop ones, the length (hyper sets it), and
@@ -417,14 +519,17 @@ async fn forward(
     tokio::spawn(connection);
     let mut request = hyper::Request::builder().method(method).uri(format!("{}{path}", upstream.base));
     for (name, value) in headers {
-        if hop_by_hop(name) {
-            continue;
-        }
+        // A credential is registered before anything is dropped: `Proxy-Authorization` is
+        // hop-by-hop and never forwarded, but its value must still be blanked wherever the
+        // runtime also wrote it.
         if is_auth(name) {
-            shared.secret(value.to_str().unwrap_or(""));
+            shared.secret(&String::from_utf8_lossy(value.as_bytes()));
             if shared.options.upstream_key.is_some() {
                 continue;
             }
+        }
+        if hop_by_hop(name) {
+            continue;
         }
         request = request.header(name, value);
     }
@@ -499,7 +604,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
             return error_response(
                 StatusCode::BAD_REQUEST,
                 "malformed_request",
-                format!("rehearsal record: request #{n}: {why}"),
+                format!("rehearsal record: request #{n}: {}", super::excerpt_to(&why, super::FINDING_CHARS_MAX)),
             );
         }
     };
@@ -535,84 +640,60 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
         Err(_) => return hold(open).await,
     };
     let (parts, upstream_body) = response.into_parts();
-    if !parts.status.is_success() {
-        let bytes = match tokio::time::timeout_at(deadline, upstream_body.collect()).await {
-            Ok(Ok(b)) => b.to_bytes(),
-            Ok(Err(_)) => Bytes::new(),
-            Err(_) => return hold(open).await,
-        };
-        let (kind, message) = error_of(&bytes);
-        shared.end(exchange, Outcome::Error { status: parts.status.as_u16(), kind, message });
-        drop(open);
-        return passthrough(parts.status, &parts.headers, Body::from(bytes));
-    }
-    if !streamed {
-        // A whole body, sent whole: with its length, as the upstream sent it, not re-framed
-        // as chunks a plain client may not read.
-        let mut tap = Tap { open, parser: Parser::json(), ended: false };
-        let mut body = upstream_body;
-        let mut bytes = Vec::new();
-        loop {
-            match tokio::time::timeout_at(deadline, body.frame()).await {
-                Ok(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        tap.parser.feed(&data);
-                        bytes.extend_from_slice(&data);
-                    }
+    let limit = shared.options.max_reply_bytes;
+    let kind = match (parts.status.is_success(), streamed) {
+        (false, _) => BodyKind::Error(parts.status.as_u16()),
+        (true, true) => BodyKind::Sse,
+        (true, false) => BodyKind::Json,
+    };
+    // Every answer streams through as it comes, whatever its size: nothing is held whole on
+    // its way. A whole (non-SSE) body keeps the upstream's length, so it reaches the runtime
+    // as the upstream sent it, not re-framed as chunks a plain client may not read.
+    let length = parts.headers.get(header::CONTENT_LENGTH).cloned();
+    // hyper stops polling a body once its declared length is written, so the tap ends the
+    // answer itself when the last byte has passed.
+    let expected = length.as_ref().and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let tap = Tap { open, parser: Parser::new(kind, limit), ended: false, passed: 0, expected };
+    let idle = shared.options.upstream_idle;
+    let body = futures_util::stream::unfold((upstream_body, tap), move |(mut body, mut tap)| async move {
+        if tap.ended {
+            return None;
+        }
+        let wake = (Instant::now() + idle).min(deadline);
+        match tokio::time::timeout_at(wake, body.frame()).await {
+            Ok(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => {
+                    tap.feed(&data);
+                    Some((Ok::<Bytes, std::io::Error>(data), (body, tap)))
                 }
-                Ok(None) => break,
-                Ok(Some(Err(_))) => {
-                    // Cut short: the runtime gets the headers and a body that breaks.
-                    tap.broken();
-                    let broken = futures_util::stream::iter([
-                        Ok(Bytes::from(bytes)),
-                        Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "upstream dropped")),
-                    ]);
-                    return passthrough(parts.status, &parts.headers, Body::from_stream(broken));
-                }
-                Err(_) => return hold(tap.open).await,
+                // Trailers carry nothing a reply holds.
+                Err(_) => Some((Ok(Bytes::new()), (body, tap))),
+            },
+            Ok(None) => {
+                tap.complete();
+                None
+            }
+            Ok(Some(Err(e))) => {
+                // Cut short: the runtime gets what came and a body that breaks.
+                tap.broken();
+                Some((Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, e.to_string())), (body, tap)))
+            }
+            Err(_) => {
+                // Past the upstream timeout, or silent for the idle limit, mid-body: a hang
+                // from here on, as the runtime sees no more bytes; held until it gives up or
+                // the proxy stops.
+                tap.open.shared.end(tap.open.exchange, Outcome::Hang);
+                let mut stop = tap.open.shared.stop_tx.subscribe();
+                let _ = stop.wait_for(|s| *s).await;
+                None
             }
         }
-        tap.complete();
-        return passthrough(parts.status, &parts.headers, Body::from(bytes));
+    });
+    let mut response = passthrough(parts.status, &parts.headers, Body::from_stream(body));
+    if let Some(length) = length {
+        response.headers_mut().insert(header::CONTENT_LENGTH, length);
     }
-    let tap = Tap { open, parser: Parser::sse(), ended: false };
-    let body =
-        futures_util::stream::unfold((upstream_body, tap, deadline), |(mut body, mut tap, deadline)| async move {
-            if tap.ended {
-                return None;
-            }
-            match tokio::time::timeout_at(deadline, body.frame()).await {
-                Ok(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => {
-                        tap.parser.feed(&data);
-                        Some((Ok::<Bytes, std::io::Error>(data), (body, tap, deadline)))
-                    }
-                    // Trailers carry nothing a reply holds.
-                    Err(_) => Some((Ok(Bytes::new()), (body, tap, deadline))),
-                },
-                Ok(None) => {
-                    tap.complete();
-                    None
-                }
-                Ok(Some(Err(e))) => {
-                    tap.broken();
-                    Some((
-                        Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, e.to_string())),
-                        (body, tap, deadline),
-                    ))
-                }
-                Err(_) => {
-                    // Past the upstream timeout mid-body: a hang from here on, as the runtime
-                    // sees no more bytes; held until it gives up or the proxy stops.
-                    tap.open.shared.end(tap.open.exchange, Outcome::Hang);
-                    let mut stop = tap.open.shared.stop_tx.subscribe();
-                    let _ = stop.wait_for(|s| *s).await;
-                    None
-                }
-            }
-        });
-    passthrough(parts.status, &parts.headers, Body::from_stream(body))
+    response
 }
 
 /// Past the upstream timeout: the request is a `hang`; the runtime's connection is held
@@ -636,14 +717,42 @@ fn error_of(bytes: &[u8]) -> (Option<String>, String) {
     (kind, message)
 }
 
-/// The answer's body as it passes: parsed on the way, ended as a reply, a drop or a hang.
+/// The answer's body as it passes: parsed on the way, ended as a reply, an error, a drop or
+/// a hang.
 struct Tap {
     open: Open,
     parser: Parser,
     ended: bool,
+    /// Bytes passed on so far.
+    passed: u64,
+    /// The upstream's `Content-Length`, if it gave one.
+    expected: Option<u64>,
 }
 
 impl Tap {
+    fn feed(&mut self, data: &[u8]) {
+        self.passed += data.len() as u64;
+        self.keep(data);
+        if self.expected.is_some_and(|expected| self.passed >= expected) {
+            self.complete();
+        }
+    }
+
+    fn keep(&mut self, data: &[u8]) {
+        let Some(why) = self.parser.feed(data) else { return };
+        // The recording keeps no more of this answer: it ends here, as what it amounted to
+        // so far, while the runtime goes on getting the rest.
+        let shared = &self.open.shared;
+        let n = self.open.exchange;
+        let outcome = self.parser.so_far_outcome();
+        shared.record().notes.push(format!(
+            "exchange {n}: {why}; the recording keeps its first {} bytes, written as {}, while the runtime got all of it",
+            self.parser.fed,
+            describe(&outcome)
+        ));
+        shared.end(n, outcome);
+    }
+
     fn complete(&mut self) {
         self.ended = true;
         let outcome = self.parser.finish();
@@ -652,16 +761,49 @@ impl Tap {
 
     fn broken(&mut self) {
         self.ended = true;
-        let (text, calls) = self.parser.so_far();
-        let chunks = self.parser.chunks;
-        self.open.shared.end(self.open.exchange, Outcome::Dropped { chunks, text, calls });
+        let outcome = match self.parser.kind {
+            BodyKind::Error(_) => self.parser.finish(),
+            _ => self.parser.dropped(),
+        };
+        self.open.shared.end(self.open.exchange, outcome);
     }
 }
 
-/// Reads a chat completion answer: a JSON body, or SSE chunks with their deltas.
+/// A recorded outcome in a few words, for a note.
+fn describe(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Reply { .. } => "a reply".to_string(),
+        Outcome::Error { status, .. } => format!("an error with status {status}"),
+        Outcome::Hang | Outcome::Open => "a hang".to_string(),
+        Outcome::Dropped { chunks, .. } => format!("a stream dropped after {chunks} chunks"),
+    }
+}
+
+/// What an upstream answer's body is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BodyKind {
+    /// A chat completion as server-sent events.
+    Sse,
+    /// A chat completion as one JSON body.
+    Json,
+    /// An error answer with this status.
+    Error(u16),
+}
+
+/// Reads an upstream answer as it passes: a JSON body, SSE chunks with their deltas, or an
+/// error body. It keeps at most `limit` bytes of one answer and at most
+/// [`SSE_EVENT_BYTES_MAX`] of one unfinished SSE event, and reads each byte once.
 struct Parser {
-    streamed: bool,
+    kind: BodyKind,
+    /// The most bytes kept.
+    limit: usize,
+    /// Bytes taken in so far (at most `limit`).
+    fed: usize,
+    /// Set once the parser stopped taking bytes in.
+    cut: bool,
     buffer: Vec<u8>,
+    /// How much of `buffer` is known to hold no event end.
+    scanned: usize,
     /// SSE data chunks seen (not counting `[DONE]`).
     chunks: usize,
     done: bool,
@@ -671,10 +813,14 @@ struct Parser {
 }
 
 impl Parser {
-    fn sse() -> Parser {
+    fn new(kind: BodyKind, limit: usize) -> Parser {
         Parser {
-            streamed: true,
+            kind,
+            limit,
+            fed: 0,
+            cut: false,
             buffer: Vec::new(),
+            scanned: 0,
             chunks: 0,
             done: false,
             text: String::new(),
@@ -682,50 +828,90 @@ impl Parser {
         }
     }
 
-    fn json() -> Parser {
-        Parser { streamed: false, ..Parser::sse() }
+    #[cfg(test)]
+    fn sse() -> Parser {
+        Parser::new(BodyKind::Sse, usize::MAX)
     }
 
-    fn feed(&mut self, data: &[u8]) {
-        self.buffer.extend_from_slice(data);
-        if !self.streamed {
+    /// Takes `data` in; `Some(why)` the moment the parser stops keeping the answer.
+    fn feed(&mut self, data: &[u8]) -> Option<String> {
+        if self.cut {
+            return None;
+        }
+        let room = self.limit.saturating_sub(self.fed);
+        let taken = &data[..data.len().min(room)];
+        self.fed += taken.len();
+        self.buffer.extend_from_slice(taken);
+        if self.kind == BodyKind::Sse {
+            self.events();
+            let event_max = SSE_EVENT_BYTES_MAX.min(self.limit);
+            if self.buffer.len() > event_max {
+                self.cut = true;
+                self.buffer = Vec::new();
+                return Some(format!("an SSE event ran past {event_max} bytes without the blank line that ends it"));
+            }
+        }
+        if taken.len() < data.len() {
+            self.cut = true;
+            // An error's message is read from what was kept; a reply cut short is recorded
+            // as the chunks that came, so its bytes are no longer needed.
+            if !matches!(self.kind, BodyKind::Error(_)) {
+                self.buffer = Vec::new();
+            }
+            return Some(format!("the answer is longer than --max-reply-bytes ({} bytes)", self.limit));
+        }
+        None
+    }
+
+    /// Reads every complete SSE event in the buffer, then drops them from it at once; the
+    /// search for an event's end resumes where the last one stopped.
+    fn events(&mut self) {
+        let mut start = 0;
+        loop {
+            // A separator may straddle the previous read: look back 3 bytes.
+            let from = self.scanned.saturating_sub(3).max(start);
+            let Some((len, sep)) = find_event_end(&self.buffer[from..]) else {
+                self.scanned = self.buffer.len();
+                break;
+            };
+            let end = from + len;
+            let event = String::from_utf8_lossy(&self.buffer[start..end]).into_owned();
+            start = end + sep;
+            self.scanned = start;
+            self.event(&event);
+        }
+        self.buffer.drain(..start);
+        self.scanned -= start;
+    }
+
+    fn event(&mut self, text: &str) {
+        let data: Vec<&str> =
+            text.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+        if data.is_empty() {
             return;
         }
-        // Events end with a blank line; a partial one waits for the rest.
-        while let Some(end) = find_event_end(&self.buffer) {
-            let event: Vec<u8> = self.buffer.drain(..end.0 + end.1).collect();
-            let text = String::from_utf8_lossy(&event[..end.0]).into_owned();
-            let data: Vec<&str> = text
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            if data.is_empty() {
-                continue;
+        let payload = data.join("\n");
+        if payload.trim() == "[DONE]" {
+            self.done = true;
+            return;
+        }
+        self.chunks += 1;
+        let chunk: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
+        let delta = &chunk["choices"][0]["delta"];
+        if let Some(t) = delta["content"].as_str() {
+            self.text.push_str(t);
+        }
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            let index = call["index"].as_u64().unwrap_or(0);
+            let entry = self.calls.entry(index).or_default();
+            if let Some(id) = call["id"].as_str() {
+                entry.0.push_str(id);
             }
-            let payload = data.join("\n");
-            if payload.trim() == "[DONE]" {
-                self.done = true;
-                continue;
+            if let Some(name) = call["function"]["name"].as_str() {
+                entry.1.push_str(name);
             }
-            self.chunks += 1;
-            let chunk: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
-            let delta = &chunk["choices"][0]["delta"];
-            if let Some(t) = delta["content"].as_str() {
-                self.text.push_str(t);
-            }
-            for call in delta["tool_calls"].as_array().into_iter().flatten() {
-                let index = call["index"].as_u64().unwrap_or(0);
-                let entry = self.calls.entry(index).or_default();
-                if let Some(id) = call["id"].as_str() {
-                    entry.0.push_str(id);
-                }
-                if let Some(name) = call["function"]["name"].as_str() {
-                    entry.1.push_str(name);
-                }
-                if let Some(args) = call["function"]["arguments"].as_str() {
-                    entry.2.push_str(args);
-                }
+            if let Some(args) = call["function"]["arguments"].as_str() {
+                entry.2.push_str(args);
             }
         }
     }
@@ -734,43 +920,69 @@ impl Parser {
         (self.text.clone(), self.calls.values().cloned().collect())
     }
 
-    fn finish(&mut self) -> Outcome {
-        if self.streamed {
-            if !self.done {
-                // The body ended cleanly but without `[DONE]`: the runtime saw a broken stream.
-                let (text, calls) = self.so_far();
-                return Outcome::Dropped { chunks: self.chunks, text, calls };
-            }
-            let (text, calls) = self.so_far();
-            return Outcome::Reply { text, calls };
+    /// A stream broken here: the chunks, text and calls that came.
+    fn dropped(&self) -> Outcome {
+        let (text, calls) = self.so_far();
+        Outcome::Dropped { chunks: self.chunks, text, calls }
+    }
+
+    /// What the answer amounts to where the parser stopped keeping it.
+    fn so_far_outcome(&mut self) -> Outcome {
+        match self.kind {
+            BodyKind::Error(_) => self.finish(),
+            _ => self.dropped(),
         }
-        let value: serde_json::Value = match serde_json::from_slice(&self.buffer) {
-            Ok(v) => v,
-            Err(_) => return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() },
-        };
-        let message = &value["choices"][0]["message"];
-        let text = message["content"].as_str().unwrap_or("").to_string();
-        let calls = message["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
-                (text(&c["id"]), text(&c["function"]["name"]), text(&c["function"]["arguments"]))
-            })
-            .collect();
-        Outcome::Reply { text, calls }
+    }
+
+    fn finish(&mut self) -> Outcome {
+        match self.kind {
+            BodyKind::Error(status) => {
+                let (kind, message) = error_of(&self.buffer);
+                Outcome::Error { status, kind, message }
+            }
+            // The body ended cleanly but without `[DONE]`: the runtime saw a broken stream.
+            BodyKind::Sse if !self.done => self.dropped(),
+            BodyKind::Sse => {
+                let (text, calls) = self.so_far();
+                Outcome::Reply { text, calls }
+            }
+            BodyKind::Json => {
+                let value: serde_json::Value = match serde_json::from_slice(&self.buffer) {
+                    Ok(v) => v,
+                    Err(_) => return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() },
+                };
+                let message = &value["choices"][0]["message"];
+                let text = message["content"].as_str().unwrap_or("").to_string();
+                let calls = message["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| {
+                        let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+                        (text(&c["id"]), text(&c["function"]["name"]), text(&c["function"]["arguments"]))
+                    })
+                    .collect();
+                Outcome::Reply { text, calls }
+            }
+        }
     }
 }
 
 /// Where the first SSE event in `buffer` ends: its length and the separator's.
 fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
-    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
+    // One pass: the first `\n\n` or `\r\n\r\n`, whichever comes first.
+    let mut i = 0;
+    while let Some(offset) = buffer[i..].iter().position(|b| *b == b'\n') {
+        let at = i + offset;
+        if buffer.get(at + 1) == Some(&b'\n') {
+            return Some((at, 2));
+        }
+        if at >= 1 && buffer[at - 1] == b'\r' && buffer.get(at + 1..at + 3) == Some(b"\r\n") {
+            return Some((at - 1, 4));
+        }
+        i = at + 1;
     }
+    None
 }
 
 /// The calls of an [`Outcome`] as conversation types (arguments that are not JSON are kept as

@@ -126,7 +126,7 @@ impl Shared {
     }
 
     fn find(&self, request: usize, kind: FindingKind, message: String) {
-        self.findings.lock().expect("findings lock poisoned").push(WireFinding { request, kind, message });
+        self.findings.lock().expect("findings lock poisoned").push(WireFinding::new(request, kind, &message));
     }
 
     /// Waits `scripted` (scaled); false when the server stopped first.
@@ -176,9 +176,12 @@ impl Shared {
     }
 }
 
-/// The accept loop under the clock: the clock sees each connection open and close (the close
-/// is the runtime's give-up, stamped at its virtual time); each request carries its peer.
-async fn serve_clocked(listener: tokio::net::TcpListener, app: Router, clock: Clock, shared: Arc<Shared>) {
+/// The accept loop. Each connection's first request head is read and checked first
+/// ([`super::head`]): a head hyper would refuse with a bare status gets the API's error
+/// object and a finding. Under the clock, the clock sees each connection open and close (the
+/// close is the runtime's give-up, stamped at its virtual time), and each request carries its
+/// peer. Off the clock, a stop closes idle connections at once and lets open requests finish.
+async fn serve_conns(listener: tokio::net::TcpListener, app: Router, clock: Option<Clock>, shared: Arc<Shared>) {
     use tower_service::Service as _;
     let mut stop = shared.stop_tx.subscribe();
     let mut conns = tokio::task::JoinSet::new();
@@ -189,7 +192,9 @@ async fn serve_clocked(listener: tokio::net::TcpListener, app: Router, clock: Cl
         };
         let Ok((stream, peer)) = accepted else { break };
         let peer = peer.to_string();
-        clock.conn_opened(&peer);
+        if let Some(clock) = &clock {
+            clock.conn_opened(&peer);
+        }
         let (app, clock, shared) = (app.clone(), clock.clone(), shared.clone());
         conns.spawn(async move {
             let _ = stream.set_nodelay(true);
@@ -199,20 +204,88 @@ async fn serve_clocked(listener: tokio::net::TcpListener, app: Router, clock: Cl
                 let mut app = app.clone();
                 async move { app.call(request).await }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .await;
-            let at_ns = match clock.conn_closed(&peer).await {
-                Ok(at_ns) => at_ns,
-                // The clock has ended: its last time is the best there is.
-                Err(_) => clock.now_ns(),
-            };
-            shared.closes.lock().expect("closes lock poisoned").push((peer, at_ns));
+            match super::head::first_head(stream).await {
+                super::head::FirstHead::Ok(io) => serve_conn(io, service, clock.is_none(), &shared).await,
+                super::head::FirstHead::Bad(stream, bad) => refuse_head(stream, bad, &shared).await,
+                super::head::FirstHead::Closed => {}
+            }
+            if let Some(clock) = clock {
+                let at_ns = match clock.conn_closed(&peer).await {
+                    Ok(at_ns) => at_ns,
+                    // The clock has ended: its last time is the best there is.
+                    Err(_) => clock.now_ns(),
+                };
+                shared.closes.lock().expect("closes lock poisoned").push((peer, at_ns));
+            }
         });
     }
     // The runtime's connections close as it exits: their closes are waited for a moment, so
     // that each disconnect has its time; then whatever is left is cut.
     let _ = tokio::time::timeout(Duration::from_secs(2), async { while conns.join_next().await.is_some() {} }).await;
+}
+
+/// Serves one connection with hyper. `graceful`: a stop closes it once its open requests are
+/// answered. A later request head hyper cannot parse ends the connection with hyper's bare
+/// status; it is still a finding.
+async fn serve_conn<S>(io: super::head::Prefixed, service: S, graceful: bool, shared: &Shared)
+where
+    S: hyper::service::Service<axum::http::Request<hyper::body::Incoming>, Response = Response> + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let served = if graceful {
+        let mut stop = shared.stop_tx.subscribe();
+        let stopped = tokio::select! {
+            served = conn.as_mut() => Err(served),
+            _ = stop.wait_for(|s| *s) => Ok(()),
+        };
+        match stopped {
+            Err(served) => served,
+            Ok(()) => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        }
+    } else {
+        conn.await
+    };
+    if let Err(e) = served
+        && (e.is_parse() || e.is_parse_too_large())
+    {
+        let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+        let kind = if e.is_parse_too_large() { FindingKind::Oversized } else { FindingKind::Malformed };
+        shared.find(
+            n,
+            kind,
+            format!("request #{n}: a request head on a kept-alive connection could not be parsed: {e}"),
+        );
+        shared.touch();
+    }
+}
+
+/// Answers a first request head that hyper would refuse bare: the API's error object, and a
+/// finding naming the request.
+async fn refuse_head(stream: tokio::net::TcpStream, bad: super::head::BadHead, shared: &Shared) {
+    let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+    let (kind, code, reason) = match bad.status() {
+        431 => (FindingKind::Oversized, "request_too_large", "Request Header Fields Too Large"),
+        _ => (FindingKind::Malformed, "malformed_request", "Bad Request"),
+    };
+    let message = format!("rehearsal: request #{n}: {}", bad.why());
+    shared.find(n, kind, format!("request #{n}: {}", bad.why()));
+    shared.touch();
+    let body = ErrorBody {
+        error: ErrorObject {
+            message,
+            kind: api::error_type_of(bad.status()).to_string(),
+            param: None,
+            code: Some(code.to_string()),
+        },
+    };
+    let text = serde_json::to_string(&body).expect("API objects serialize");
+    super::head::refuse(stream, bad.status(), reason, &text).await;
 }
 
 /// The peer address of the connection a request came on (under the clock).
@@ -303,18 +376,7 @@ impl Server {
             .fallback(not_served)
             .layer(DefaultBodyLimit::max(shared.options.body_limit_bytes))
             .with_state(shared.clone());
-        let mut stop = shared.stop_tx.subscribe();
-        if let Some(clock) = shared.options.clock.clone() {
-            let serving = tokio::spawn(serve_clocked(listener, app, clock, shared.clone()));
-            return Ok(Server { addr, shared, serving });
-        }
-        let serving = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            // An accept error ends serving; `done` then ends by the idle limit.
-            let _ = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
-        });
+        let serving = tokio::spawn(serve_conns(listener, app, shared.options.clock.clone(), shared.clone()));
         Ok(Server { addr, shared, serving })
     }
 
@@ -415,9 +477,15 @@ enum Refusal {
 impl Refusal {
     fn response(self, request: usize) -> Response {
         let (status, kind, code, message) = match self {
-            Refusal::Malformed(why) => {
-                (400, None, Some("malformed_request"), format!("rehearsal: request #{request} is malformed: {why}"))
-            }
+            Refusal::Malformed(why) => (
+                400,
+                None,
+                Some("malformed_request"),
+                format!(
+                    "rehearsal: request #{request} is malformed: {}",
+                    super::excerpt_to(&why, super::FINDING_CHARS_MAX)
+                ),
+            ),
             Refusal::Oversized(limit) => (
                 413,
                 None,

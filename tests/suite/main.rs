@@ -13,6 +13,7 @@ mod drive;
 mod fuzz_campaigns;
 mod golden;
 mod hostile;
+mod hostile_wire;
 mod instants;
 mod junit_schema;
 mod library;

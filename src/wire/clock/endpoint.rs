@@ -25,8 +25,8 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::{
-    ArrivalId, ArrivedRequest, ClockEnd, ClockLimits, Due, FromRuntime, LINE_BYTES_MAX, PROTOCOL, ProtocolError,
-    ReleaseId, ServerEvent, Step, ToRuntime, VirtualClock, Waiting,
+    ArrivalId, ArrivedRequest, ClockEnd, ClockLimits, Due, FromRuntime, LINE_BYTES_MAX, LINES_QUEUED_MAX, PROTOCOL,
+    ProtocolError, ReleaseId, ServerEvent, Step, ToRuntime, VirtualClock, Waiting,
 };
 
 /// 2025-01-01T00:00:00Z, the wall-clock time virtual zero stands for unless a run says
@@ -527,21 +527,54 @@ type Line = Result<String, String>;
 /// A connection that has said its first line.
 struct Greeted {
     writer: OwnedWriteHalf,
-    lines: mpsc::UnboundedReceiver<Line>,
+    lines: mpsc::Receiver<Line>,
     first: Option<Line>,
 }
 
 /// The followed runtime's connection.
 struct Session {
     writer: OwnedWriteHalf,
-    lines: mpsc::UnboundedReceiver<Line>,
+    lines: mpsc::Receiver<Line>,
     line_no: u64,
 }
 
+/// Why a line could not be written to a runtime.
+enum WriteFailed {
+    /// The connection is gone: its reader reports the end.
+    Gone,
+    /// The runtime stopped reading: the write did not complete within the limit.
+    Blocked,
+}
+
+/// Writes `line` within `limit`: a runtime that does not read never holds the endpoint.
+async fn write_line(writer: &mut OwnedWriteHalf, line: &str, limit: std::time::Duration) -> Result<(), WriteFailed> {
+    match tokio::time::timeout(limit, writer.write_all(line.as_bytes())).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(WriteFailed::Gone),
+        Err(_) => Err(WriteFailed::Blocked),
+    }
+}
+
+/// Ends the clock because the followed runtime stopped reading (its line `line_no` was the
+/// last it sent): a protocol error, after which the runtime is no longer followed.
+fn stopped_reading(shared: &Shared, line_no: u64, limit: std::time::Duration) {
+    let mut inner = shared.lock();
+    if inner.clock.ended().is_none() {
+        let at_ns = inner.clock.now_ns();
+        let message = format!(
+            "the runtime stopped reading its clock connection: a line to it could not be written within {} ms",
+            limit.as_millis()
+        );
+        inner.clock.end(ClockEnd::ProtocolError { at_ns, line: line_no, message });
+    }
+    shared.pump(&mut inner);
+}
+
 async fn serve(listener: TcpListener, shared: Arc<Shared>, options: ClockOptions) {
-    let (greeted_tx, mut greeted_rx) = mpsc::unbounded_channel::<Greeted>();
+    let (greeted_tx, mut greeted_rx) = mpsc::channel::<Greeted>(LINES_QUEUED_MAX);
     let mut session: Option<Session> = None;
     let busy_wall_max = options.limits.busy_wall_max;
+    let write_wall_max = options.limits.write_wall_max;
     loop {
         let (outbox, stop, stall_at) = {
             let mut inner = shared.lock();
@@ -553,9 +586,15 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>, options: ClockOptions
         };
         if let Some(current) = &mut session {
             for message in outbox {
-                if current.writer.write_all(message.line().as_bytes()).await.is_err() {
+                match write_line(&mut current.writer, &message.line(), write_wall_max).await {
+                    Ok(()) => {}
                     // The runtime has gone; its reader reports the end of the connection.
-                    break;
+                    Err(WriteFailed::Gone) => break,
+                    Err(WriteFailed::Blocked) => {
+                        stopped_reading(&shared, current.line_no, write_wall_max);
+                        session = None;
+                        break;
+                    }
                 }
             }
         }
@@ -581,16 +620,18 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>, options: ClockOptions
                         current.line_no += 1;
                         let line_no = current.line_no;
                         if let Some(answer) = take_line(&shared, line_no, line)
-                            && current.writer.write_all(answer.line().as_bytes()).await.is_err()
+                            && let Err(WriteFailed::Blocked) =
+                                write_line(&mut current.writer, &answer.line(), write_wall_max).await
                         {
-                            continue;
+                            stopped_reading(&shared, line_no, write_wall_max);
+                            session = None;
                         }
                     }
                 }
             }
             greeted = greeted_rx.recv() => {
                 let Some(greeted) = greeted else { continue };
-                if let Some(new) = greet(&shared, &options, greeted, session.is_some()).await {
+                if let Some(new) = greet(&shared, &options, greeted, session.is_some(), write_wall_max).await {
                     session = Some(new);
                 }
             }
@@ -620,19 +661,26 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>, options: ClockOptions
 }
 
 /// Reads a new connection's first line (its hello), within the wall-clock limit.
-async fn first_line(stream: TcpStream, greeted: mpsc::UnboundedSender<Greeted>, limit: std::time::Duration) {
+async fn first_line(stream: TcpStream, greeted: mpsc::Sender<Greeted>, limit: std::time::Duration) {
     let _ = stream.set_nodelay(true);
     let (read, writer) = stream.into_split();
-    let (tx, mut lines) = mpsc::unbounded_channel();
+    let (tx, mut lines) = mpsc::channel(LINES_QUEUED_MAX);
     tokio::spawn(read_lines(read, tx));
     let first = tokio::time::timeout(limit, lines.recv())
         .await
         .unwrap_or_else(|_| Some(Err(format!("no hello within {} ms", limit.as_millis()))));
-    let _ = greeted.send(Greeted { writer, lines, first });
+    // Connections wait their turn to be greeted; one that waits past the limit is dropped.
+    let _ = greeted.send_timeout(Greeted { writer, lines, first }, limit).await;
 }
 
 /// Welcomes or refuses a connection that said its first line.
-async fn greet(shared: &Shared, options: &ClockOptions, greeted: Greeted, busy: bool) -> Option<Session> {
+async fn greet(
+    shared: &Shared,
+    options: &ClockOptions,
+    greeted: Greeted,
+    busy: bool,
+    write_wall_max: std::time::Duration,
+) -> Option<Session> {
     let Greeted { mut writer, lines, first } = greeted;
     let answer = match first {
         None => return None,
@@ -657,12 +705,15 @@ async fn greet(shared: &Shared, options: &ClockOptions, greeted: Greeted, busy: 
                 pending: true,
             };
             // A runtime gone before its welcome disconnects at once: its reader ends.
-            let _ = writer.write_all(welcome.line().as_bytes()).await;
+            if let Err(WriteFailed::Blocked) = write_line(&mut writer, &welcome.line(), write_wall_max).await {
+                stopped_reading(shared, 1, write_wall_max);
+                return None;
+            }
             Some(Session { writer, lines, line_no: 1 })
         }
         Err(reason) => {
-            let _ = writer.write_all(ToRuntime::Refused { reason }.line().as_bytes()).await;
-            let _ = writer.shutdown().await;
+            let _ = write_line(&mut writer, &ToRuntime::Refused { reason }.line(), write_wall_max).await;
+            let _ = tokio::time::timeout(write_wall_max, writer.shutdown()).await;
             None
         }
     }
@@ -716,7 +767,7 @@ fn shorten(line: &str) -> String {
 
 /// Splits a connection into lines of at most [`LINE_BYTES_MAX`] bytes; ends at end of file,
 /// after an error line, or when nobody listens.
-async fn read_lines(mut read: OwnedReadHalf, tx: mpsc::UnboundedSender<Line>) {
+async fn read_lines(mut read: OwnedReadHalf, tx: mpsc::Sender<Line>) {
     let mut buffer = Vec::new();
     let mut scanned = 0;
     let mut chunk = vec![0u8; 16 * 1024];
@@ -736,13 +787,14 @@ async fn read_lines(mut read: OwnedReadHalf, tx: mpsc::UnboundedSender<Line>) {
             scanned = 0;
             let line = String::from_utf8(line).map_err(|_| "a line that is not UTF-8".to_string());
             let failed = line.is_err();
-            if tx.send(line).is_err() || failed {
+            // A full queue holds this reader (and, through TCP, the runtime) back.
+            if tx.send(line).await.is_err() || failed {
                 return;
             }
         }
         scanned = buffer.len();
         if buffer.len() > LINE_BYTES_MAX {
-            let _ = tx.send(Err(format!("a line longer than {LINE_BYTES_MAX} bytes")));
+            let _ = tx.send(Err(format!("a line longer than {LINE_BYTES_MAX} bytes"))).await;
             return;
         }
     }
