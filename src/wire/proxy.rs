@@ -841,6 +841,9 @@ impl Parser {
         let room = self.limit.saturating_sub(self.fed);
         let taken = &data[..data.len().min(room)];
         self.fed += taken.len();
+        if let Some(more) = growth_within(self.buffer.len(), self.buffer.capacity(), taken.len(), self.limit) {
+            self.buffer.reserve_exact(more);
+        }
         self.buffer.extend_from_slice(taken);
         if self.kind == BodyKind::Sse {
             self.events();
@@ -899,6 +902,11 @@ impl Parser {
         let chunk: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
         let delta = &chunk["choices"][0]["delta"];
         if let Some(t) = delta["content"].as_str() {
+            // The text never holds more than the bytes fed: its capacity stays within the
+            // limit too.
+            if let Some(more) = growth_within(self.text.len(), self.text.capacity(), t.len(), self.limit) {
+                self.text.reserve_exact(more);
+            }
             self.text.push_str(t);
         }
         for call in delta["tool_calls"].as_array().into_iter().flatten() {
@@ -926,11 +934,16 @@ impl Parser {
         Outcome::Dropped { chunks: self.chunks, text, calls }
     }
 
-    /// What the answer amounts to where the parser stopped keeping it.
+    /// What the answer amounts to where the parser stopped keeping it: the text and calls
+    /// move into the outcome, so that they are held once.
     fn so_far_outcome(&mut self) -> Outcome {
         match self.kind {
             BodyKind::Error(_) => self.finish(),
-            _ => self.dropped(),
+            _ => {
+                let text = std::mem::take(&mut self.text);
+                let calls = std::mem::take(&mut self.calls).into_values().collect();
+                Outcome::Dropped { chunks: self.chunks, text, calls }
+            }
         }
     }
 
@@ -966,6 +979,18 @@ impl Parser {
             }
         }
     }
+}
+
+/// How much to reserve (beyond `len`) in a buffer of `capacity` that must take `more` bytes:
+/// doubling up to 1 MiB, then the whole `limit` at once. Doubling on would leave up to twice
+/// the limit allocated and hold the old block beside the new one at every step (which the
+/// allocator keeps resident); one reservation of the limit is touched, and so made resident,
+/// only as far as it is written. `None`: it fits.
+fn growth_within(len: usize, capacity: usize, more: usize, limit: usize) -> Option<usize> {
+    const SMALL: usize = 1 << 20;
+    let needed = len + more;
+    let target = if needed <= SMALL { needed.max(capacity.saturating_mul(2)).min(SMALL) } else { limit.max(needed) };
+    (needed > capacity).then(|| target - len)
 }
 
 /// Where the first SSE event in `buffer` ends: its length and the separator's.
