@@ -262,6 +262,22 @@ pub async fn record(
         )));
     }
     let mut notes = recording.notes.clone();
+    // The upstream's own failures are counted: the runtime got a 502 error object for each,
+    // which the file scripts as that error, and the verdict must not hide them.
+    let unreachable: Vec<String> = recording
+        .exchanges
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(&e.outcome, Outcome::Error { kind: Some(k), .. } if k == "upstream_unreachable"))
+        .map(|(n, _)| n.to_string())
+        .collect();
+    if !unreachable.is_empty() {
+        notes.push(format!(
+            "{} requests could not reach the upstream and were answered with a 502 error object (exchanges {}); the file scripts them as that error",
+            unreachable.len(),
+            unreachable.join(", ")
+        ));
+    }
     // A key the runtime description itself sets (`OPENAI_API_KEY=rehearsal`) is a public
     // placeholder, not a secret: blanking it would blank every word it is.
     let public: Vec<String> = description.env.values().cloned().collect();
@@ -777,6 +793,50 @@ fn layout(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_writer_that_disagrees_with_its_recording_is_rehearsal_s_bug_not_the_runtime_s() {
+        let e = RecordError::Inconsistent {
+            file: PathBuf::from("out.json"),
+            differences: vec![
+                "exchange 0 (main): the scenario answers text \"a\", the recording has text \"b\"".into(),
+            ],
+        };
+        let said = e.to_string();
+        assert!(said.starts_with("internal error: out.json does not play back the run it was written from"), "{said}");
+        assert!(said.contains("not of the runtime"), "{said}");
+        assert!(said.ends_with("the recording has text \"b\""), "{said}");
+    }
+
+    #[test]
+    fn the_self_check_reads_the_recording_blanked_as_the_file_is() {
+        let request: crate::wire::api::ChatRequest =
+            serde_json::from_str(r#"{"messages":[{"role":"user","content":"my key is hunter2hunter2"}]}"#).unwrap();
+        let recording = Recording {
+            exchanges: vec![crate::wire::proxy::RecordedExchange {
+                converted: request.convert().unwrap(),
+                model: None,
+                streamed: false,
+                arrived: Duration::ZERO,
+                ended: None,
+                outcome: Outcome::Reply {
+                    text: "echo hunter2hunter2".into(),
+                    calls: vec![("c".into(), "f".into(), r#"{"password":"x","k":"hunter2hunter2"}"#.into())],
+                },
+            }],
+            ..Recording::default()
+        };
+        let blanked = redacted_recording(&recording, &["hunter2hunter2".to_string()], &[]);
+        let e = &blanked.exchanges[0];
+        assert_eq!(e.converted.messages.iter().next().unwrap().content, "my key is [redacted]");
+        assert_eq!(
+            e.outcome,
+            Outcome::Reply {
+                text: "echo [redacted]".into(),
+                calls: vec![("c".into(), "f".into(), r#"{"password":"[redacted]","k":"[redacted]"}"#.into())]
+            }
+        );
+    }
 
     #[test]
     fn secrets_are_blanked_in_keys_texts_and_literals() {

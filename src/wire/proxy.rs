@@ -981,16 +981,21 @@ impl Parser {
     }
 }
 
-/// How much to reserve (beyond `len`) in a buffer of `capacity` that must take `more` bytes:
-/// doubling up to 1 MiB, then the whole `limit` at once. Doubling on would leave up to twice
-/// the limit allocated and hold the old block beside the new one at every step (which the
-/// allocator keeps resident); one reservation of the limit is touched, and so made resident,
-/// only as far as it is written. `None`: it fits.
+/// How much to reserve (beyond `len`) in a buffer of `capacity` that must take `more` bytes,
+/// never past `limit`: doubling up to 1 MiB, then the whole limit at once when it is at most
+/// 64 MiB (doubling on would leave up to twice the limit allocated and hold the old block
+/// beside the new one at every step, which the allocator keeps resident; one reservation is
+/// made resident only as far as it is written), doubling again past that. `None`: it fits.
 fn growth_within(len: usize, capacity: usize, more: usize, limit: usize) -> Option<usize> {
     const SMALL: usize = 1 << 20;
+    const RESERVE_MAX: usize = 64 << 20;
     let needed = len + more;
-    let target = if needed <= SMALL { needed.max(capacity.saturating_mul(2)).min(SMALL) } else { limit.max(needed) };
-    (needed > capacity).then(|| target - len)
+    let grown = if needed > SMALL && limit <= RESERVE_MAX {
+        limit
+    } else {
+        capacity.saturating_mul(2).min(if needed <= SMALL { SMALL } else { usize::MAX })
+    };
+    (needed > capacity).then(|| needed.max(grown).min(limit.max(needed)) - len)
 }
 
 /// Where the first SSE event in `buffer` ends: its length and the separator's.
@@ -1155,6 +1160,58 @@ mod tests {
             p.finish(),
             Outcome::Reply { text: "Hello".into(), calls: vec![("c1".into(), "f".into(), "{\"a\":1}".into())] }
         );
+    }
+
+    #[test]
+    fn an_sse_event_that_never_ends_is_cut_at_its_bound_and_the_buffer_freed() {
+        // An upstream that never writes the blank line ending an event (issue 37): the parser
+        // stops at the bound instead of buffering and rescanning without end.
+        let mut p = Parser::new(BodyKind::Sse, usize::MAX);
+        p.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n");
+        let line = vec![b'x'; 64 << 10];
+        let mut why = None;
+        for _ in 0..((SSE_EVENT_BYTES_MAX >> 16) + 2) {
+            if let Some(w) = p.feed(&line) {
+                why = Some(w);
+                break;
+            }
+        }
+        assert_eq!(why.as_deref(), Some("an SSE event ran past 1048576 bytes without the blank line that ends it"));
+        assert!(p.buffer.capacity() == 0, "the unfinished event is dropped");
+        assert_eq!(p.feed(b"\n\n"), None, "nothing is taken in after the cut");
+        assert_eq!(p.so_far_outcome(), Outcome::Dropped { chunks: 1, text: "ok".into(), calls: Vec::new() });
+    }
+
+    #[test]
+    fn a_separator_split_across_reads_is_found_once() {
+        let mut p = Parser::sse();
+        for piece in ["data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\r", "\n\r", "\n", "data: [DONE]\n", "\n"] {
+            p.feed(piece.as_bytes());
+        }
+        assert_eq!(p.chunks, 1);
+        assert_eq!(p.finish(), Outcome::Reply { text: "a".into(), calls: Vec::new() });
+    }
+
+    #[test]
+    fn a_reply_past_the_limit_is_kept_to_the_limit() {
+        let mut p = Parser::new(BodyKind::Sse, 100);
+        let frame = "data: {\"choices\":[{\"delta\":{\"content\":\"0123456789\"}}]}\n\n";
+        assert_eq!(p.feed(frame.as_bytes()), None);
+        assert_eq!(
+            p.feed(frame.as_bytes()).as_deref(),
+            Some("the answer is longer than --max-reply-bytes (100 bytes)")
+        );
+        assert_eq!(p.fed, 100);
+        assert_eq!(p.so_far_outcome(), Outcome::Dropped { chunks: 1, text: "0123456789".into(), calls: Vec::new() });
+    }
+
+    #[test]
+    fn growth_stays_within_the_limit() {
+        assert_eq!(growth_within(0, 0, 10, 1 << 30), Some(10));
+        assert_eq!(growth_within(10, 10, 10, 1 << 30), Some(10), "doubling while small");
+        assert_eq!(growth_within(1 << 20, 1 << 20, 1, 16 << 20), Some(15 << 20), "then the limit at once");
+        assert_eq!(growth_within(5, 10, 5, 100), None);
+        assert_eq!(growth_within(100, 100, 50, 100), Some(50), "never less than needed");
     }
 
     #[test]
