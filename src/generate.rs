@@ -1408,6 +1408,7 @@ impl Plan {
 
         let mut turns = vec![Turn {
             user: "Please investigate.".into(),
+            user_free: false,
             at_ms: None,
             request_id: None,
             expect: TurnExpect::default(),
@@ -1420,6 +1421,7 @@ impl Plan {
             });
             turns.push(Turn {
                 user: format!("Follow-up {}.", i + 1),
+                user_free: false,
                 at_ms,
                 request_id: None,
                 expect: TurnExpect::default(),

@@ -31,7 +31,7 @@ pub(crate) use suggest::{did_you_mean, nearest as nearest_name};
 /// is read as. Version 1 is the format as docs/scenarios.md describes it; version 2 adds
 /// `check.recorded` (`rehearsal record`); see docs/format-versions.md for what each version
 /// changes.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 
 /// A scenario, as written in a file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -843,6 +843,12 @@ pub struct NthMessage {
 pub struct Turn {
     /// The user's message.
     pub user: String,
+    /// Over the wire, whether the runtime may send the model a root message of its own for
+    /// this turn: by default the root must send one holding `user` (a finding otherwise,
+    /// since a runtime that loses or replaces its user's message breaks the run). In-process
+    /// the core is given `user` and this changes nothing. Format 3.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub user_free: bool,
     /// Virtual time the turn starts (default: when the previous one ended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_ms: Option<u64>,

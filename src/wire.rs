@@ -136,6 +136,8 @@ pub enum FindingKind {
     Unattributed,
     /// A route the server does not serve.
     NotServed,
+    /// A chat request that came after the script had ended (`rehearsal serve`).
+    AfterScript,
 }
 
 impl FindingKind {
@@ -146,6 +148,7 @@ impl FindingKind {
             FindingKind::Oversized => "oversized request",
             FindingKind::Unattributed => "unattributed request",
             FindingKind::NotServed => "request not served",
+            FindingKind::AfterScript => "request after the script ended",
         }
     }
 }

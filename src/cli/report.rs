@@ -76,6 +76,8 @@ pub(super) struct Reporter {
     pub(super) skipped: usize,
     /// Usage errors found while running (a `--filter` that matched nothing): exit 2.
     pub(super) usage_errors: usize,
+    /// The system under test could not be run (`not_run`): exit 4.
+    not_run: bool,
     /// Trace events and virtual milliseconds of every run, for the JSON summary.
     events: u64,
     elapsed_ms: u64,
@@ -104,6 +106,7 @@ impl Reporter {
             filtered_out: 0,
             skipped: 0,
             usage_errors: 0,
+            not_run: false,
             events: 0,
             elapsed_ms: 0,
             cases: Vec::new(),
@@ -144,6 +147,28 @@ impl Reporter {
                 self.cases.push(Case {
                     name: "usage".into(),
                     classname: "rehearsal.usage".into(),
+                    elapsed_ms: 0,
+                    problem,
+                });
+            }
+        }
+    }
+
+    /// The system under test could not be run (exit 4): on stderr, and in the machine report
+    /// as a JSON `not_run` record or a JUnit error case, so a program reading it learns why.
+    pub(super) fn not_run(&mut self, out: &mut dyn Write, err: &mut dyn Write, text: &str) {
+        self.not_run = true;
+        self.error(err, text);
+        match self.style.format {
+            Format::Text => {}
+            Format::Json => {
+                let _ = writeln!(out, "{}", json!({"type": "not_run", "message": text}));
+            }
+            Format::Junit => {
+                let problem = Some(("error", text.to_string(), "not_run", text.to_string()));
+                self.cases.push(Case {
+                    name: "not_run".into(),
+                    classname: "rehearsal.not_run".into(),
                     elapsed_ms: 0,
                     problem,
                 });
@@ -259,6 +284,8 @@ impl Reporter {
             Exit::Internal
         } else if bad > 0 || self.usage_errors > 0 {
             Exit::BadInput
+        } else if self.not_run {
+            Exit::NotRun
         } else if failed > 0 || unmet > 0 {
             Exit::Failed
         } else {

@@ -9,6 +9,7 @@ use super::report::{Reporter, Style};
 use super::style::Terminal;
 use super::{ColorChoice, Exit, Format};
 use crate::dialect::Dialect;
+use crate::runtime::RuntimeDescription;
 use crate::wire::clock::{ClockEnd, ClockEndpoint, ClockOptions, ClockReport};
 use crate::wire::{self, End, ServeOptions, Server, WireRun};
 
@@ -18,7 +19,9 @@ pub(super) struct ServeArgs {
     /// The scenario file.
     scenario: PathBuf,
     /// How the runtime spells sub-agents: a built-in dialect (rehearsal, roku, bub, bub-0.5.1,
-    /// generic) or a dialect `.json` file.
+    /// generic) or a dialect `.json` file; else a runtime description as `drive` takes it
+    /// (py-runtime, or a description `.json` file), whose limits are then judged in place of
+    /// the file's `rules` and whose env is printed to export.
     #[arg(long, value_name = "NAME", default_value = "generic")]
     runtime: String,
     /// The port on 127.0.0.1; 0 takes a free one.
@@ -28,9 +31,24 @@ pub(super) struct ServeArgs {
     /// times.
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     time_scale: f64,
-    /// End the run when no request arrived and none was answered for this long.
+    /// End the run when no request arrived and none was answered for this long, counted from
+    /// the first request.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::positive_duration)]
     idle_limit: humantime::Duration,
+    /// How long to wait for the first request (the runtime's start-up: a Python SDK's imports
+    /// take seconds); past it the run ends with exit 4.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = super::positive_duration)]
+    startup_limit: humantime::Duration,
+    /// After the script has ended, keep listening this long: a request that comes then is
+    /// answered with a 400 API error object (`script_ended`) and fails the verdict, instead of
+    /// finding no server. Ctrl-C ends the wait.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    after_script: humantime::Duration,
+    /// Once listening, write FILE (atomically) with one JSON object for a program that starts
+    /// serve: {"base_url": ..., "env": {NAME: VALUE, ...}, "pid": ...}, the env being the lines
+    /// printed to export.
+    #[arg(long, value_name = "FILE")]
+    ready_file: Option<PathBuf>,
     /// Requests whose last message contains TEXT are side requests (a title or summary call):
     /// answered with an empty text, put down to no agent. Repeat for more.
     #[arg(long, value_name = "TEXT")]
@@ -80,7 +98,7 @@ Exit codes:
   2    bad input or usage: an unreadable or invalid scenario, an unknown runtime, a port
        that cannot be bound
   3    internal error
-  4    the system under test could not be run: no request arrived before the idle limit";
+  4    the system under test could not be run: no request arrived within the start-up limit";
 
 pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
     let style = Style::plain(args.format, false, args.color, terminal);
@@ -100,12 +118,34 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         reporter.error(err, &format!("--timeline {shown} is the input file: not overwritten (name another file)"));
         return Exit::BadInput;
     }
-    let dialect = match Dialect::load(&args.runtime) {
-        Ok(dialect) => dialect,
-        Err(e) => {
-            reporter.error(err, &format!("--runtime: {e}"));
-            return Exit::BadInput;
+    // A dialect, or else a runtime description (as `drive --runtime` takes): then its dialect
+    // reads the requests, its limits are judged in place of the file's `rules`, and its env
+    // is among the lines to export.
+    let (dialect, described) = match Dialect::load(&args.runtime) {
+        Ok(dialect) => (dialect, None),
+        Err(dialect_error) => match RuntimeDescription::load(&args.runtime) {
+            Ok(description) => (description.dialect(), Some(description)),
+            Err(_) => {
+                reporter.error(
+                    err,
+                    &format!(
+                        "--runtime: {dialect_error}; nor a runtime description (built-in: {})",
+                        crate::runtime::BUILTIN.join(", ")
+                    ),
+                );
+                return Exit::BadInput;
+            }
+        },
+    };
+    let judged = match &described {
+        Some(description) => {
+            let (judged, notes) = description.judged_as(&scenario);
+            for note in notes {
+                reporter.note(err, &note);
+            }
+            judged
         }
+        None => scenario.clone(),
     };
     let shim = match args.clock.then(|| crate::drive::find_clock_shim(args.clock_shim.as_deref())) {
         Some(Ok(shim)) => Some(shim),
@@ -119,6 +159,7 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         port: args.port,
         time_scale: args.time_scale,
         idle_limit: args.idle_limit.into(),
+        startup_limit: args.startup_limit.into(),
         side: args.side.clone(),
         barrier: args.barrier.map(Into::into),
         ..ServeOptions::default()
@@ -147,28 +188,70 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         let server = Server::start(&scenario, dialect, options).await?;
         let base = server.base_url();
         let _ = writeln!(err, "serving {} on {base}", crate::trace::printable(&scenario.name));
-        for line in env_lines(&base, &args.runtime) {
-            let _ = writeln!(err, "export {line}");
+        let mut env: Vec<(String, String)> = env_lines(&base, &args.runtime)
+            .into_iter()
+            .filter_map(|line| line.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
+        if let Some(description) = &described {
+            // Its env, less what names drive's temp folders (a runtime started by hand has its own).
+            let model = scenario.session.model.clone().unwrap_or_else(|| "rehearsal".to_string());
+            for (k, template) in &description.env {
+                if template.contains("{home}") || template.contains("{workdir}") {
+                    continue;
+                }
+                let v = template.replace("{base_url}", &base).replace("{model}", &model);
+                env.retain(|(key, _)| key != k);
+                env.push((k.clone(), v));
+            }
+        }
+        for (k, v) in &env {
+            let _ = writeln!(err, "export {k}={v}");
         }
         if let (Some(endpoint), Some(shim)) = (&endpoint, &shim) {
             endpoint.set_http(vec![server.addr().to_string()]);
             let _ = writeln!(err, "export REHEARSAL_CLOCK={}", endpoint.env_value());
             let _ = writeln!(err, "export PYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}}", shim.display());
             let _ = writeln!(err, "export PYTHONHASHSEED=0");
+            let pythonpath = match std::env::var("PYTHONPATH") {
+                Ok(old) if !old.is_empty() => format!("{}:{old}", shim.display()),
+                _ => shim.display().to_string(),
+            };
+            env.push(("REHEARSAL_CLOCK".into(), endpoint.env_value()));
+            env.push(("PYTHONPATH".into(), pythonpath));
+            env.push(("PYTHONHASHSEED".into(), "0".into()));
         }
         let _ = err.flush();
+        if let Some(path) = &args.ready_file {
+            write_ready(path, &base, &env).map_err(|e| {
+                let shown = crate::trace::printable(&path.to_string_lossy()).into_owned();
+                wire::ServeError(format!("--ready-file {shown}: cannot write it: {e}"))
+            })?;
+        }
         let clock = endpoint.as_ref().map(ClockEndpoint::clock);
+        // A clock that ends by itself no longer moves the runtime: the run is over.
+        let clock_ended = || async {
+            match &clock {
+                Some(clock) => clock.ended().await,
+                None => std::future::pending().await,
+            }
+        };
         let end = tokio::select! {
             end = server.done() => end,
             _ = tokio::signal::ctrl_c() => End::Caller,
-            // A clock that ends by itself no longer moves the runtime: the run is over.
-            () = async {
-                match &clock {
-                    Some(clock) => clock.ended().await,
-                    None => std::future::pending().await,
-                }
-            } => End::Caller,
+            () = clock_ended() => End::Caller,
         };
+        if matches!(end, End::Script | End::Stopped) && !args.after_script.is_zero() {
+            // The runtime may still ask: it is told the script is over (or stopped), and the
+            // verdict says so, rather than finding no server.
+            if end == End::Script {
+                server.script_over();
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(args.after_script.into()) => {}
+                _ = tokio::signal::ctrl_c() => {}
+                () = clock_ended() => {}
+            }
+        }
         let run = server.finish(end).await;
         let report = match endpoint {
             Some(endpoint) => Some(endpoint.finish().await),
@@ -215,18 +298,24 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         );
     }
     if run.requests == 0 {
-        match clock_stopped {
-            // The runtime spoke to the clock and broke off before asking the model anything:
-            // the clock's end is the reason, printed as it is.
-            Some(end) => reporter.error(
-                err,
-                &format!("no request arrived: the clock stopped following the runtime before its first request: {end}"),
+        let why = match clock_stopped {
+            Some(end) => {
+                format!("no request arrived: the clock stopped following the runtime before its first request: {end}")
+            }
+            None if run.end == End::Idle => format!(
+                "no request arrived within the start-up limit ({}): the system under test never called the server",
+                args.startup_limit
             ),
-            None => reporter.error(err, "no request arrived: the system under test never called the server"),
+            None => "no request arrived: the system under test never called the server".to_string(),
+        };
+        reporter.not_run(out, err, &why);
+        // The machine formats end with their summary; the text report's error says it all.
+        if reporter.format() == Format::Text {
+            return Exit::NotRun;
         }
-        return Exit::NotRun;
+        return reporter.finish(out, err, None);
     }
-    let mut verdict = wire::judge(&scenario, &run);
+    let mut verdict = wire::judge(&judged, &run);
     if let Some(report) = &clock {
         reporter.note(err, &format!("the clock ended at {} virtual", crate::wire::clock::seconds(report.now_ns)));
         verdict.run.elapsed = std::time::Duration::from_nanos(report.now_ns);
@@ -261,6 +350,18 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         }
     }
     reporter.finish(out, err, None)
+}
+
+/// Writes the ready file: written beside its place, then renamed, so a reader never sees half.
+fn write_ready(path: &std::path::Path, base: &str, env: &[(String, String)]) -> std::io::Result<()> {
+    let env: serde_json::Map<String, serde_json::Value> =
+        env.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect();
+    let ready = serde_json::json!({"base_url": base, "env": env, "pid": std::process::id()});
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
+    std::fs::write(&partial, format!("{ready}\n"))?;
+    std::fs::rename(&partial, path)
 }
 
 /// The environment lines a runtime takes: the OpenAI SDK's, and the runtime's own.

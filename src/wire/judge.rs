@@ -44,6 +44,7 @@ pub fn judge(scenario: &Scenario, wire: &WireRun) -> Verdict {
     }
     if wire.halts.is_empty() {
         failures.extend(unused(scenario, wire));
+        failures.extend(users(scenario, wire));
     }
     causes.extend(failures);
     let run = Run {
@@ -108,6 +109,58 @@ fn unused(scenario: &Scenario, wire: &WireRun) -> Vec<Failure> {
             format!("lanes[{i}] ({}): {} never answered a request{ended}", lane.selector(), list.join(", "))
         };
         out.push(Failure::new(FailureKind::UnusedScript, what, Vec::new()));
+    }
+    out
+}
+
+/// The turns whose user message the root never sent. Each turn's `user` must appear in one of
+/// the root's user messages, in turn order (contained, so that a runtime that wraps its user's
+/// text, with a date line for one, still matches; messages in between, such as notifications,
+/// are passed over). A turn with `user_free` matches nothing and is skipped.
+fn users(scenario: &Scenario, wire: &WireRun) -> Vec<Failure> {
+    use crate::evidence::attribution::Attribution;
+    use crate::sut::llm::Role;
+    // The root's user messages, in the order they first appeared.
+    let mut said: Vec<&str> = Vec::new();
+    for (e, a) in wire.side.exchanges.iter().zip(&wire.side.attributions) {
+        let Attribution::Agent(a) = a else { continue };
+        if a.alias != crate::sut::AgentId::root() {
+            continue;
+        }
+        for m in e.messages.iter().filter(|m| m.role == Role::User) {
+            if !said.contains(&m.content.as_str()) {
+                said.push(&m.content);
+            }
+        }
+    }
+    if said.is_empty() {
+        // No request of the root at all: the unused script and the attribution say so.
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut from = 0;
+    for (i, turn) in scenario.turns.iter().enumerate() {
+        if turn.user_free {
+            continue;
+        }
+        let wanted = turn.user.trim();
+        match said[from..].iter().position(|m| m.contains(wanted)) {
+            Some(k) => from += k + 1,
+            None => {
+                let shown: Vec<String> =
+                    said.iter().take(5).map(|m| crate::trace::quoted(&super::excerpt_to(m, 80))).collect();
+                let more = if said.len() > 5 { format!(" and {} more", said.len() - 5) } else { String::new() };
+                out.push(Failure::new(
+                    FailureKind::Check,
+                    format!(
+                        "turns[{i}].user: the root never sent the model {} (after the turns before it); its user messages were {}{more} (set `user_free` on the turn to leave it free)",
+                        crate::trace::quoted(&super::excerpt(wanted)),
+                        shown.join(", ")
+                    ),
+                    Vec::new(),
+                ));
+            }
+        }
     }
     out
 }

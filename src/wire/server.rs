@@ -47,9 +47,12 @@ pub struct ServeOptions {
     /// Real seconds per scripted second: a scripted latency of 200 ms waits
     /// `200 ms × time_scale` of wall time. Default 1; 0 answers at once.
     pub time_scale: f64,
-    /// The run ends when no request arrived and none was answered for this long (wall time).
-    /// Default 30 s.
+    /// The run ends when no request arrived and none was answered for this long (wall time),
+    /// counted from the first request. Default 30 s.
     pub idle_limit: Duration,
+    /// Before the first request, how long the runtime may take to start and ask (a Python
+    /// SDK's imports take seconds). Default 120 s.
+    pub startup_limit: Duration,
     /// The largest request body accepted, in bytes; a larger one is refused (413) and
     /// reported. Default 8 MiB.
     pub body_limit_bytes: usize,
@@ -74,6 +77,7 @@ impl Default for ServeOptions {
             port: 0,
             time_scale: 1.0,
             idle_limit: Duration::from_secs(30),
+            startup_limit: Duration::from_secs(120),
             body_limit_bytes: 8 << 20,
             side: Vec::new(),
             created_s: None,
@@ -114,6 +118,9 @@ struct Shared {
     /// Something that `done` watches changed.
     changed: Notify,
     stopping: AtomicBool,
+    /// Set by [`Server::script_over`]: every later chat request is refused as asked after the
+    /// script ended (side requests are still answered).
+    script_over: AtomicBool,
     stop_tx: watch::Sender<bool>,
     /// Under `--barrier`: where replies wait for quiet.
     barrier: Option<Arc<Barrier>>,
@@ -362,6 +369,7 @@ impl Server {
             closes: Mutex::default(),
             changed: Notify::new(),
             stopping: AtomicBool::new(false),
+            script_over: AtomicBool::new(false),
             barrier: options.barrier.map(|quiet| Arc::new(Barrier::new(quiet))),
             stop_tx,
             options,
@@ -408,18 +416,33 @@ impl Server {
             if used_up && self.shared.open.load(Ordering::SeqCst) == 0 {
                 return End::Script;
             }
-            let deadline =
-                *self.shared.last_activity.lock().expect("activity lock poisoned") + self.shared.options.idle_limit;
+            // Before the first request the start-up limit runs, from the start; after it the
+            // idle limit, from the last activity.
+            let deadline = || {
+                if self.shared.received.load(Ordering::SeqCst) == 0 {
+                    self.shared.started + self.shared.options.startup_limit
+                } else {
+                    *self.shared.last_activity.lock().expect("activity lock poisoned") + self.shared.options.idle_limit
+                }
+            };
             tokio::select! {
                 _ = changed => {}
-                _ = tokio::time::sleep_until(deadline) => {
-                    let last = *self.shared.last_activity.lock().expect("activity lock poisoned");
-                    if last + self.shared.options.idle_limit <= Instant::now() {
+                _ = tokio::time::sleep_until(deadline()) => {
+                    if deadline() <= Instant::now() {
                         return End::Idle;
                     }
                 }
             }
         }
+    }
+
+    /// Marks the script as over (after [`Server::done`] gave [`End::Script`]): from now on a
+    /// chat request is answered with a 400 API error object (`script_ended`) and recorded as
+    /// a finding, so that a runtime asking after the script is told so and the verdict names
+    /// it, while the server keeps listening (`rehearsal serve --after-script`). Side requests
+    /// are still answered.
+    pub fn script_over(&self) {
+        self.shared.script_over.store(true, Ordering::SeqCst);
     }
 
     /// Stops serving (held requests are let go, connections closed) and hands back the
@@ -468,6 +491,8 @@ enum Refusal {
     NotServed(Method, Uri),
     /// The script stopped the run.
     Halted(String),
+    /// The request came after the script ended.
+    AfterScript(String),
     /// The server is stopping.
     Stopping,
     /// A scripted `error` reply.
@@ -510,6 +535,9 @@ impl Refusal {
             ),
             Refusal::Halted(why) => {
                 (500, None, Some("script_stopped"), format!("rehearsal: request #{request}: the script stopped: {why}"))
+            }
+            Refusal::AfterScript(why) => {
+                (400, None, Some("script_ended"), format!("rehearsal: request #{request}: {why}"))
             }
             Refusal::Stopping => {
                 (503, None, Some("server_stopping"), format!("rehearsal: request #{request}: the run is over"))
@@ -639,6 +667,15 @@ async fn chat(
             return at_once(turn, Refusal::Malformed(why).response(n), n).await;
         }
     };
+    if shared.script_over.load(Ordering::SeqCst) {
+        let last = converted.messages.iter().next_back().map(|m| m.content.as_str()).unwrap_or_default();
+        if !shared.options.side.iter().any(|side| last.contains(side.as_str())) {
+            let why = "it arrived after the script had ended (every reply the script must give was given)".to_string();
+            shared.find(n, FindingKind::AfterScript, format!("request #{n}: {why}"));
+            shared.touch();
+            return at_once(turn, Refusal::AfterScript(why).response(n), n).await;
+        }
+    }
     let prompt_chars =
         converted.system.chars().count() + converted.messages.iter().map(|m| m.content.chars().count()).sum::<usize>();
     let (exchange, plan) = shared.bridge.lock().expect("bridge lock poisoned").request(

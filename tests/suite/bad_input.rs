@@ -511,10 +511,10 @@ fn a_future_format_version_exits_2_naming_both_versions_before_its_unknown_field
     let out = run_bad("future-format.json", 2);
     assert_contains(
         &out.stderr,
-        "error: tests/fixtures/bad/future-format.json:2:3: at `format`: this file is written in scenario format 3, but this rehearsal reads formats up to 2; use a rehearsal that reads format 3",
+        "error: tests/fixtures/bad/future-format.json:2:3: at `format`: this file is written in scenario format 4, but this rehearsal reads formats up to 3; use a rehearsal that reads format 4",
         &out.both(),
     );
-    assert!(!out.stderr.contains("a_field_of_format_3"), "{}", out.both());
+    assert!(!out.stderr.contains("a_field_of_format_4"), "{}", out.both());
 }
 
 #[test]
@@ -525,7 +525,7 @@ fn format_1_is_the_default_and_0_is_refused() {
         );
         scenario::parse(Path::new("f.json"), &json)
     };
-    assert_eq!(scenario::FORMAT, 2);
+    assert_eq!(scenario::FORMAT, 3);
     let (left_out, one) = (with("").unwrap(), with(r#""format": 1, "#).unwrap());
     assert_eq!((left_out.format, one.format), (None, Some(1)));
     // The version changes nothing a run does.
@@ -542,8 +542,9 @@ fn format_1_is_the_default_and_0_is_refused() {
     };
     assert_eq!((field.as_str(), message.as_str()), ("format", "format versions start at 1"));
     assert_eq!(with(r#""format": 2, "#).unwrap().format, Some(2));
-    let Err(ScenarioError::Invalid { field, .. }) = with(r#""format": 3, "#) else {
-        panic!("format 3 must be refused")
+    assert_eq!(with(r#""format": 3, "#).unwrap().format, Some(3));
+    let Err(ScenarioError::Invalid { field, .. }) = with(r#""format": 4, "#) else {
+        panic!("format 4 must be refused")
     };
     assert_eq!(field, "format");
 }

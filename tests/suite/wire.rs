@@ -393,8 +393,11 @@ async fn models_are_listed() {
 
 #[test]
 fn serve_exits_4_when_no_runtime_calls_it() {
-    let out = rehearsal(&["serve", "tests/wire/delegate.json", "--idle-limit", "200ms"]);
+    // Before the first request the start-up limit runs, not the idle limit (issue 42: a
+    // Python runtime's imports took longer than a short idle limit).
+    let out = rehearsal(&["serve", "tests/wire/delegate.json", "--idle-limit", "200ms", "--startup-limit", "300ms"]);
     assert_eq!(out.code, Some(4), "{}", out.stderr);
+    assert!(out.stderr.contains("no request arrived within the start-up limit (300ms)"), "{}", out.stderr);
     let err = &out.stderr;
     assert!(err.contains("export OPENAI_BASE_URL=http://127.0.0.1:"), "{err}");
     assert!(err.contains("no request arrived"), "{err}");
@@ -407,4 +410,112 @@ fn a_dropped_stream_fails_the_model_call_in_process() {
     verdict.assert_passed();
     let lines = verdict.run.trace.lines().join("\n");
     assert!(lines.contains(r#"llm.error      "stream dropped after 1 chunk""#), "{lines}");
+}
+
+/// `rehearsal serve FILE ARGS --ready-file F` started as a user's test would start it: the
+/// ready file's base URL, then `client` given it, then what serve printed.
+fn serve_with_ready_file(file: &std::path::Path, args: &[&str], client: impl FnOnce(&str)) -> crate::support::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready.json");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_rehearsal"))
+        .arg("serve")
+        .arg(file)
+        .args(["--color", "never", "--ready-file"])
+        .arg(&ready)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "no ready file");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
+    let base = value["base_url"].as_str().unwrap().to_string();
+    assert_eq!(value["env"]["OPENAI_BASE_URL"], base.as_str());
+    assert_eq!(value["env"]["OPENAI_API_KEY"], "rehearsal");
+    assert_eq!(value["pid"], child.id());
+    client(&base);
+    let out = child.wait_with_output().unwrap();
+    crate::support::Output {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The test runtime's `ask MESSAGE` against `base`, in a folder of its own (it keeps its
+/// history in its working directory): its exit status and what it printed.
+fn ask(base: &str, message: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rehearsal-test-runtime"))
+        .args(["ask", message])
+        .current_dir(dir.path())
+        .env("OPENAI_BASE_URL", base)
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+/// A scenario file in `dir`: one turn `user`, one reply that must be used.
+fn one_reply(dir: &std::path::Path, turn: serde_json::Value) -> std::path::PathBuf {
+    let path = dir.join("one-reply.json");
+    let text = serde_json::json!({
+        "format": 3,
+        "name": "one-reply",
+        "lanes": [{"agent": "main", "replies": [{"text": "the only reply"}]}],
+        "turns": [turn]
+    });
+    std::fs::write(&path, text.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn serve_answers_a_request_after_its_script_with_an_error_object_and_fails_the_run() {
+    // Issue 42: the server used to be gone when the script ended (a connection error for the
+    // runtime, and a passing verdict).
+    let dir = tempfile::tempdir().unwrap();
+    let file = one_reply(dir.path(), serde_json::json!({"user": "hello"}));
+    let out = serve_with_ready_file(&file, &["--after-script", "3s"], |base| {
+        assert_eq!(ask(base, "hello"), (true, "the only reply\n".to_string()));
+        let (ok, said) = ask(base, "hello");
+        assert!(!ok);
+        assert!(said.contains("script_ended") || said.contains("after the script had ended"), "{said}");
+    });
+    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("wire: request after the script ended: request #2: it arrived after the script had ended"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn serve_judges_the_root_s_user_message_against_the_turn_unless_it_is_left_free() {
+    // Issue 42: every client sent a root message other than the scenario's and passed.
+    let dir = tempfile::tempdir().unwrap();
+    let file = one_reply(dir.path(), serde_json::json!({"user": "hello"}));
+    let out = serve_with_ready_file(&file, &["--after-script", "0s"], |base| {
+        assert!(ask(base, "something else entirely").0);
+    });
+    assert_eq!(out.code, Some(1), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(
+            r#"turns[0].user: the root never sent the model "hello" (after the turns before it); its user messages were "something else entirely""#
+        ),
+        "{}",
+        out.stdout
+    );
+    // Wrapped is fine (a runtime may add a date line), and `user_free` leaves it free.
+    let out = serve_with_ready_file(&file, &["--after-script", "0s"], |base| {
+        assert!(ask(base, "---Date: today---\nhello").0);
+    });
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let file = one_reply(dir.path(), serde_json::json!({"user": "hello", "user_free": true}));
+    let out = serve_with_ready_file(&file, &["--after-script", "0s"], |base| {
+        assert!(ask(base, "something else entirely").0);
+    });
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
 }
