@@ -268,7 +268,9 @@ pub async fn record(
         .exchanges
         .iter()
         .enumerate()
-        .filter(|(_, e)| matches!(&e.outcome, Outcome::Error { kind: Some(k), .. } if k == "upstream_unreachable"))
+        .filter(|(_, e)| {
+            matches!(&e.outcome, Outcome::Error { status: 502, message, .. } if message.starts_with("rehearsal record: "))
+        })
         .map(|(n, _)| n.to_string())
         .collect();
     if !unreachable.is_empty() {
@@ -282,6 +284,9 @@ pub async fn record(
     // placeholder, not a secret: blanking it would blank every word it is.
     let public: Vec<String> = description.env.values().cloned().collect();
     let secrets: Vec<String> = recording.secrets.iter().filter(|s| !public.contains(s)).cloned().collect();
+    // What a scenario can hold of the recording: the file and the writer's own check below
+    // both read this, so what it leaves out is a note, never a difference.
+    let recording = representable(&recording, &mut notes);
     let value = scenario_value(description, options, &recording, &turns, &secrets, &mut notes);
     let value = redacted(value, &secrets, &redact);
     let text = layout(&value);
@@ -403,6 +408,9 @@ fn scenario_value(
     let is_volatile = |t: &str| compiled.iter().any(|re| re.is_match(t));
     let mut tools: Vec<String> = Vec::new();
     let mut lanes = Vec::new();
+    // What the file's limits must allow: its longest text, the first messages' texts together
+    // (request checks are summed), its most calls in one reply.
+    let (mut longest, mut first_texts, mut most_calls) = (0usize, 0usize, 0usize);
     for (alias, goal, exchanges) in &agents {
         let mut lane = Map::new();
         if alias != "main" && distinct {
@@ -435,23 +443,20 @@ fn scenario_value(
             if let Some(text) = text
                 && (!text.is_empty() || calls.is_empty())
             {
+                longest = longest.max(text.chars().count());
                 reply.insert("text".into(), json!(text));
             }
+            most_calls = most_calls.max(calls.len());
             if !calls.is_empty() {
                 let written: Vec<Value> = crate::wire::proxy::calls_of(&calls)
                     .into_iter()
                     .map(|c| {
                         let mut call = Map::new();
                         call.insert("tool".into(), json!(c.name));
+                        // `representable` made every call's arguments an object.
                         let args = match &*c.args {
                             Value::Object(_) => (*c.args).clone(),
-                            other => {
-                                notes.push(format!(
-                                    "exchange {n}: the arguments of call `{}` are not a JSON object ({other}); written as {{}}",
-                                    c.name
-                                ));
-                                json!({})
-                            }
+                            _ => json!({}),
                         };
                         match crate::scenario::builtin_call_fits(&c.name, &args) {
                             Some(true) => {}
@@ -484,10 +489,23 @@ fn scenario_value(
             }
             let mut check = Map::new();
             let first = e.converted.messages.first().map(|m| m.content.clone()).unwrap_or_default();
-            if k == 0 && alias != "main" && !is_volatile(&first) {
+            let ceiling = crate::scenario::CEILINGS.max_text_chars;
+            let first_chars = first.chars().count();
+            if k == 0 && alias != "main" && !is_volatile(&first) && first_texts + first_chars <= ceiling {
+                first_texts += first_chars;
+                longest = longest.max(first_chars);
                 check.insert("first_message".into(), json!(first));
             }
-            check.insert("recorded".into(), recorded_request(&e.converted, &volatile_res, &secret_res, secrets));
+            let recorded = recorded_request(&e.converted, &volatile_res, &secret_res, secrets);
+            let recorded_longest = e.converted.messages.iter().map(|m| m.content.chars().count()).max().unwrap_or(0);
+            if recorded_longest <= ceiling {
+                longest = longest.max(recorded_longest);
+                check.insert("recorded".into(), recorded);
+            } else {
+                notes.push(format!(
+                    "exchange {n}: its request holds a message of {recorded_longest} characters, more than any file may hold ({ceiling}): its check.recorded is left out"
+                ));
+            }
             reply.insert("check".into(), Value::Object(check));
             replies.push(Value::Object(reply));
         }
@@ -549,6 +567,20 @@ fn scenario_value(
     if !tools.is_empty() {
         let declared: Vec<Value> = tools.iter().map(|t| json!({"name": t})).collect();
         scenario.insert("tools".into(), Value::Array(declared));
+    }
+    // Limits past the defaults, when the recording needs them (within the ceilings: what
+    // `representable` left is within them).
+    let defaults = crate::scenario::Limits::default();
+    let mut limits = Map::new();
+    let text_chars = longest.max(first_texts);
+    if text_chars > defaults.max_text_chars {
+        limits.insert("max_text_chars".into(), json!(text_chars));
+    }
+    if most_calls > defaults.max_calls_per_reply {
+        limits.insert("max_calls_per_reply".into(), json!(most_calls));
+    }
+    if !limits.is_empty() {
+        scenario.insert("limits".into(), Value::Object(limits));
     }
     scenario.insert("lanes".into(), Value::Array(lanes));
     scenario.insert("turns".into(), Value::Array(written_turns));
@@ -694,6 +726,58 @@ pub fn redacted(value: Value, secrets: &[String], patterns: &[regex::Regex]) -> 
         ),
         other => other,
     }
+}
+
+/// `recording` as a scenario can hold it, with a note for each thing it could not: a call
+/// without a name is left out (no scenario can script one), arguments that are not a JSON
+/// object become `{}`, and a reply past the ceilings every file is held to
+/// ([`crate::scenario::CEILINGS`]) is cut to them. The runtime got what the upstream sent; the
+/// notes say where the file differs.
+fn representable(recording: &Recording, notes: &mut Vec<String>) -> Recording {
+    let ceilings = crate::scenario::CEILINGS;
+    let mut out = recording.clone();
+    for (n, e) in out.exchanges.iter_mut().enumerate() {
+        let (text, calls) = match &mut e.outcome {
+            Outcome::Reply { text, calls } | Outcome::Dropped { text, calls, .. } => (text, calls),
+            _ => continue,
+        };
+        let before = calls.len();
+        calls.retain(|(_, name, _)| !name.trim().is_empty());
+        if calls.len() < before {
+            notes.push(format!(
+                "exchange {n}: {} of the upstream's calls had no function name, which no scenario can script: left out of the file",
+                before - calls.len()
+            ));
+        }
+        for (_, name, args) in calls.iter_mut() {
+            if !matches!(serde_json::from_str::<Value>(args), Ok(Value::Object(_))) {
+                notes.push(format!(
+                    "exchange {n}: the arguments of call `{}` are not a JSON object ({}); written as {{}}",
+                    crate::wire::excerpt(name),
+                    crate::wire::excerpt(args)
+                ));
+                *args = "{}".to_string();
+            }
+        }
+        if calls.len() > ceilings.max_calls_per_reply {
+            notes.push(format!(
+                "exchange {n}: the reply holds {} calls, more than any file may hold ({}): the first {} are kept",
+                calls.len(),
+                ceilings.max_calls_per_reply,
+                ceilings.max_calls_per_reply
+            ));
+            calls.truncate(ceilings.max_calls_per_reply);
+        }
+        if let Some((cut, _)) = text.char_indices().nth(ceilings.max_text_chars) {
+            notes.push(format!(
+                "exchange {n}: the reply's text has {} characters, more than any file may hold ({}): it is cut there",
+                text.chars().count(),
+                ceilings.max_text_chars
+            ));
+            text.truncate(cut);
+        }
+    }
+    out
 }
 
 /// `recording` with its secrets blanked as the file holds them ([`redacted`] on every text,

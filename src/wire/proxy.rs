@@ -200,8 +200,14 @@ impl Upstream {
                 "--upstream {url}: expected an http:// URL such as http://127.0.0.1:8080/v1"
             )));
         };
+        let bad = |why: &str| Err(ServeError(format!("--upstream {}: {why}", url.escape_debug())));
+        if let Some(c) = url.chars().find(|c| !c.is_ascii_graphic()) {
+            return bad(&format!(
+                "{} is not a URL character (percent-encode it)",
+                if c == ' ' { "a space".to_string() } else { format!("{:?}", c) }
+            ));
+        }
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let bad = |why: &str| Err(ServeError(format!("--upstream {url}: {why}")));
         if authority.is_empty() {
             return bad("no host");
         }
@@ -233,7 +239,7 @@ impl Upstream {
             return bad(&format!("`{host}` is not a host name or address"));
         }
         if let Some(port) = port
-            && !matches!(port.parse::<u16>(), Ok(p) if p > 0)
+            && !(port.bytes().all(|b| b.is_ascii_digit()) && matches!(port.parse::<u16>(), Ok(p) if p > 0))
         {
             return bad(&format!("`{port}` is not a port (1 to 65535)"));
         }
@@ -287,8 +293,12 @@ impl Shared {
 
     fn secret(&self, value: &str) {
         let value = value.trim();
+        // The credential after any scheme (`Bearer`, `bearer`, `Basic`, `Token`, a tab or
+        // several spaces between): HTTP auth schemes are case-insensitive and a runtime may
+        // write the bare token anywhere.
+        let token = value.split_once(char::is_whitespace).map_or(value, |(_, rest)| rest.trim());
         let mut rec = self.record();
-        for v in [value, value.strip_prefix("Bearer ").unwrap_or(value).trim()] {
+        for v in [value, token] {
             if !v.is_empty() && !rec.secrets.iter().any(|s| s == v) {
                 rec.secrets.push(v.to_string());
             }
@@ -407,6 +417,7 @@ fn error_response(status: StatusCode, code: &str, message: String) -> Response {
 
 async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
     let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+    let uri = super::excerpt(&uri.to_string());
     shared.find(n, FindingKind::NotServed, format!("request #{n}: {method} {uri} is not served"));
     shared.touch();
     error_response(
@@ -630,10 +641,9 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
     let response = match answer.await {
         Ok(Ok(response)) => response,
         Ok(Err(why)) => {
-            shared.end(
-                exchange,
-                Outcome::Error { status: 502, kind: Some("upstream_unreachable".into()), message: why.clone() },
-            );
+            // Recorded as the runtime saw it: the error object's `type` (its `code` says why).
+            let kind = Some(super::api::error_type_of(502).to_string());
+            shared.end(exchange, Outcome::Error { status: 502, kind, message: why.clone() });
             drop(open);
             return error_response(StatusCode::BAD_GATEWAY, "upstream_unreachable", why);
         }
@@ -756,6 +766,12 @@ impl Tap {
     fn complete(&mut self) {
         self.ended = true;
         let outcome = self.parser.finish();
+        if self.parser.kind == BodyKind::Json && !self.parser.cut && matches!(outcome, Outcome::Dropped { .. }) {
+            self.open.shared.record().notes.push(format!(
+                "exchange {}: the upstream's whole answer is not a chat completion (not JSON, or not UTF-8); recorded as a stream dropped at its start",
+                self.open.exchange
+            ));
+        }
         self.open.shared.end(self.open.exchange, outcome);
     }
 
@@ -1123,13 +1139,20 @@ fn differs(kind: &AnswerKind, outcome: &Outcome) -> Option<String> {
     if ok {
         return None;
     }
+    let calls_of_reply = |calls: &[ToolCall]| -> String {
+        let shown: Vec<String> =
+            calls.iter().map(|c| format!("{} {}", c.name, crate::wire::excerpt(&c.args.to_string()))).collect();
+        if shown.is_empty() { String::new() } else { format!(" and calls [{}]", shown.join(", ")) }
+    };
     let said = match kind {
-        AnswerKind::Reply(r, _) => format!("text {}", crate::trace::quoted(&r.text)),
+        AnswerKind::Reply(r, _) => format!("text {}{}", crate::trace::quoted(&r.text), calls_of_reply(&r.tool_calls)),
         AnswerKind::Error(m, _, _) => format!("an error {}", crate::trace::quoted(m)),
         AnswerKind::Hang => "a hang".to_string(),
     };
     let was = match outcome {
-        Outcome::Reply { text, .. } => format!("text {}", crate::trace::quoted(text)),
+        Outcome::Reply { text, calls } => {
+            format!("text {}{}", crate::trace::quoted(text), calls_of_reply(&calls_of(calls)))
+        }
         Outcome::Error { message, .. } => format!("an error {}", crate::trace::quoted(message)),
         Outcome::Hang | Outcome::Open => "a hang".to_string(),
         Outcome::Dropped { chunks, .. } => format!("a stream dropped after {chunks} chunks"),

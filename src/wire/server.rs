@@ -487,8 +487,8 @@ enum Refusal {
     Oversized(usize),
     /// No agent accounts for the request.
     Unattributed(usize, String),
-    /// No route serves it.
-    NotServed(Method, Uri),
+    /// No route serves it (its path quoted bounded).
+    NotServed(Method, String),
     /// The script stopped the run.
     Halted(String),
     /// The request came after the script ended.
@@ -566,6 +566,8 @@ async fn not_served(
         return Refusal::Stopping.response(0);
     };
     let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+    // The path is the request's own text: quoted bounded, here and in the answer.
+    let uri = super::excerpt(&uri.to_string());
     shared.find(n, FindingKind::NotServed, format!("request #{n}: {method} {uri} is not served"));
     shared.touch();
     at_once(turn, Refusal::NotServed(method, uri).response(n), n).await

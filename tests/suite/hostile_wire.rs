@@ -500,13 +500,17 @@ fn record_blanks_every_listed_auth_header_written_into_a_message_too() {
     let file = dir.path().join("recorded.json");
     let headers = ["authorization", "x-api-key", "api-key", "openai-api-key", "proxy-authorization"];
     let secrets: Vec<String> = headers.iter().map(|h| format!("plain{}{}", h.len(), h.replace('-', ""))).collect();
+    // Auth schemes are case-insensitive and come in kinds: the credential after any of them
+    // is a secret too (the independent attack's D1: `bearer`, `Basic` and a tab leaked).
+    let schemes = ["bearer ", "", "Token\t", "", "Basic "];
+    let values: Vec<String> = schemes.iter().zip(&secrets).map(|(scheme, s)| format!("{scheme}{s}")).collect();
     let sent = secrets.clone();
     let out = record_plain(&upstream.url, &file, |base| {
         // One request carrying every header, its message holding every value.
         let addr = addr_of(base);
         let said: Vec<&str> = sent.iter().map(String::as_str).collect();
         let body = format!(r#"{{"messages":[{{"role":"user","content":"hi, my keys are {}"}}]}}"#, said.join(" and "));
-        let lines: String = headers.iter().zip(&sent).map(|(h, s)| format!("{h}: {s}\r\n")).collect();
+        let lines: String = headers.iter().zip(&values).map(|(h, v)| format!("{h}: {v}\r\n")).collect();
         let raw = format!(
             "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\n{lines}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
             body.len()
@@ -531,6 +535,8 @@ fn record_refuses_a_malformed_upstream_at_start() {
         ("http://user:pw@127.0.0.1:9/v1", "credentials in the URL"),
         ("http://127.0.0.1:0/v1", "`0` is not a port"),
         ("http:///v1", "no host"),
+        ("http://127.0.0.1:9/v 1", "a space is not a URL character"),
+        ("http://127.0.0.1:+9/v1", "`+9` is not a port"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let out = crate::support::rehearsal(&[
@@ -545,4 +551,67 @@ fn record_refuses_a_malformed_upstream_at_start() {
         assert_eq!(out.code, Some(2), "{url}: {}", out.both());
         assert!(out.stderr.contains(says), "{url}: {}", out.both());
     }
+}
+
+/// An upstream that answers every request 200 with `body` (a whole JSON answer), until dropped.
+fn fixed_upstream(body: String) -> (String, Arc<AtomicBool>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopping = stop.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            if stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let head = read_head(&mut stream);
+            // Read the request's body too, so the proxy sees its request taken whole.
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                .unwrap_or(0);
+            let mut body_in = vec![0u8; length];
+            let _ = stream.read_exact(&mut body_in);
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (url, stop)
+}
+
+#[test]
+fn record_writes_what_a_scenario_can_hold_of_a_hostile_answer_and_says_what_it_left_out() {
+    // The independent attack's D2 and D3: a long text, 5,000 calls, a call without a name and
+    // arguments that are no JSON object made record exit 3, blaming its own writer.
+    let calls: Vec<serde_json::Value> = (0..5000)
+        .map(|i| {
+            let (name, args) = match i {
+                0 => ("", "{}".to_string()),
+                1 => ("f", "not json".to_string()),
+                _ => ("f", format!("{{\"i\":{i}}}")),
+            };
+            serde_json::json!({"id": format!("c{i}"), "type": "function", "function": {"name": name, "arguments": args}})
+        })
+        .collect();
+    let body = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": "y".repeat(1_000_001), "tool_calls": calls}}]});
+    let (url, stop) = fixed_upstream(body.to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("recorded.json");
+    let out = record_plain(&url, &file, |base| {
+        let addr = addr_of(base);
+        let body = r#"{"messages":[{"role":"user","content":"hi"}]}"#;
+        let answer = exchange(&addr, &post(&addr, "/v1/chat/completions", body), usize::MAX);
+        assert!(String::from_utf8_lossy(&answer[..12]).starts_with("HTTP/1.1 200"));
+    });
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stderr.contains("exchange 0: 1 of the upstream's calls had no function name"), "{}", out.both());
+    assert!(out.stderr.contains("exchange 0: the arguments of call `f` are not a JSON object (not json); written as {}"), "{}", out.both());
+    let scenario = rehearsal::load::outside(&file).unwrap_or_else(|e| panic!("{e}")).into_parts().0;
+    assert_eq!(scenario.limits.max_text_chars, 1_000_001);
+    assert_eq!(scenario.limits.max_calls_per_reply, 4999);
 }
