@@ -72,6 +72,15 @@ struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// What a JUnit case's `time` is: the wall seconds the scenario took to run (what every
+    /// JUnit consumer sums), or its virtual time (the same in every run: a byte-identical
+    /// report). The other is kept as a property either way.
+    #[arg(long, value_enum, value_name = "CLOCK", default_value_t = JunitTime::Wall)]
+    junit_time: JunitTime,
+    /// Name every oracle a verdict judged from the model's side was judged by (without it,
+    /// their count).
+    #[arg(long)]
+    verbose: bool,
     /// Also run each scenario under K seeded orders of same-instant events (seeds 1 to K),
     /// checking everything in each: oracles, expectations, request checks, the script's use
     /// (except what the file marks `order_dependent`).
@@ -255,6 +264,15 @@ enum FamilyArg {
     Any,
     Roku,
     Bub,
+}
+
+/// What a JUnit case's `time` holds (`--junit-time`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum JunitTime {
+    /// The wall seconds the scenario took.
+    Wall,
+    /// The run's virtual seconds: the same in every run.
+    Virtual,
 }
 
 /// How `rehearsal run` reports.

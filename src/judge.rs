@@ -135,6 +135,12 @@ impl Verdict {
 
     /// The report, naming `file` when the scenario came from one.
     pub fn report(&self, file: Option<&Path>) -> String {
+        self.report_with(file, false)
+    }
+
+    /// As [`Verdict::report`]; `verbose` names every oracle a model-side verdict was judged by
+    /// (without it, their count).
+    pub fn report_with(&self, file: Option<&Path>, verbose: bool) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
         let word = if self.passed() { "PASS" } else { "FAIL" };
@@ -152,27 +158,51 @@ impl Verdict {
             0 | 1 => String::new(),
             n => format!(", {n} tie orders: the default and {} explored{skipped}", n - 1),
         };
-        let _ = writeln!(
-            out,
-            "{word} {} ({file}{} events, {} ms virtual{orders})",
-            printable(&self.name),
-            self.run.trace.entries.len(),
-            self.run.elapsed.as_millis()
-        );
+        // A core seen from the model's side alone reports no events: the line counts its
+        // requests instead, and says which clock timed them (a runtime over the wire without
+        // the harness's clock has only wall time; `drive` leaves its wall times to its notes,
+        // so that its report is the same in every run).
+        let size = match (&self.run.model_side, self.run.reports) {
+            (Some(side), crate::sut::Reports::NoEvents) => {
+                let requests = plural(side.exchanges.len(), "request", "requests");
+                match (side.wall_times, self.run.elapsed.is_zero()) {
+                    (true, true) => requests,
+                    (true, false) => format!("{requests}, {} ms wall", self.run.elapsed.as_millis()),
+                    (false, _) => format!("{requests}, {} ms virtual", self.run.elapsed.as_millis()),
+                }
+            }
+            _ => format!("{} events, {} ms virtual", self.run.trace.entries.len(), self.run.elapsed.as_millis()),
+        };
+        let _ = writeln!(out, "{word} {} ({file}{size}{orders})", printable(&self.name));
         if let Some(oracles) = self.judged_by() {
             let against = match self.run.reports {
                 crate::sut::Reports::Events => "each attribution compared with the alias the core reported",
                 crate::sut::Reports::NoEvents => "the core reports no events",
             };
-            let _ = writeln!(out, "  · judged from the model's side alone ({against}): {}", oracles.join(", "));
+            let named = if verbose {
+                oracles.join(", ")
+            } else {
+                format!("{} ({} oracles; --verbose names them)", common_prefix(&oracles), oracles.len())
+            };
+            let _ = writeln!(out, "  · judged from the model's side alone ({against}): {named}");
         }
         if self.orders > 1 || self.only_order.is_some() {
             for place in &self.default_only {
                 let _ = writeln!(out, "  · not checked in explored orders: {}", printable(place));
             }
         }
+        // Several failures often quote the same trace lines: each block is printed once.
+        let mut quoted: Vec<&[String]> = Vec::new();
         for failure in &self.failures {
             let _ = writeln!(out, "  - {}", printable(&failure.what));
+            if failure.lines.is_empty() {
+                continue;
+            }
+            if quoted.contains(&failure.lines.as_slice()) {
+                let _ = writeln!(out, "      | (the trace lines quoted above)");
+                continue;
+            }
+            quoted.push(&failure.lines);
             for line in &failure.lines {
                 let _ = writeln!(out, "      | {}", printable(line));
             }
@@ -717,6 +747,16 @@ fn fragments(scenario: &Scenario, trace: &Trace, task_ids: &[String]) -> Vec<Fai
         }
     }
     out
+}
+
+/// The oracles' shared id prefix as a pattern (`oracle.model-side.*`), or the first id.
+fn common_prefix(ids: &[&str]) -> String {
+    let Some(first) = ids.first() else { return String::new() };
+    let mut prefix = first.rsplit_once('.').map_or("", |(p, _)| p);
+    while !prefix.is_empty() && !ids.iter().all(|id| id.starts_with(&format!("{prefix}."))) {
+        prefix = prefix.rsplit_once('.').map_or("", |(p, _)| p);
+    }
+    if prefix.is_empty() { first.to_string() } else { format!("{prefix}.*") }
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

@@ -203,6 +203,9 @@ pub struct WireRun {
     pub requests: usize,
     /// Under `--barrier`: every release, in order (empty without one).
     pub barrier: Vec<Release>,
+    /// Per exchange answered without a reply, what it was given instead (`error 429
+    /// rate_limit_error`, `a hang`, `a stream dropped after 2 chunks`).
+    pub unreplied: std::collections::BTreeMap<usize, String>,
 }
 
 /// The exchanges of a served run as lines a person reads (`rehearsal serve --trace`): when
@@ -236,7 +239,7 @@ pub fn trace_lines(run: &WireRun) -> Vec<String> {
                     };
                     format!("{what} at {} {unit}", at.as_millis())
                 }
-                _ => "no reply".to_string(),
+                _ => run.unreplied.get(&i).cloned().unwrap_or_else(|| "no reply".to_string()),
             };
             format!(
                 "{} {unit}  exchange {i}  {who}  {} messages, {} tools -> {reply}",

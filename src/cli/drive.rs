@@ -77,6 +77,9 @@ pub(super) struct DriveArgs {
     /// Print only failures, errors and the summary.
     #[arg(long, short = 'q')]
     quiet: bool,
+    /// Name every oracle the verdict was judged by (without it, their count).
+    #[arg(long)]
+    verbose: bool,
     /// When to colour the text report.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
@@ -138,6 +141,7 @@ enum Checked {
 
 pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
     let mut style = Style::plain(args.format, args.quiet, args.color, terminal);
+    style.verbose = args.verbose;
     style.coverage_all = args.coverage_min.is_some();
     let mut reporter = Reporter::new(style);
     let with_coverage = args.coverage || args.coverage_min.is_some();
@@ -345,7 +349,7 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                             driven.turns.len()
                         ),
                     );
-                    reporter.scenario(out, file, &driven.verdict);
+                    reporter.scenario(out, file, &driven.verdict, std::time::Duration::from_millis(wall as u64));
                     if let Some(path) = &args.timeline
                         && let Err(e) = crate::timeline::write_model_side(path, &scenario.name, &driven.wire.side)
                     {

@@ -128,10 +128,23 @@ fn clauses_reached(report: &Report) -> String {
     let never: Vec<&str> = measurable.iter().filter(|(i, _)| !reached(*i)).map(|(_, id)| *id).collect();
     let mut out =
         format!("  rule clauses reached: {} of {} measurable\n", measurable.len() - never.len(), measurable.len());
-    if !never.is_empty() {
-        out.push_str(&format!("  never reached ({}): {}\n", never.len(), never.join(", ")));
-    }
+    out.push_str(&never_reached(&never));
     out
+}
+
+/// The summary's line of clauses never reached, if any. A long list is cut: the summary is
+/// read by a person (issue 42: 158 ids on one line); `rehearsal run --coverage-all` lists
+/// every clause.
+fn never_reached(never: &[&str]) -> String {
+    const SHOWN: usize = 10;
+    if never.is_empty() {
+        return String::new();
+    }
+    let more = never.len().saturating_sub(SHOWN);
+    let tail =
+        if more > 0 { format!(" and {more} more (rehearsal run --coverage-all lists them)") } else { String::new() };
+    let shown: Vec<&str> = never.iter().take(SHOWN).copied().collect();
+    format!("  never reached ({}): {}{tail}\n", never.len(), shown.join(", "))
 }
 
 /// How the summary line ends.
@@ -321,4 +334,18 @@ pub(super) fn fuzz_command(
         }
     }
     Exit::Failed
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_list_of_unreached_clauses_is_cut_to_ten() {
+        let ids: Vec<String> = (0..158).map(|i| format!("c.{i}")).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let line = super::never_reached(&ids);
+        assert!(line.starts_with("  never reached (158): c.0, c.1,"), "{line}");
+        assert!(line.ends_with("c.9 and 148 more (rehearsal run --coverage-all lists them)\n"), "{line}");
+        assert_eq!(super::never_reached(&ids[..2]), "  never reached (2): c.0, c.1\n");
+        assert_eq!(super::never_reached(&[]), "");
+    }
 }

@@ -70,7 +70,7 @@ pub(super) fn starting_scenario(name: &str, preset: Preset) -> String {
 }
 
 const ROKU: &str = r#"{
-  "$comment": "A starting scenario from `rehearsal new`. Each `$comment` is a note for readers, allowed in any object but a call's `args`, and ignored by rehearsal. The format, field by field: docs/scenarios.md. For completion in an editor, save `rehearsal schema` as scenario.schema.json and add \"$schema\": \"scenario.schema.json\" here. Run: rehearsal run FILE --trace",
+  "$comment": "A starting scenario from `rehearsal new`. Each `$comment` is a note for readers, allowed in any object but a call's `args`, and ignored by rehearsal. Every field, with what it means: `rehearsal schema` (a JSON Schema; save it as scenario.schema.json and add \"$schema\": \"scenario.schema.json\" here for completion in an editor). Run: rehearsal run FILE --trace (`rehearsal run --help` for the flags and exit codes)",
   "name": "NAME",
   "description": "roku.grant.min-remaining-cap, roku.grant.never-refunded: the root hands a task to a foreground child with `Agent`; the child's 10 steps are paid from the root's 30 up front (30 -> 19) and never refunded.",
   "rules": {
@@ -118,7 +118,7 @@ const ROKU: &str = r#"{
 "#;
 
 const BUB: &str = r#"{
-  "$comment": "A starting scenario from `rehearsal new`. Each `$comment` is a note for readers, allowed in any object but a call's `args`, and ignored by rehearsal. The format, field by field: docs/scenarios.md. For completion in an editor, save `rehearsal schema` as scenario.schema.json and add \"$schema\": \"scenario.schema.json\" here. Run: rehearsal run FILE --trace",
+  "$comment": "A starting scenario from `rehearsal new`. Each `$comment` is a note for readers, allowed in any object but a call's `args`, and ignored by rehearsal. Every field, with what it means: `rehearsal schema` (a JSON Schema; save it as scenario.schema.json and add \"$schema\": \"scenario.schema.json\" here for completion in an editor). Run: rehearsal run FILE --trace (`rehearsal run --help` for the flags and exit codes)",
   "name": "NAME",
   "description": "bub.spawn.returns-at-once, bub.wait.listed, bub.session.temp-discarded: the root starts a background child with `subagent`, gets its task id at once, and waits for its result with `subagent.wait`; the temp session is discarded.",
   "rules": {

@@ -204,7 +204,7 @@ pub(super) fn record(args: &RecordArgs, out: &mut dyn Write, err: &mut dyn Write
     if !recorded.verdict.passed() {
         reporter.note(err, "the real run broke the rules below; the scenario replays it as it happened");
     }
-    reporter.scenario(out, &args.out, &recorded.verdict);
+    reporter.scenario(out, &args.out, &recorded.verdict, recorded.recording.elapsed);
     if args.trace && args.format == Format::Text {
         for line in crate::wire::trace_lines(&recorded.wire) {
             let _ = writeln!(out, "    {}", printable(&line));

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::coverage::{self as rules_coverage, Gate};
 use super::style::Paint;
-use super::{Exit, Format};
+use super::{Exit, Format, JunitTime};
 use crate::coverage::Tally;
 use crate::runner::Verdict;
 use crate::scenario::ScenarioError;
@@ -33,6 +33,10 @@ pub(super) struct Style {
     /// Colour for stdout and for stderr.
     pub(super) out: Paint,
     pub(super) err: Paint,
+    /// What a JUnit case's `time` is (`--junit-time`).
+    pub(super) junit_time: JunitTime,
+    /// Name every oracle a model-side verdict was judged by (`--verbose`).
+    pub(super) verbose: bool,
 }
 
 impl Style {
@@ -51,6 +55,8 @@ impl Style {
             coverage_all: false,
             out: if format == Format::Text { Paint::new(color, terminal.stdout) } else { Paint::default() },
             err: Paint::new(color, terminal.stderr),
+            junit_time: JunitTime::Wall,
+            verbose: false,
         }
     }
 }
@@ -89,8 +95,10 @@ pub(super) struct Reporter {
 struct Case {
     name: String,
     classname: String,
-    /// The run's virtual time (never the wall clock, so a report is the same on every run).
-    elapsed_ms: u64,
+    /// The wall time the scenario took to run.
+    wall_ms: u64,
+    /// The run's virtual time (or a wire run's own clock).
+    virtual_ms: u64,
     /// `failure` or `error`, its message, its type and its text.
     problem: Option<(&'static str, String, &'static str, String)>,
 }
@@ -147,7 +155,8 @@ impl Reporter {
                 self.cases.push(Case {
                     name: "usage".into(),
                     classname: "rehearsal.usage".into(),
-                    elapsed_ms: 0,
+                    wall_ms: 0,
+                    virtual_ms: 0,
                     problem,
                 });
             }
@@ -169,15 +178,16 @@ impl Reporter {
                 self.cases.push(Case {
                     name: "not_run".into(),
                     classname: "rehearsal.not_run".into(),
-                    elapsed_ms: 0,
+                    wall_ms: 0,
+                    virtual_ms: 0,
                     problem,
                 });
             }
         }
     }
 
-    /// One scenario's verdict.
-    pub(super) fn scenario(&mut self, out: &mut dyn Write, file: &Path, verdict: &Verdict) {
+    /// One scenario's verdict; `wall` is the wall time it took (for JUnit's `time`).
+    pub(super) fn scenario(&mut self, out: &mut dyn Write, file: &Path, verdict: &Verdict, wall: std::time::Duration) {
         if verdict.passed() {
             self.passed += 1;
         } else if verdict.internal_error() {
@@ -190,7 +200,7 @@ impl Reporter {
         let shown = !(self.style.quiet && verdict.passed());
         match self.style.format {
             Format::Text if shown => {
-                let report = verdict.report(Some(file));
+                let report = verdict.report_with(Some(file), self.style.verbose);
                 let painted = match (report.strip_prefix("PASS"), report.strip_prefix("FAIL")) {
                     (Some(rest), _) => format!("{}{rest}", self.style.out.good("PASS")),
                     (_, Some(rest)) => format!("{}{rest}", self.style.out.bad("FAIL")),
@@ -243,8 +253,15 @@ impl Reporter {
                     };
                     (element, format!("{}{more}", first.what), first.kind.name(), verdict.report(Some(file)))
                 });
-                let elapsed_ms = verdict.run.elapsed.as_millis() as u64;
-                self.cases.push(Case { name: verdict.name.clone(), classname: classname(file), elapsed_ms, problem });
+                let virtual_ms = verdict.run.elapsed.as_millis() as u64;
+                let wall_ms = wall.as_millis() as u64;
+                self.cases.push(Case {
+                    name: verdict.name.clone(),
+                    classname: classname(file),
+                    wall_ms,
+                    virtual_ms,
+                    problem,
+                });
             }
         }
     }
@@ -267,7 +284,13 @@ impl Reporter {
             Format::Junit => {
                 let name = file.file_stem().map_or_else(|| file.to_string_lossy(), |s| s.to_string_lossy());
                 let problem = Some(("error", error.to_string(), "bad_input", error.to_string()));
-                self.cases.push(Case { name: name.into_owned(), classname: classname(file), elapsed_ms: 0, problem });
+                self.cases.push(Case {
+                    name: name.into_owned(),
+                    classname: classname(file),
+                    wall_ms: 0,
+                    virtual_ms: 0,
+                    problem,
+                });
             }
         }
     }
@@ -348,9 +371,10 @@ impl Reporter {
                     });
                     failures += usize::from(problem.is_some());
                     let classname = "rehearsal.coverage".into();
-                    cases.push(Case { name: "rule coverage".into(), classname, elapsed_ms: 0, problem });
+                    cases.push(Case { name: "rule coverage".into(), classname, wall_ms: 0, virtual_ms: 0, problem });
                 }
-                let _ = write!(out, "{}", junit(&cases, failures, bad + internal + self.usage_errors));
+                let errors = bad + internal + self.usage_errors;
+                let _ = write!(out, "{}", junit(&cases, failures, errors, self.style.junit_time));
             }
         }
         exit
@@ -419,7 +443,7 @@ fn classname(file: &Path) -> String {
     parts.join(".")
 }
 
-/// Virtual milliseconds as JUnit's seconds (`1.250`).
+/// Milliseconds as JUnit's seconds (`1.250`).
 fn seconds(ms: u64) -> String {
     format!("{}.{:03}", ms / 1000, ms % 1000)
 }
@@ -428,19 +452,46 @@ fn seconds(ms: u64) -> String {
 /// format that Jenkins' xunit schema (`tests/fixtures/junit/junit-10.xsd`) accepts. Written by
 /// hand because quick-junit, the obvious crate, always writes a `disabled` attribute on
 /// `testsuite` that this schema refuses.
-fn junit(cases: &[Case], failures: usize, errors: usize) -> String {
+fn junit(cases: &[Case], failures: usize, errors: usize, clock: JunitTime) -> String {
     let tests = cases.len();
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let time = seconds(cases.iter().map(|c| c.elapsed_ms).sum());
+    // `time` is what a CI dashboard sums: by default the wall seconds each scenario took;
+    // `--junit-time virtual` makes the report the same in every run. The other clock is kept
+    // in the suite's properties (the schema allows no properties on a case).
+    type Pick = fn(&Case) -> u64;
+    let (time_of, other_of, other): (Pick, Pick, &str) = match clock {
+        JunitTime::Wall => (|c| c.wall_ms, |c| c.virtual_ms, "virtual"),
+        JunitTime::Virtual => (|c| c.virtual_ms, |c| c.wall_ms, "wall"),
+    };
+    let time = seconds(cases.iter().map(time_of).sum());
     let counts = format!("tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{time}\"");
     let _ = writeln!(xml, "<testsuites name=\"rehearsal\" {counts}>");
     let _ = writeln!(xml, "  <testsuite name=\"rehearsal\" {counts}>");
+    let clock_name = match clock {
+        JunitTime::Wall => "wall",
+        JunitTime::Virtual => "virtual",
+    };
+    let _ = writeln!(xml, "    <properties>");
+    let _ = writeln!(xml, "      <property name=\"rehearsal.time\" value=\"{clock_name}\"/>");
+    if clock == JunitTime::Wall {
+        // Wall times differ from run to run; virtual ones do not, and are worth keeping.
+        for case in cases {
+            let _ = writeln!(
+                xml,
+                "      <property name=\"{other}_seconds.{}.{}\" value=\"{}\"/>",
+                escape(&case.classname),
+                escape(&case.name),
+                seconds(other_of(case))
+            );
+        }
+    }
+    let _ = writeln!(xml, "    </properties>");
     for case in cases {
         let head = format!(
             "    <testcase name=\"{}\" classname=\"{}\" time=\"{}\"",
             escape(&case.name),
             escape(&case.classname),
-            seconds(case.elapsed_ms)
+            seconds(time_of(case))
         );
         match &case.problem {
             None => {

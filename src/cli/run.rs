@@ -137,7 +137,7 @@ enum Checked {
     /// `--filter` left it out.
     Filtered,
     /// It ran: the verdict, and the clauses its run exercised (with `--coverage`).
-    Ran(Box<(Scenario, Verdict, Option<Reached>)>),
+    Ran(Box<(Scenario, Verdict, Option<Reached>, std::time::Duration)>),
 }
 
 pub(super) fn run(
@@ -156,6 +156,8 @@ pub(super) fn run(
         coverage_all: args.coverage_all || args.coverage_min.is_some() || args.require_coverage.is_some(),
         out: if args.format == Format::Text { Paint::new(args.color, terminal.stdout) } else { Paint::default() },
         err: Paint::new(args.color, terminal.stderr),
+        junit_time: args.junit_time,
+        verbose: args.verbose,
     };
     let mut reporter = Reporter::new(style);
     let with_coverage =
@@ -244,18 +246,22 @@ pub(super) fn run(
             {
                 return Checked::Filtered;
             }
+            // The wall time a scenario took, for JUnit's `time` only: it never reaches a
+            // verdict, a trace or the text report.
+            let started = std::time::Instant::now();
             let verdict = runner.check_loaded(&loaded);
+            let wall = started.elapsed();
             let scenario = loaded.into_parts().0;
             let reached = with_coverage.then(|| {
                 let reached = coverage::reached(&verdict.run.evidence());
                 if args.judge == super::JudgeArg::ModelSide { reached.model_side() } else { reached }
             });
-            Checked::Ran(Box::new((scenario, verdict, reached)))
+            Checked::Ran(Box::new((scenario, verdict, reached, wall)))
         },
         |i, checked| {
             bar.inc(1);
             let (file, root) = &files[i];
-            let (scenario, mut verdict, reached) = match checked {
+            let (scenario, mut verdict, reached, wall) = match checked {
                 Checked::Ran(ran) => *ran,
                 Checked::Filtered => {
                     reporter.filtered_out += 1;
@@ -279,7 +285,7 @@ pub(super) fn run(
             if let Some(reached) = reached.filter(|_| verdict.passed()) {
                 tally.add(&reached, &file.to_string_lossy());
             }
-            bar.suspend(|| reporter.scenario(out, file, &verdict));
+            bar.suspend(|| reporter.scenario(out, file, &verdict, wall));
             if let Some(path) = &args.timeline
                 && let Err(e) = crate::timeline::write(path, &scenario.name, &verdict.run.trace)
             {
@@ -439,7 +445,7 @@ pub(super) fn snapshot_failure(compared: &Compared, name: &str) -> Option<Failur
         Compared::Missing { pending } => Some(Failure::new(
             FailureKind::Snapshot,
             format!(
-                "snapshot {name}: no golden trace yet; this run's is in {} (review it with `cargo insta review`, or run again with --accept)",
+                "snapshot {name}: no golden trace yet; this run's is in {} (read it, then keep it as the golden file by running again with --accept)",
                 pending.display()
             ),
             Vec::new(),
@@ -448,7 +454,7 @@ pub(super) fn snapshot_failure(compared: &Compared, name: &str) -> Option<Failur
             Failure::new(
                 FailureKind::Snapshot,
                 format!(
-                    "snapshot {name}: the trace differs from its golden file at line {line}; this run's is in {} (review it with `cargo insta review`, or run again with --accept)",
+                    "snapshot {name}: the trace differs from its golden file at line {line}; this run's is in {} (compare it with the golden file, e.g. with diff; if the change is meant, run again with --accept to keep it)",
                     pending.display()
                 ),
                 vec![format!("golden: {golden}"), format!("now:    {now}")],

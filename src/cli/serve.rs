@@ -59,6 +59,9 @@ pub(super) struct ServeArgs {
     /// Print the exchanges under the verdict (text format).
     #[arg(long)]
     trace: bool,
+    /// Name every oracle the verdict was judged by (without it, their count).
+    #[arg(long)]
+    verbose: bool,
     /// When to colour the text report.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
     color: ColorChoice,
@@ -101,7 +104,8 @@ Exit codes:
   4    the system under test could not be run: no request arrived within the start-up limit";
 
 pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, terminal: Terminal) -> Exit {
-    let style = Style::plain(args.format, false, args.color, terminal);
+    let mut style = Style::plain(args.format, false, args.color, terminal);
+    style.verbose = args.verbose;
     let mut reporter = Reporter::new(style);
     let scenario = match crate::load::outside(&args.scenario) {
         Ok(loaded) => loaded.into_parts().0,
@@ -332,7 +336,7 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
             ),
         }
     }
-    reporter.scenario(out, &args.scenario, &verdict);
+    reporter.scenario(out, &args.scenario, &verdict, run.elapsed);
     if let Some(path) = &args.timeline
         && let Err(e) = crate::timeline::write_model_side(path, &scenario.name, &run.side)
     {

@@ -636,7 +636,7 @@ impl Attributor {
         }
         let Some((i, _, extends)) = best else {
             return Attribution::Unattributed(format!(
-                "request #{number} ({} messages) starts no child of a spawn call and goes on from no agent's last request",
+                "its {} messages start no child of a spawn call and go on from no agent's last request",
                 messages.len()
             ));
         };

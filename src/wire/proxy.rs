@@ -1115,6 +1115,19 @@ pub fn played(scenario: &Scenario, dialect: Dialect, recording: &Recording) -> W
         elapsed: recording.elapsed,
         requests: recording.requests,
         barrier: Vec::new(),
+        unreplied: recording
+            .exchanges
+            .iter()
+            .enumerate()
+            .filter_map(|(n, e)| match &e.outcome {
+                Outcome::Error { status, kind, .. } => {
+                    Some((n, format!("error {status} {}", kind.as_deref().unwrap_or("(no type)"))))
+                }
+                Outcome::Hang | Outcome::Open => Some((n, "a hang".to_string())),
+                Outcome::Dropped { chunks, .. } => Some((n, format!("a stream dropped after {chunks} chunks"))),
+                Outcome::Reply { .. } => None,
+            })
+            .collect(),
     }
 }
 

@@ -115,6 +115,9 @@ struct Shared {
     disconnects: Mutex<Vec<Disconnect>>,
     /// Under the clock: each connection's close, at its virtual time (peer, nanoseconds).
     closes: Mutex<Vec<(String, u64)>>,
+    /// What the exchanges answered without a reply were given (`error 429 rate_limit_error`,
+    /// `a hang`, ...), for the trace.
+    unreplied: Mutex<std::collections::BTreeMap<usize, String>>,
     /// Something that `done` watches changed.
     changed: Notify,
     stopping: AtomicBool,
@@ -367,6 +370,7 @@ impl Server {
             findings: Mutex::default(),
             disconnects: Mutex::default(),
             closes: Mutex::default(),
+            unreplied: Mutex::default(),
             changed: Notify::new(),
             stopping: AtomicBool::new(false),
             script_over: AtomicBool::new(false),
@@ -474,6 +478,7 @@ impl Server {
             elapsed: self.shared.elapsed(),
             requests: self.shared.received.load(Ordering::SeqCst),
             barrier: self.shared.barrier.as_ref().map(|b| b.releases()).unwrap_or_default(),
+            unreplied: self.shared.unreplied.lock().expect("unreplied lock poisoned").clone(),
         }
     }
 }
@@ -486,7 +491,7 @@ enum Refusal {
     /// The body is larger than the limit.
     Oversized(usize),
     /// No agent accounts for the request.
-    Unattributed(usize, String),
+    Unattributed(String),
     /// No route serves it (its path quoted bounded).
     NotServed(Method, String),
     /// The script stopped the run.
@@ -517,13 +522,11 @@ impl Refusal {
                 Some("request_too_large"),
                 format!("rehearsal: request #{request} is larger than the body limit of {limit} bytes"),
             ),
-            Refusal::Unattributed(exchange, why) => (
+            Refusal::Unattributed(why) => (
                 400,
                 None,
                 Some("unattributed_request"),
-                format!(
-                    "rehearsal: request #{request} (exchange {exchange}) is put down to no agent of the scenario: {why}"
-                ),
+                format!("rehearsal: request #{request} is put down to no agent of the scenario: {why}"),
             ),
             Refusal::NotServed(method, uri) => (
                 404,
@@ -698,8 +701,8 @@ async fn chat(
         }
         Plan::Unattributed(why) => {
             shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
-            shared.find(n, FindingKind::Unattributed, format!("request #{n} (exchange {exchange}): {why}"));
-            return at_once(turn, Refusal::Unattributed(exchange, why).response(n), n).await;
+            shared.find(n, FindingKind::Unattributed, format!("request #{n}: {why}"));
+            return at_once(turn, Refusal::Unattributed(why).response(n), n).await;
         }
         Plan::Halted(why) => {
             shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
@@ -746,6 +749,7 @@ async fn chat(
     let answered_at = answered_at.unwrap_or_else(|| shared.elapsed());
     match answer.kind {
         AnswerKind::Hang => {
+            shared.unreplied.lock().expect("unreplied lock poisoned").insert(exchange, "a hang".into());
             // Held until the client gives up (then this future is dropped: a disconnect) or
             // the server stops.
             let mut stop = shared.stop_tx.subscribe();
@@ -754,6 +758,9 @@ async fn chat(
         }
         AnswerKind::Error(message, status, kind) => {
             held.answered = true;
+            let code = status.unwrap_or(500);
+            let what = kind.clone().unwrap_or_else(|| api::error_type_of(code).to_string());
+            shared.unreplied.lock().expect("unreplied lock poisoned").insert(exchange, format!("error {code} {what}"));
             shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
             Refusal::Scripted { message, status, kind }.response(n)
         }
@@ -761,7 +768,9 @@ async fn chat(
             held.answered = true;
             let mut bridge = shared.bridge.lock().expect("bridge lock poisoned");
             // A broken stream delivers no reply: the runtime's next request cannot hold it.
-            if drop_after.is_some() {
+            if let Some(chunks) = drop_after {
+                let what = format!("a stream dropped after {chunks} chunks");
+                shared.unreplied.lock().expect("unreplied lock poisoned").insert(exchange, what);
                 bridge.failed(exchange);
             } else {
                 bridge.replied(exchange, &reply, answered_at);

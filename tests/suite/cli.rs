@@ -426,3 +426,36 @@ fn the_readme_s_timeline_picture_is_what_the_command_draws() {
          `cargo run -- run {cap4} --timeline docs/timeline-cap-4.svg`"
     );
 }
+
+#[test]
+fn a_failure_block_quotes_its_trace_lines_once() {
+    // Issue 42: two failures quoting the same two trace lines printed them twice (four lines
+    // for four expectations on a wire run).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("twice.json");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(crate::support::manifest_path(FAILING)).unwrap()).unwrap();
+    value["turns"][0]["expect"]["message_contains"] = serde_json::json!("41");
+    std::fs::write(&file, value.to_string()).unwrap();
+    let out = rehearsal(&["run", "--color", "never", file.to_str().unwrap()]);
+    assert_eq!(out.code, Some(1), "{}", out.both());
+    assert_eq!(out.stdout.matches("turn.end       #1 final_answer ok budget=29").count(), 1, "{}", out.stdout);
+    assert!(out.stdout.contains("      | (the trace lines quoted above)\n"), "{}", out.stdout);
+}
+
+#[test]
+fn snapshot_drift_and_new_files_point_at_what_the_binary_offers() {
+    // Issue 42: the pointers led to `cargo insta review` and docs/scenarios.md, which a user
+    // of the installed binary has not got.
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = dir.path().join("snaps");
+    let out = rehearsal(&["run", "--color", "never", "--snapshots", snaps.to_str().unwrap(), PASSING]);
+    assert!(!out.stdout.contains("cargo"), "{}", out.stdout);
+    assert!(out.stdout.contains("by running again with --accept"), "{}", out.stdout);
+    let new = dir.path().join("mine.json");
+    let made = rehearsal(&["new", new.to_str().unwrap()]);
+    assert_eq!(made.code, Some(0), "{}", made.both());
+    let text = std::fs::read_to_string(&new).unwrap();
+    assert!(!text.contains("docs/"), "{text}");
+    assert!(text.contains("`rehearsal schema`") && text.contains("`rehearsal run --help`"), "{text}");
+}

@@ -569,7 +569,9 @@ fn fixed_upstream(body: String) -> (String, Arc<AtomicBool>) {
             // Read the request's body too, so the proxy sees its request taken whole.
             let length: usize = head
                 .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                .find_map(|l| {
+                    l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0))
+                })
                 .unwrap_or(0);
             let mut body_in = vec![0u8; length];
             let _ = stream.read_exact(&mut body_in);
@@ -610,7 +612,11 @@ fn record_writes_what_a_scenario_can_hold_of_a_hostile_answer_and_says_what_it_l
     stop.store(true, Ordering::SeqCst);
     assert_eq!(out.code, Some(0), "{}", out.both());
     assert!(out.stderr.contains("exchange 0: 1 of the upstream's calls had no function name"), "{}", out.both());
-    assert!(out.stderr.contains("exchange 0: the arguments of call `f` are not a JSON object (not json); written as {}"), "{}", out.both());
+    assert!(
+        out.stderr.contains("exchange 0: the arguments of call `f` are not a JSON object (not json); written as {}"),
+        "{}",
+        out.both()
+    );
     let scenario = rehearsal::load::outside(&file).unwrap_or_else(|e| panic!("{e}")).into_parts().0;
     assert_eq!(scenario.limits.max_text_chars, 1_000_001);
     assert_eq!(scenario.limits.max_calls_per_reply, 4999);

@@ -417,7 +417,7 @@ fn children_of_calls_that_run_together_are_numbered_by_call_whichever_asks_first
 fn children_of_calls_run_in_order_take_a_later_childs_first_request_as_the_earlier_calls_refusal() {
     let got = three_children_asking_out_of_order("generic", "spawn_agent");
     assert_eq!(got[0], "main/1", "{got:?}");
-    assert!(got[1..].iter().all(|g| g.contains("starts no child")), "{got:?}");
+    assert!(got[1..].iter().all(|g| g.contains("start no child")), "{got:?}");
 }
 
 /// The findings of the 20,000-case campaigns (`rehearsal fuzz --cases 20000 --seed S

@@ -130,9 +130,18 @@ fn a_core_that_reports_no_events_is_judged_by_the_model_side_oracles_and_the_ver
     assert_eq!(verdict.run.reports, Reports::NoEvents);
     let oracles = verdict.judged_by().expect("judged from the model's side");
     assert_eq!(oracles, rehearsal::internals::oracles::model_side::CLAUSES.to_vec());
-    let report = verdict.to_string();
+    let report = verdict.report_with(None, true);
     assert!(
         report.contains("judged from the model's side alone (the core reports no events): oracle.model-side.attribution, oracle.model-side.depth"),
+        "{report}"
+    );
+    // Without --verbose, their count on one short line (issue 42: twelve ids on every verdict).
+    let report = verdict.to_string();
+    let count = rehearsal::internals::oracles::model_side::CLAUSES.len();
+    assert!(
+        report.contains(&format!(
+            "judged from the model's side alone (the core reports no events): oracle.model-side.* ({count} oracles; --verbose names them)"
+        )),
         "{report}"
     );
     // Nothing the core reports is read: no event reached the trace, and every request named

@@ -215,7 +215,17 @@ async fn a_scripted_error_is_an_api_error_with_its_status_and_type_and_a_hang_is
     assert_eq!(run.disconnects.len(), 1, "{:?}", run.disconnects);
     let d = &run.disconnects[0];
     assert!(d.hang && d.alias == "main" && d.held_ms >= 250, "{d:?}");
-    wire::judge(&scenario, &run).assert_passed();
+    // --trace says what each request got instead of a reply (issue 42: a 429 showed as
+    // `-> no reply`).
+    let lines = wire::trace_lines(&run);
+    assert!(lines[0].ends_with("-> error 429 requests"), "{lines:#?}");
+    assert!(lines[1].ends_with("-> a hang"), "{lines:#?}");
+    assert!(lines[2].ends_with("-> a stream dropped after 2 chunks"), "{lines:#?}");
+    let verdict = wire::judge(&scenario, &run);
+    verdict.assert_passed();
+    // The header counts requests and says they were timed on the wall clock.
+    assert!(verdict.to_string().starts_with("PASS wire-errors (4 requests, "), "{verdict}");
+    assert!(verdict.to_string().lines().next().unwrap().ends_with(" ms wall)"), "{verdict}");
 }
 
 #[tokio::test]
@@ -237,7 +247,8 @@ async fn malformed_oversized_unattributable_and_unserved_requests_get_api_errors
     let stranger = chat(&server, r#"{"messages":[{"role":"user","content":"Who am I?"}]}"#).await;
     assert_eq!(stranger.status, 400);
     assert!(stranger.body.contains(r#""code":"unattributed_request""#), "{}", stranger.body);
-    assert!(stranger.body.contains("request #5 (exchange 1) is put down to no agent"), "{}", stranger.body);
+    // One number per request (issue 42): its arrival number, not also its exchange's.
+    assert!(stranger.body.contains("request #5 is put down to no agent"), "{}", stranger.body);
     let unserved = send(&server, "POST", "/v1/responses", "{}").await;
     assert_eq!(unserved.status, 404);
     assert!(unserved.body.contains("POST /v1/responses is not served"), "{}", unserved.body);
