@@ -54,7 +54,7 @@ pub enum Exit {
 
 /// rehearsal: deterministic simulation and testing of agent orchestration rules.
 #[derive(Parser, Debug)]
-#[command(name = "rehearsal", version, about)]
+#[command(name = "rehearsal", version, about, after_help = TOP_AFTER_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -215,8 +215,10 @@ enum Command {
     Record(record::RecordArgs),
     /// Print the JSON Schema of scenario files (for editors; committed as
     /// docs/scenario.schema.json).
+    #[command(after_help = SCHEMA_AFTER_HELP)]
     Schema,
     /// Write NAME.json, a commented starting scenario that passes; never overwrites a file.
+    #[command(after_help = NEW_AFTER_HELP)]
     New {
         /// The scenario's name; the file is NAME.json.
         name: PathBuf,
@@ -225,6 +227,28 @@ enum Command {
         preset: new::Preset,
     },
 }
+
+/// `rehearsal --help`'s closing part: what each command exits with.
+const TOP_AFTER_HELP: &str = "\
+Exit codes (each command's --help says what they mean for it):
+  0    passed: no rule broken
+  1    a rule was broken (a scenario failed, a fuzz finding, a recording that broke a rule)
+  2    bad input or usage
+  3    internal error (a bug of rehearsal's or of the core, reported with its place)
+  4    serve, drive, record: the system under test could not be run
+  130  fuzz: interrupted before it was done";
+
+/// `rehearsal schema --help`'s closing part.
+const SCHEMA_AFTER_HELP: &str = "\
+Exit codes:
+  0    the schema was printed
+  2    bad usage";
+
+/// `rehearsal new --help`'s closing part.
+const NEW_AFTER_HELP: &str = "\
+Exit codes:
+  0    NAME.json was written
+  2    bad usage, or NAME.json exists (never overwritten) or cannot be written";
 
 /// `rehearsal run --help`'s closing part: the exit codes.
 const RUN_AFTER_HELP: &str = "\

@@ -72,3 +72,111 @@ fn the_scenarios_page_s_json_summary_is_the_suite_s() {
     let summary = out.stdout.lines().last().unwrap();
     assert!(docs.contains(&format!("\n{summary}\n")), "docs/scenarios.md should show the summary\n{summary}");
 }
+
+/// The long flags of `rehearsal COMMAND --help`.
+fn flags_of(command: &str) -> Vec<String> {
+    let out = rehearsal(&[command, "--help"]);
+    out.stdout
+        .lines()
+        .filter_map(|l| {
+            l.trim_start().trim_start_matches(|c: char| c == '-' || c.is_ascii_alphabetic()).strip_prefix(", ")
+        })
+        .chain(out.stdout.lines().map(str::trim_start).filter(|l| l.starts_with("--")))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|f| f.starts_with("--") && *f != "--help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_readme_s_synopsis_names_every_flag_of_every_command() {
+    // Issue 42: the synopsis left out serve, drive, record and half of run's flags.
+    let readme = page("README.md");
+    let synopsis = readme.split("## The command line").nth(1).unwrap().split("```").nth(1).unwrap();
+    for command in ["run", "fuzz", "serve", "drive", "record", "new", "schema"] {
+        let block: String = synopsis
+            .split("\nrehearsal ")
+            .find(|b| b.trim_start_matches("rehearsal ").starts_with(command))
+            .unwrap_or_else(|| panic!("the synopsis has no `rehearsal {command}`"))
+            .to_string();
+        let flags = flags_of(command);
+        assert!(command == "schema" || command == "new" || flags.len() > 5, "{command}: {flags:?}");
+        for flag in flags {
+            assert!(
+                block.contains(&format!("{flag} ")) || block.contains(&format!("{flag}]")),
+                "README.md's synopsis of `rehearsal {command}` lacks {flag}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_help_gives_the_exit_codes() {
+    for args in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["fuzz", "--help"],
+        &["serve", "--help"],
+        &["drive", "--help"],
+        &["record", "--help"],
+        &["new", "--help"],
+        &["schema", "--help"],
+    ] {
+        let out = rehearsal(args);
+        assert!(out.stdout.contains("Exit codes"), "rehearsal {args:?} gives no exit codes:\n{}", out.stdout);
+    }
+}
+
+#[test]
+fn the_readme_s_ci_list_is_what_ci_runs() {
+    // Issue 42: the README's list of CI steps had left out three that .ci/run runs.
+    let readme = page("README.md");
+    let ci = page(".ci/run");
+    let list = readme.split("CI (`.ci/run`) runs, in this order:").nth(1).unwrap().split("\n\n").next().unwrap();
+    let list = list.replace('\n', " ");
+    let steps = [
+        "cargo fmt --check",
+        "cargo clippy",
+        "cargo test",
+        "tests/scratch-crate",
+        "--coverage-min 100",
+        "fuzz --cases",
+        "scripts/check-patches",
+        "scripts/broken-variants/run",
+        "scripts/python-tests",
+        "scripts/bub-conformance",
+        "--explore 16",
+    ];
+    let mut last_in_ci = 0;
+    for step in steps {
+        assert!(list.contains(step), "README.md's CI list lacks `{step}`: {list}");
+        let at = ci.find(step).unwrap_or_else(|| panic!(".ci/run has no `{step}`"));
+        assert!(at >= last_in_ci, "`{step}` is out of .ci/run's order");
+        last_in_ci = at;
+    }
+    // Every script .ci/run calls is in the list.
+    for line in ci.lines().filter(|l| l.starts_with("scripts/")) {
+        let script = line.split_whitespace().next().unwrap();
+        assert!(list.contains(script), "README.md's CI list lacks `{script}`, which .ci/run runs");
+    }
+}
+
+#[test]
+fn the_fuzzing_page_s_clause_counts_are_ci_s_campaign_s() {
+    // Issue 42: docs/fuzzing.md said 309 of 311 while the campaign reached 311 of 313.
+    let docs = page("docs/fuzzing.md");
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        rehearsal(&["fuzz", "--cases", "3000", "--seed", "1", "--explore", "1", "--out", dir.path().to_str().unwrap()]);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    let reached: Vec<&str> = out
+        .stdout
+        .lines()
+        .chain(out.stderr.lines())
+        .filter(|l| l.starts_with("  rule clauses reached") || l.starts_with("  never reached"))
+        .collect();
+    assert_eq!(reached.len(), 2, "{}", out.both());
+    for line in reached {
+        assert!(docs.contains(&format!("\n{line}\n")), "docs/fuzzing.md should show\n{line}");
+    }
+}
