@@ -35,6 +35,7 @@ fn the_readme_s_run_examples_print_what_it_shows() {
     for command in [
         "rehearsal run scenarios --filter 'cap-4-*' --filter timeout-zero",
         "rehearsal run scenarios tests/fixtures/bad/wrong-type.json --quiet",
+        "rehearsal run scenarios/roku/agent-budget-from-5.json tests/fixtures/bad/wrong-type.json --format json",
     ] {
         assert_eq!(shown_after(&readme, command), printed(command), "README.md, `$ {command}`");
     }
