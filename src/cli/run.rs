@@ -445,7 +445,7 @@ pub(super) fn snapshot_failure(compared: &Compared, name: &str) -> Option<Failur
         Compared::Missing { pending } => Some(Failure::new(
             FailureKind::Snapshot,
             format!(
-                "snapshot {name}: no golden trace yet; this run's is in {} (read it, then keep it as the golden file by running again with --accept)",
+                "snapshot {name}: no golden trace yet; this run's is in {} (read it; to keep it as the golden file, run the same command again with --accept)",
                 pending.display()
             ),
             Vec::new(),
@@ -454,8 +454,9 @@ pub(super) fn snapshot_failure(compared: &Compared, name: &str) -> Option<Failur
             Failure::new(
                 FailureKind::Snapshot,
                 format!(
-                    "snapshot {name}: the trace differs from its golden file at line {line}; this run's is in {} (compare it with the golden file, e.g. with diff; if the change is meant, run again with --accept to keep it)",
-                    pending.display()
+                    "snapshot {name}: the trace differs from its golden file at line {line}; this run's is in {pending} (see what changed: diff {kept} {pending}; if the change is meant, run the same command again with --accept to keep it)",
+                    pending = pending.display(),
+                    kept = pending.with_extension("").display(),
                 ),
                 vec![format!("golden: {golden}"), format!("now:    {now}")],
             )

@@ -451,7 +451,7 @@ fn snapshot_drift_and_new_files_point_at_what_the_binary_offers() {
     let snaps = dir.path().join("snaps");
     let out = rehearsal(&["run", "--color", "never", "--snapshots", snaps.to_str().unwrap(), PASSING]);
     assert!(!out.stdout.contains("cargo"), "{}", out.stdout);
-    assert!(out.stdout.contains("by running again with --accept"), "{}", out.stdout);
+    assert!(out.stdout.contains("run the same command again with --accept"), "{}", out.stdout);
     let new = dir.path().join("mine.json");
     let made = rehearsal(&["new", new.to_str().unwrap()]);
     assert_eq!(made.code, Some(0), "{}", made.both());
