@@ -145,22 +145,7 @@ impl Reporter {
     pub(super) fn usage_error(&mut self, out: &mut dyn Write, err: &mut dyn Write, text: &str) {
         self.usage_errors += 1;
         self.error(err, text);
-        match self.style.format {
-            Format::Text => {}
-            Format::Json => {
-                let _ = writeln!(out, "{}", json!({"type": "usage_error", "message": text}));
-            }
-            Format::Junit => {
-                let problem = Some(("error", text.to_string(), "usage", text.to_string()));
-                self.cases.push(Case {
-                    name: "usage".into(),
-                    classname: "rehearsal.usage".into(),
-                    wall_ms: 0,
-                    virtual_ms: 0,
-                    problem,
-                });
-            }
-        }
+        self.machine_error(out, "usage_error", "usage", text);
     }
 
     /// The system under test could not be run (exit 4): on stderr, and in the machine report
@@ -168,16 +153,22 @@ impl Reporter {
     pub(super) fn not_run(&mut self, out: &mut dyn Write, err: &mut dyn Write, text: &str) {
         self.not_run = true;
         self.error(err, text);
+        self.machine_error(out, "not_run", "not_run", text);
+    }
+
+    /// An error with no scenario to hang on, in the machine formats: a JSON record of type
+    /// `record`, or a JUnit error case named `case` (class `rehearsal.CASE`).
+    fn machine_error(&mut self, out: &mut dyn Write, record: &str, case: &'static str, text: &str) {
         match self.style.format {
             Format::Text => {}
             Format::Json => {
-                let _ = writeln!(out, "{}", json!({"type": "not_run", "message": text}));
+                let _ = writeln!(out, "{}", json!({"type": record, "message": text}));
             }
             Format::Junit => {
-                let problem = Some(("error", text.to_string(), "not_run", text.to_string()));
+                let problem = Some(("error", text.to_string(), case, text.to_string()));
                 self.cases.push(Case {
-                    name: "not_run".into(),
-                    classname: "rehearsal.not_run".into(),
+                    name: case.into(),
+                    classname: format!("rehearsal.{case}"),
                     wall_ms: 0,
                     virtual_ms: 0,
                     problem,

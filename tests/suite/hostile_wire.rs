@@ -36,42 +36,50 @@ struct Endless {
     stop: Arc<AtomicBool>,
 }
 
+/// A loopback upstream on port 0: each connection is handed to `answer` on a thread of its
+/// own, until `stop` is set. Returns its base URL.
+fn upstream(stop: &Arc<AtomicBool>, answer: impl Fn(TcpStream) + Send + Sync + 'static) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (stopping, answer) = (stop.clone(), Arc::new(answer));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            if stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let answer = answer.clone();
+            std::thread::spawn(move || answer(stream));
+        }
+    });
+    url
+}
+
 impl Endless {
     fn start(sse: bool) -> Endless {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                if stopping.load(Ordering::SeqCst) {
+        let url = upstream(&stop, move |mut stream| {
+            let _ = read_head(&mut stream);
+            let (kind, first) = if sse {
+                ("text/event-stream", String::new())
+            } else {
+                ("application/json", r#"{"choices":[{"message":{"role":"assistant","content":""#.to_string())
+            };
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\nconnection: close\r\n\r\n{first}");
+            if stream.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            let text = "x".repeat(4096);
+            let piece = if sse {
+                format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n")
+            } else {
+                text
+            };
+            while !stopping.load(Ordering::SeqCst) {
+                if stream.write_all(piece.as_bytes()).is_err() {
                     return;
                 }
-                let stopping = stopping.clone();
-                std::thread::spawn(move || {
-                    let _ = read_head(&mut stream);
-                    let (kind, first) = if sse {
-                        ("text/event-stream", String::new())
-                    } else {
-                        ("application/json", r#"{"choices":[{"message":{"role":"assistant","content":""#.to_string())
-                    };
-                    let head = format!("HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\nconnection: close\r\n\r\n{first}");
-                    if stream.write_all(head.as_bytes()).is_err() {
-                        return;
-                    }
-                    let text = "x".repeat(4096);
-                    let piece = if sse {
-                        format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n")
-                    } else {
-                        text
-                    };
-                    while !stopping.load(Ordering::SeqCst) {
-                        if stream.write_all(piece.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                });
             }
         });
         Endless { url, stop }
@@ -555,32 +563,21 @@ fn record_refuses_a_malformed_upstream_at_start() {
 
 /// An upstream that answers every request 200 with `body` (a whole JSON answer), until dropped.
 fn fixed_upstream(body: String) -> (String, Arc<AtomicBool>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let stop = Arc::new(AtomicBool::new(false));
-    let stopping = stop.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            if stopping.load(Ordering::SeqCst) {
-                return;
-            }
-            let head = read_head(&mut stream);
-            // Read the request's body too, so the proxy sees its request taken whole.
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0))
-                })
-                .unwrap_or(0);
-            let mut body_in = vec![0u8; length];
-            let _ = stream.read_exact(&mut body_in);
-            let answer = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(answer.as_bytes());
-        }
+    let url = upstream(&stop, move |mut stream| {
+        let head = read_head(&mut stream);
+        // Read the request's body too, so the proxy sees its request taken whole.
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+            .unwrap_or(0);
+        let mut body_in = vec![0u8; length];
+        let _ = stream.read_exact(&mut body_in);
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(answer.as_bytes());
     });
     (url, stop)
 }
