@@ -277,10 +277,19 @@ Exit codes:
 Ctrl-C stops starting cases, finishes the ones in flight (or cuts a finding's shrinking
 short) and prints the summary.";
 
-/// A duration for `--time` and `--progress-every`: humantime's syntax, above zero.
+/// A duration for `--time`, `--progress-every` and every limit: humantime's syntax, above zero,
+/// at most ten years.
 fn positive_duration(text: &str) -> Result<humantime::Duration, String> {
-    let duration: humantime::Duration = text.parse().map_err(|e| format!("{e} (write e.g. 30s, 10m, 1h30m)"))?;
+    let duration = duration(text)?;
     if duration.is_zero() { Err("must be longer than zero".to_string()) } else { Ok(duration) }
+}
+
+/// A duration that may be zero, at most ten years: a clock cannot be asked to wait longer
+/// (an instant that far ahead overflows), and no run means it.
+fn duration(text: &str) -> Result<humantime::Duration, String> {
+    const TEN_YEARS: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3_600);
+    let duration: humantime::Duration = text.parse().map_err(|e| format!("{e} (write e.g. 30s, 10m, 1h30m)"))?;
+    if *duration > TEN_YEARS { Err("must be at most ten years".to_string()) } else { Ok(duration) }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -618,14 +618,14 @@ pub(crate) async fn run_turn(
     let _ = child.kill().await;
     // A descendant that left the group still carries the turn's tag.
     kill_tagged(&tag).await;
-    let stdout = match stdout {
-        Some(captured) => captured.finish().await,
-        None => String::new(),
+    // Both pipes at once: a leftover holding both costs one wait, not two.
+    let finish = |captured: Option<Captured>| async move {
+        match captured {
+            Some(captured) => captured.finish().await,
+            None => String::new(),
+        }
     };
-    let stderr = match stderr {
-        Some(captured) => captured.finish().await,
-        None => String::new(),
-    };
+    let (stdout, stderr) = tokio::join!(finish(stdout), finish(stderr));
     Ok(TurnRun { args: args.to_vec(), exited, stdout, stderr, elapsed: started.elapsed() })
 }
 

@@ -299,7 +299,16 @@ pub async fn record(
     let blanked = redacted_recording(&recording, &secrets, &redact);
     let wire = crate::wire::proxy::played(&scenario, description.dialect(), &blanked);
     if !wire.failed_checks.is_empty() {
-        return Err(RecordError::Inconsistent { file: out.to_path_buf(), differences: wire.failed_checks.clone() });
+        // The differences quote requests: blanked like the file, so this message leaks nothing.
+        let differences = wire
+            .failed_checks
+            .iter()
+            .map(|d| match redacted(Value::String(d.clone()), &secrets, &redact) {
+                Value::String(d) => d,
+                _ => unreachable!("a string is redacted to a string"),
+            })
+            .collect();
+        return Err(RecordError::Inconsistent { file: out.to_path_buf(), differences });
     }
     let shown: Vec<TurnRun> = if turns.is_empty() {
         // The plain form knows no turn's end: the turns written expect nothing.
@@ -319,6 +328,14 @@ pub async fn record(
     };
     let (verdict, judged_notes) = crate::drive::verdict_of(&scenario, description, &wire, &shown, None);
     notes.extend(judged_notes);
+    // Notes quote what the upstream and the runtime sent: printed, so blanked like the file.
+    let notes = notes
+        .into_iter()
+        .map(|n| match redacted(Value::String(n), &secrets, &redact) {
+            Value::String(n) => n,
+            _ => unreachable!("a string is redacted to a string"),
+        })
+        .collect();
     Ok(Recorded { scenario, text, verdict, notes, turns, recording, wire })
 }
 
@@ -699,6 +716,17 @@ fn root_turns(recording: &Recording, attributions: &[Option<Attribution>]) -> Ve
 /// `secret` (auth header values seen), and every match of `patterns`. Applied to every string
 /// of the file, keys' values and texts alike, so no field is missed.
 pub fn redacted(value: Value, secrets: &[String], patterns: &[regex::Regex]) -> Value {
+    redacted_in(value, secrets, patterns, false)
+}
+
+/// Fields whose values are the file's own structure (a role, a preset, an alias, the
+/// `volatile` patterns): never blanked, so that a key that happens to be `user` or `roku`
+/// cannot unmake the file (it is blanked everywhere else).
+const STRUCTURAL: [&str; 5] = ["role", "preset", "agent", "format", "volatile"];
+
+/// [`redacted`] in a context: `free` is text written by the runtime or the model (inside a
+/// call's `args`), where object keys are the model's words too and are blanked as well.
+fn redacted_in(value: Value, secrets: &[String], patterns: &[regex::Regex], free: bool) -> Value {
     fn text(s: &str, secrets: &[String], patterns: &[regex::Regex]) -> String {
         let mut s = s.to_string();
         for secret in secrets.iter().filter(|s| s.len() >= 4) {
@@ -711,15 +739,20 @@ pub fn redacted(value: Value, secrets: &[String], patterns: &[regex::Regex]) -> 
     }
     match value {
         Value::String(s) => Value::String(text(&s, secrets, patterns)),
-        Value::Array(items) => Value::Array(items.into_iter().map(|v| redacted(v, secrets, patterns)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| redacted_in(v, secrets, patterns, free)).collect())
+        }
         Value::Object(map) => Value::Object(
             map.into_iter()
                 .map(|(k, v)| {
                     let v = if v.is_string() && SECRET_KEYS.iter().any(|s| s.eq_ignore_ascii_case(&k)) {
                         Value::String(REDACTED.into())
+                    } else if !free && STRUCTURAL.contains(&k.as_str()) {
+                        v
                     } else {
-                        redacted(v, secrets, patterns)
+                        redacted_in(v, secrets, patterns, free || k == "args")
                     };
+                    let k = if free { text(&k, secrets, patterns) } else { k };
                     (k, v)
                 })
                 .collect(),
@@ -737,6 +770,14 @@ fn representable(recording: &Recording, notes: &mut Vec<String>) -> Recording {
     let ceilings = crate::scenario::CEILINGS;
     let mut out = recording.clone();
     for (n, e) in out.exchanges.iter_mut().enumerate() {
+        if let Outcome::Error { status, .. } = &e.outcome
+            && !(400..=599).contains(status)
+        {
+            notes.push(format!(
+                "exchange {n}: the upstream answered status {status}, which a scenario's error_status cannot hold (400 to 599): written as {}",
+                (*status).clamp(400, 599)
+            ));
+        }
         let (text, calls) = match &mut e.outcome {
             Outcome::Reply { text, calls } | Outcome::Dropped { text, calls, .. } => (text, calls),
             _ => continue,
@@ -787,7 +828,8 @@ fn redacted_recording(recording: &Recording, secrets: &[String], patterns: &[reg
         Value::String(s) => s,
         _ => unreachable!("a string is redacted to a string"),
     };
-    let value = |v: &Value| redacted(v.clone(), secrets, patterns);
+    // Call arguments are the model's own text: their keys are blanked too, as the file's are.
+    let value = |v: &Value| redacted_in(v.clone(), secrets, patterns, true);
     // Arguments are kept as the JSON text the model wrote: blanked as the file writes them.
     let args_text = |a: &str| match serde_json::from_str::<Value>(a) {
         Ok(v) => value(&v).to_string(),
@@ -797,6 +839,11 @@ fn redacted_recording(recording: &Recording, secrets: &[String], patterns: &[reg
         calls.iter().map(|(id, name, args)| (text(id), text(name), args_text(args))).collect()
     };
     let mut out = recording.clone();
+    // The proxy's findings quote requests (a malformed role, an unserved path): they reach
+    // the printed verdict, so they are blanked as the file is.
+    for finding in &mut out.findings {
+        finding.message = text(&finding.message);
+    }
     for e in &mut out.exchanges {
         let c = &mut e.converted;
         c.system = text(&c.system);
@@ -807,6 +854,7 @@ fn redacted_recording(recording: &Recording, secrets: &[String], patterns: &[reg
                 let mut m = m.clone();
                 m.content = text(&m.content);
                 for call in &mut m.tool_calls {
+                    call.name = text(&call.name);
                     call.args = Arc::new(value(&call.args));
                 }
                 m
@@ -814,7 +862,8 @@ fn redacted_recording(recording: &Recording, secrets: &[String], patterns: &[reg
             .collect();
         for tool in &mut c.tools {
             tool.description = text(&tool.description);
-            tool.parameters = Arc::new(value(&tool.parameters));
+            tool.name = text(&tool.name);
+            tool.parameters = Arc::new(redacted(tool.parameters.as_ref().clone(), secrets, patterns));
         }
         e.outcome = match &e.outcome {
             Outcome::Reply { text: t, calls: c } => Outcome::Reply { text: text(t), calls: calls(c) },

@@ -118,6 +118,12 @@ pub(crate) fn excerpt_to(text: &str, max: usize) -> String {
     }
 }
 
+/// `at + wait`, or ten years after `at` when that would overflow: a limit given as a library
+/// option is not bounded as the command line bounds it, and must not panic.
+pub(crate) fn after(at: tokio::time::Instant, wait: Duration) -> tokio::time::Instant {
+    at.checked_add(wait).unwrap_or_else(|| at + Duration::from_secs(10 * 365 * 24 * 3_600))
+}
+
 impl WireFinding {
     /// A finding about request `request`, its message bounded by [`FINDING_CHARS_MAX`].
     pub fn new(request: usize, kind: FindingKind, message: &str) -> WireFinding {
@@ -229,7 +235,7 @@ pub fn trace_lines(run: &WireRun) -> Vec<String> {
             };
             let reply = match (&e.reply, e.replied) {
                 (Some(r), Some(at)) => {
-                    let calls: Vec<&str> = r.tool_calls.iter().map(|c| c.name.as_str()).collect();
+                    let calls: Vec<String> = r.tool_calls.iter().map(|c| excerpt_to(&c.name, 60)).collect();
                     let what = match (r.content.is_empty(), calls.is_empty()) {
                         (_, false) => format!("calls [{}]", calls.join(", ")),
                         (false, true) => {

@@ -164,8 +164,8 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
             return Exit::BadInput;
         }
     };
-    if !(args.time_scale.is_finite() && args.time_scale >= 0.0) {
-        reporter.error(err, &format!("--time-scale {} is not a number of 0 or more", args.time_scale));
+    if !(args.time_scale.is_finite() && (0.0..=1000.0).contains(&args.time_scale)) {
+        reporter.error(err, &format!("--time-scale {} is not a number from 0 to 1000", args.time_scale));
         return Exit::BadInput;
     }
     if let Some(note) = &description.note {

@@ -42,7 +42,7 @@ pub(super) struct ServeArgs {
     /// After the script has ended, keep listening this long: a request that comes then is
     /// answered with a 400 API error object (`script_ended`) and fails the verdict, instead of
     /// finding no server. Ctrl-C ends the wait.
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::duration)]
     after_script: humantime::Duration,
     /// Once listening, write FILE (atomically) with one JSON object for a program that starts
     /// serve: {"base_url": ..., "env": {NAME: VALUE, ...}, "pid": ...}, the env being the lines
@@ -364,6 +364,13 @@ fn write_ready(path: &std::path::Path, base: &str, env: &[(String, String)]) -> 
     let mut partial = path.as_os_str().to_owned();
     partial.push(".partial");
     let partial = std::path::PathBuf::from(partial);
+    // Renamed over only a file (or nothing): never over a device, a FIFO or a link.
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(std::io::Error::other("it exists and is not a regular file"));
+        }
+        _ => {}
+    }
     std::fs::write(&partial, format!("{ready}\n"))?;
     std::fs::rename(&partial, path)
 }

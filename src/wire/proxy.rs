@@ -190,6 +190,9 @@ struct Upstream {
 
 impl Upstream {
     fn parse(url: &str) -> Result<Upstream, ServeError> {
+        let scheme_end = url.find("://").map_or(0, |i| i + 3);
+        let lowered = format!("{}{}", url[..scheme_end].to_ascii_lowercase(), &url[scheme_end..]);
+        let url = lowered.as_str();
         if url.starts_with("https://") {
             return Err(ServeError(format!(
                 "--upstream {url}: https is not supported (no TLS stack is linked); run a local TLS-terminating proxy and give its http:// address"
@@ -366,14 +369,16 @@ impl Proxy {
             let changed = self.shared.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let deadline =
-                *self.shared.last_activity.lock().expect("activity lock poisoned") + self.shared.options.idle_limit;
+            let deadline = super::after(
+                *self.shared.last_activity.lock().expect("activity lock poisoned"),
+                self.shared.options.idle_limit,
+            );
             tokio::select! {
                 _ = changed => {}
                 _ = tokio::time::sleep_until(deadline) => {
                     let last = *self.shared.last_activity.lock().expect("activity lock poisoned");
                     if self.shared.open.load(Ordering::SeqCst) == 0
-                        && last + self.shared.options.idle_limit <= Instant::now()
+                        && super::after(last, self.shared.options.idle_limit) <= Instant::now()
                     {
                         return;
                     }
@@ -385,7 +390,7 @@ impl Proxy {
     /// Waits up to `grace` for open requests to end, then stops (held requests are let go)
     /// and hands back the recording.
     pub async fn finish(self, grace: Duration) -> Recording {
-        let until = Instant::now() + grace;
+        let until = super::after(Instant::now(), grace);
         while self.shared.open.load(Ordering::SeqCst) > 0 && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -432,7 +437,7 @@ async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri)
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     shared.received.fetch_add(1, Ordering::SeqCst);
     shared.touch();
-    let deadline = Instant::now() + shared.options.upstream_timeout;
+    let deadline = super::after(Instant::now(), shared.options.upstream_timeout);
     let response =
         match tokio::time::timeout_at(deadline, forward(&shared, Method::GET, "/models", &headers, Bytes::new())).await
         {
@@ -444,7 +449,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     let (parts, mut body) = response.into_parts();
     let mut bytes = Vec::new();
     loop {
-        let idle = (Instant::now() + shared.options.upstream_idle).min(deadline);
+        let idle = super::after(Instant::now(), shared.options.upstream_idle).min(deadline);
         match tokio::time::timeout_at(idle, body.frame()).await {
             Ok(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
@@ -636,7 +641,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
     };
     shared.open.fetch_add(1, Ordering::SeqCst);
     let open = Open { shared: shared.clone(), exchange };
-    let deadline = Instant::now() + shared.options.upstream_timeout;
+    let deadline = super::after(Instant::now(), shared.options.upstream_timeout);
     let answer = tokio::time::timeout_at(deadline, forward(&shared, Method::POST, "/chat/completions", &headers, body));
     let response = match answer.await {
         Ok(Ok(response)) => response,
@@ -663,13 +668,18 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
     // hyper stops polling a body once its declared length is written, so the tap ends the
     // answer itself when the last byte has passed.
     let expected = length.as_ref().and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    let tap = Tap { open, parser: Parser::new(kind, limit), ended: false, passed: 0, expected };
+    let mut tap = Tap { open, parser: Parser::new(kind, limit), ended: false, passed: 0, expected };
+    // An answer with no body (204, 205, 304, or a length of 0) is complete as it stands:
+    // hyper never polls its body, so the tap ends it here.
+    if matches!(parts.status.as_u16(), 204 | 205 | 304) || expected == Some(0) {
+        tap.complete();
+    }
     let idle = shared.options.upstream_idle;
     let body = futures_util::stream::unfold((upstream_body, tap), move |(mut body, mut tap)| async move {
         if tap.ended {
             return None;
         }
-        let wake = (Instant::now() + idle).min(deadline);
+        let wake = super::after(Instant::now(), idle).min(deadline);
         match tokio::time::timeout_at(wake, body.frame()).await {
             Ok(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => {
@@ -981,6 +991,11 @@ impl Parser {
                     Err(_) => return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() },
                 };
                 let message = &value["choices"][0]["message"];
+                if !message.is_object() {
+                    // JSON, but no chat completion (`{}`, an error object with a 200): as a
+                    // body that is not JSON, with the same note.
+                    return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() };
+                }
                 let text = message["content"].as_str().unwrap_or("").to_string();
                 let calls = message["tool_calls"]
                     .as_array()
@@ -988,7 +1003,14 @@ impl Parser {
                     .flatten()
                     .map(|c| {
                         let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
-                        (text(&c["id"]), text(&c["function"]["name"]), text(&c["function"]["arguments"]))
+                        // Arguments are a JSON text; an upstream that sends the object itself
+                        // is taken at its word.
+                        let args = match &c["function"]["arguments"] {
+                            serde_json::Value::String(a) => a.clone(),
+                            serde_json::Value::Null => String::new(),
+                            other => other.to_string(),
+                        };
+                        (text(&c["id"]), text(&c["function"]["name"]), args)
                     })
                     .collect();
                 Outcome::Reply { text, calls }

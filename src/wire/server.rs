@@ -110,6 +110,9 @@ struct Shared {
     received: AtomicUsize,
     /// Chat requests being answered (their latency or hang not over).
     open: AtomicUsize,
+    /// Chat requests whose scripted reply is waiting out its latency: the server's own delay,
+    /// during which the runtime is not idle, so the idle limit does not run.
+    waiting: AtomicUsize,
     last_activity: Mutex<Instant>,
     findings: Mutex<Vec<WireFinding>>,
     disconnects: Mutex<Vec<Disconnect>>,
@@ -340,8 +343,10 @@ impl Server {
                 "--barrier guesses when the runtime is quiet, --clock knows: give one of them".to_string(),
             ));
         }
-        if !(options.time_scale.is_finite() && options.time_scale >= 0.0) {
-            return Err(ServeError(format!("--time-scale {} is not a number of 0 or more", options.time_scale)));
+        // At most a thousand real seconds per scripted second: a scripted latency of an hour
+        // (the horizon) then waits at most about six weeks, which a clock can still count.
+        if !(options.time_scale.is_finite() && (0.0..=1000.0).contains(&options.time_scale)) {
+            return Err(ServeError(format!("--time-scale {} is not a number from 0 to 1000", options.time_scale)));
         }
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
             .await
@@ -367,6 +372,7 @@ impl Server {
             models,
             received: AtomicUsize::new(0),
             open: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
             findings: Mutex::default(),
             disconnects: Mutex::default(),
             closes: Mutex::default(),
@@ -424,15 +430,21 @@ impl Server {
             // idle limit, from the last activity.
             let deadline = || {
                 if self.shared.received.load(Ordering::SeqCst) == 0 {
-                    self.shared.started + self.shared.options.startup_limit
+                    super::after(self.shared.started, self.shared.options.startup_limit)
                 } else {
-                    *self.shared.last_activity.lock().expect("activity lock poisoned") + self.shared.options.idle_limit
+                    super::after(
+                        *self.shared.last_activity.lock().expect("activity lock poisoned"),
+                        self.shared.options.idle_limit,
+                    )
                 }
             };
+            // While a scripted reply waits out its latency the runtime is waiting on the
+            // server, not idle: the limit runs again from the reply.
+            let delaying = self.shared.waiting.load(Ordering::SeqCst) > 0;
             tokio::select! {
                 _ = changed => {}
-                _ = tokio::time::sleep_until(deadline()) => {
-                    if deadline() <= Instant::now() {
+                _ = tokio::time::sleep_until(deadline()), if !delaying => {
+                    if deadline() <= Instant::now() && self.shared.waiting.load(Ordering::SeqCst) == 0 {
                         return End::Idle;
                     }
                 }
@@ -726,6 +738,7 @@ async fn chat(
     // When the answer is given: virtual under the clock (a `hang` is let go at once, so the
     // clock moves on without it), else after the latency in real time.
     let mut answered_at = None;
+    let delaying = Delaying::start(&shared, !matches!(answer.kind, AnswerKind::Hang));
     match turn {
         Some(turn) if matches!(answer.kind, AnswerKind::Hang) => turn.hold(),
         Some(turn) => match turn.release_after(answer.latency_ms.saturating_mul(1_000_000)).await {
@@ -746,6 +759,7 @@ async fn chat(
             }
         }
     }
+    drop(delaying);
     let answered_at = answered_at.unwrap_or_else(|| shared.elapsed());
     match answer.kind {
         AnswerKind::Hang => {
@@ -777,6 +791,30 @@ async fn chat(
             }
             drop(bridge);
             reply_response(&head, &reply, &request, prompt_chars, drop_after)
+        }
+    }
+}
+
+/// A scripted reply waiting out its latency, counted in [`Shared::waiting`] until dropped (its
+/// latency over, or the handler dropped); a hang is not counted: it waits on the runtime.
+struct Delaying {
+    shared: Option<Arc<Shared>>,
+}
+
+impl Delaying {
+    fn start(shared: &Arc<Shared>, counted: bool) -> Delaying {
+        if counted {
+            shared.waiting.fetch_add(1, Ordering::SeqCst);
+        }
+        Delaying { shared: counted.then(|| shared.clone()) }
+    }
+}
+
+impl Drop for Delaying {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.waiting.fetch_sub(1, Ordering::SeqCst);
+            shared.touch();
         }
     }
 }

@@ -618,3 +618,130 @@ fn record_writes_what_a_scenario_can_hold_of_a_hostile_answer_and_says_what_it_l
     assert_eq!(scenario.limits.max_text_chars, 1_000_001);
     assert_eq!(scenario.limits.max_calls_per_reply, 4999);
 }
+
+/// Records one chat request `body` with `headers` through the plain proxy form in front of an
+/// upstream serving [`REPEATABLE`]: what record printed, and the file it wrote.
+fn record_one(headers: &str, body: &str) -> (Output, String) {
+    let upstream = Upstream::start(REPEATABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("recorded.json");
+    let (headers, body) = (headers.to_string(), body.to_string());
+    let out = record_plain(&upstream.url, &file, move |base| {
+        let addr = addr_of(base);
+        let raw = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\n{headers}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        exchange(&addr, raw.as_bytes(), usize::MAX);
+    });
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    (out, text)
+}
+
+#[test]
+fn record_blanks_a_secret_used_as_a_key_or_a_tool_name_and_never_unmakes_its_file() {
+    // The second independent attack's N1, N2 and N9: a key written as a JSON object key in a
+    // call's arguments reached the file; in a tool name it made record exit 3 printing it; a
+    // key equal to a word of the format (`user`) made the file unreadable.
+    let key = "Zq7secretKEY1";
+    let body = format!(
+        r#"{{"messages":[{{"role":"user","content":"hi"}},{{"role":"assistant","content":"","tool_calls":[{{"id":"c1","type":"function","function":{{"name":"f_{key}","arguments":"{{\"{key}\":\"v\"}}"}}}}]}},{{"role":"tool","tool_call_id":"c1","content":"r"}}]}}"#
+    );
+    let (out, text) = record_one(&format!("authorization: Bearer {key}\r\n"), &body);
+    assert!(!text.is_empty(), "no file: {}", out.both());
+    assert!(!text.contains(key), "the key reached the file:\n{text}");
+    assert!(!out.stdout.contains(key) && !out.stderr.contains(key), "the key was printed:\n{}", out.both());
+    assert_ne!(out.code, Some(3), "{}", out.both());
+    let (out, text) = record_one("x-api-key: user\r\n", r#"{"messages":[{"role":"user","content":"hi user"}]}"#);
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(text.contains(r#""role":"user""#) && text.contains("hi [redacted]"), "{text}");
+}
+
+#[test]
+fn record_notes_bodiless_and_non_chat_answers_instead_of_calling_them_hangs() {
+    // N6 and N7: a 204 was recorded as a hang, a 200 `{}` as an empty reply, both silently.
+    for (answer, says) in [
+        ("HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n".to_string(), "not a chat completion"),
+        (
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}"
+                .to_string(),
+            "not a chat completion",
+        ),
+    ] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let url = upstream(&stop, move |mut stream| {
+            let _ = read_head(&mut stream);
+            let _ = stream.write_all(answer.as_bytes());
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("recorded.json");
+        let out = record_plain(&url, &file, |base| {
+            let addr = addr_of(base);
+            exchange(
+                &addr,
+                &post(&addr, "/v1/chat/completions", r#"{"messages":[{"role":"user","content":"hi"}]}"#),
+                usize::MAX,
+            );
+        });
+        stop.store(true, Ordering::SeqCst);
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(out.stderr.contains(says), "{}", out.both());
+        assert!(!text.contains(r#""hang":true"#), "{text}");
+        assert!(text.contains(r#""drop_after_chunks":0"#), "{text}");
+    }
+}
+
+#[test]
+fn durations_and_time_scales_past_what_a_clock_can_count_are_usage_errors() {
+    // N4: these panicked (exit 101), and some runs then passed.
+    let huge = "18446744073709551615s";
+    for args in [
+        vec!["serve", "tests/drive/one-turn.json", "--startup-limit", huge],
+        vec!["serve", "tests/drive/one-turn.json", "--idle-limit", huge],
+        vec!["serve", "tests/drive/one-turn.json", "--after-script", huge],
+        vec!["serve", "tests/drive/one-turn.json", "--time-scale", "1e308"],
+        vec!["record", "--upstream", "http://127.0.0.1:9/v1", "--out", "x.json", "--upstream-timeout", huge],
+        vec!["record", "--upstream", "http://127.0.0.1:9/v1", "--out", "x.json", "--upstream-idle", huge],
+    ] {
+        let out = crate::support::rehearsal(&args);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.both());
+    }
+}
+
+#[test]
+fn the_idle_limit_waits_for_a_reply_that_is_waiting_out_its_latency() {
+    // N5: a reply slower than --idle-limit was cut off (500 server_stopping) and the run passed.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("slow.json");
+    std::fs::write(
+        &file,
+        r#"{"name":"slow","lanes":[{"agent":"main","replies":[{"text":"late but here","latency_ms":1500}]}],"turns":[{"user":"hi"}]}"#,
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rehearsal"))
+        .args(["serve", "--color", "never", "--idle-limit", "300ms", "--after-script", "0s"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut base = None;
+    while base.is_none() {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        base = line.trim().strip_prefix("export OPENAI_BASE_URL=").map(String::from);
+    }
+    let addr = addr_of(&base.expect("a base URL"));
+    let answer = exchange(
+        &addr,
+        &post(&addr, "/v1/chat/completions", r#"{"messages":[{"role":"user","content":"hi"}]}"#),
+        usize::MAX,
+    );
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("late but here"), "{answer}");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+}
