@@ -181,3 +181,39 @@ fn the_fuzzing_page_s_clause_counts_are_ci_s_campaign_s() {
         assert!(docs.contains(&format!("\n{line}\n")), "docs/fuzzing.md should show\n{line}");
     }
 }
+
+#[test]
+fn the_readme_s_timeline_example_prints_what_it_shows_and_draws_the_committed_picture() {
+    let readme = page("README.md");
+    let command = "rehearsal run scenarios/bub/cap-4-six-children-queue-fifo.json --timeline docs/timeline-cap-4.svg";
+    // Run as written but drawn into a temporary file, so that the test never writes the docs.
+    let dir = tempfile::tempdir().unwrap();
+    let drawn = dir.path().join("timeline-cap-4.svg");
+    let out =
+        rehearsal(&["run", "scenarios/bub/cap-4-six-children-queue-fifo.json", "--timeline", drawn.to_str().unwrap()]);
+    let printed: Vec<String> = out.stderr.lines().chain(out.stdout.lines()).map(str::to_string).collect();
+    assert_eq!(shown_after(&readme, command), printed, "README.md, `$ {command}`");
+    assert_eq!(
+        std::fs::read_to_string(&drawn).unwrap(),
+        page("docs/timeline-cap-4.svg"),
+        "the README's picture is this run's"
+    );
+}
+
+#[test]
+fn the_scenarios_page_s_first_commands_work_as_written() {
+    // docs/scenarios.md: `rehearsal new my-scenario`, then `rehearsal run my-scenario.json --trace` passes.
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rehearsal")).args(args).current_dir(dir.path()).output().unwrap()
+    };
+    for preset in [None, Some("bub")] {
+        let _ = std::fs::remove_file(dir.path().join("my-scenario.json"));
+        let mut args = vec!["new", "my-scenario"];
+        args.extend(preset.map(|p| ["--preset", p]).into_iter().flatten());
+        assert!(run(&args).status.success());
+        let ran = run(&["run", "my-scenario.json", "--trace"]);
+        assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stdout));
+        assert!(String::from_utf8_lossy(&ran.stdout).starts_with("PASS "));
+    }
+}
