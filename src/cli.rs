@@ -48,7 +48,7 @@ pub enum Exit {
     /// 4: the system under test could not be run (`serve`: no request arrived; `drive`: the
     /// runtime was not found or failed to start): no verdict on a rule.
     NotRun = 4,
-    /// 130: interrupted (Ctrl-C) before it was done, as shells report SIGINT.
+    /// 130: interrupted (Ctrl-C, SIGTERM, SIGHUP) before it was done, as shells report SIGINT.
     Interrupted = 130,
 }
 
@@ -236,7 +236,7 @@ Exit codes (each command's --help says what they mean for it):
   2    bad input or usage
   3    internal error (a bug of rehearsal's or of the core, reported with its place)
   4    serve, drive, record: the system under test could not be run
-  130  fuzz: interrupted before it was done";
+  130  fuzz, drive: interrupted (Ctrl-C, SIGTERM, SIGHUP) before it was done";
 
 /// `rehearsal schema --help`'s closing part.
 const SCHEMA_AFTER_HELP: &str = "\

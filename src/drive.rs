@@ -454,7 +454,15 @@ fn judge_turn(i: usize, turn: &crate::scenario::Turn, run: &TurnRun) -> Vec<Fail
             format!("turns[{i}]: the runtime passed the wall-clock limit; its process group was killed"),
             tail(&run.stderr),
         )),
-        Exited::Interrupted => {}
+        // The harness's stop, not the runtime's: the turn is not judged, and the run cannot
+        // pass on a turn that never ended.
+        Exited::Interrupted => out.push(Failure::new(
+            FailureKind::Stopped,
+            format!(
+                "turns[{i}]: interrupted (Ctrl-C or a termination signal) before the runtime ended; its process group was killed and the turn is not judged"
+            ),
+            Vec::new(),
+        )),
         Exited::ClockEnded => out.push(Failure::new(
             FailureKind::Stopped,
             format!("turns[{i}]: the runtime did not exit after the clock had ended; its process group was killed"),

@@ -731,6 +731,18 @@ fn redacted_in(value: Value, secrets: &[String], patterns: &[regex::Regex], free
         let mut s = s.to_string();
         for secret in secrets.iter().filter(|s| s.len() >= 4) {
             s = s.replace(secret.as_str(), REDACTED);
+            // A text cut short (a stream that broke) may end in the start of a secret: that
+            // start is blanked too, from 4 characters on.
+            let cut = secret
+                .char_indices()
+                .map(|(i, _)| i)
+                .skip(4)
+                .filter(|&end| end < secret.len() && s.ends_with(&secret[..end]))
+                .max();
+            if let Some(end) = cut {
+                s.truncate(s.len() - end);
+                s.push_str(REDACTED);
+            }
         }
         for re in patterns {
             s = re.replace_all(&s, REDACTED).into_owned();
@@ -795,7 +807,7 @@ fn representable(recording: &Recording, notes: &mut Vec<String>) -> Recording {
                 notes.push(format!(
                     "exchange {n}: the arguments of call `{}` are not a JSON object ({}); written as {{}}",
                     crate::wire::excerpt(name),
-                    crate::wire::excerpt(args)
+                    crate::trace::quoted(&crate::wire::excerpt(args))
                 ));
                 *args = "{}".to_string();
             }
@@ -926,6 +938,16 @@ fn layout(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_cut_in_the_middle_of_a_secret_loses_that_start_too() {
+        // The third independent attack's D3: a stream that broke mid-key left its first half.
+        let secrets = ["Qw8rTy6uIo4pAs".to_string()];
+        let blank = |t: &str| redacted(Value::String(t.into()), &secrets, &[]);
+        assert_eq!(blank("key is Qw8rTy6"), json!("key is [redacted]"));
+        assert_eq!(blank("key is Qw8rTy6uIo4pAs, ok"), json!("key is [redacted], ok"));
+        assert_eq!(blank("key is Qw8"), json!("key is Qw8"), "3 characters are not a start worth blanking");
+    }
 
     #[test]
     fn a_writer_that_disagrees_with_its_recording_is_rehearsal_s_bug_not_the_runtime_s() {

@@ -129,7 +129,9 @@ Exit codes:
   1    a rule was broken, an expectation failed, or the runtime died, hung or never called
   2    bad input or usage: an unreadable or invalid scenario, an unknown runtime
   3    internal error
-  4    the system under test could not be run: the command was not found or failed to start";
+  4    the system under test could not be run: the command was not found or failed to start
+  130  interrupted (Ctrl-C, SIGTERM or SIGHUP): the running command's group was killed, and
+       the turn it cut short fails as not judged";
 
 enum Checked {
     Ran(Box<(Scenario, Driven)>),
@@ -381,10 +383,8 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
         },
     );
     let end = with_coverage.then(|| CoverageEnd { tally: &tally, gate: &gate, unmet: gate.unmet(&tally) });
+    reporter.interrupted = interrupt.load(Ordering::SeqCst);
     let exit = reporter.finish(out, err, end);
-    if interrupt.load(Ordering::SeqCst) {
-        return Exit::Interrupted;
-    }
     match exit {
         Exit::Passed | Exit::Failed if not_run > 0 => Exit::NotRun,
         exit => exit,

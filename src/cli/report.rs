@@ -84,6 +84,8 @@ pub(super) struct Reporter {
     pub(super) usage_errors: usize,
     /// The system under test could not be run (`not_run`): exit 4.
     not_run: bool,
+    /// The run was interrupted (Ctrl-C, SIGTERM, SIGHUP): exit 130, in the summary too.
+    pub(super) interrupted: bool,
     /// Trace events and virtual milliseconds of every run, for the JSON summary.
     events: u64,
     elapsed_ms: u64,
@@ -115,6 +117,7 @@ impl Reporter {
             skipped: 0,
             usage_errors: 0,
             not_run: false,
+            interrupted: false,
             events: 0,
             elapsed_ms: 0,
             cases: Vec::new(),
@@ -296,6 +299,8 @@ impl Reporter {
         }
         let exit = if internal > 0 {
             Exit::Internal
+        } else if self.interrupted {
+            Exit::Interrupted
         } else if bad > 0 || self.usage_errors > 0 {
             Exit::BadInput
         } else if self.not_run {

@@ -266,7 +266,7 @@ fn drive_kills_a_setsid_grandchild_and_keeps_what_the_runtime_printed() {
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\nsetsid sh -c 'echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; exec sleep 300' {mark} {pidfile} &\nwhile [ ! -s {pidfile} ]; do sleep 0.01; done\nexec {runtime} ask \"$1\"\n",
+            "#!/bin/sh\nsetsid sh -c 'echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; sleep 300; true' {mark} {pidfile} &\nwhile [ ! -s {pidfile} ]; do sleep 0.01; done\nexec {runtime} ask \"$1\"\n",
             pidfile = pidfile.display(),
             runtime = env!("CARGO_BIN_EXE_rehearsal-test-runtime"),
         ),
@@ -275,6 +275,8 @@ fn drive_kills_a_setsid_grandchild_and_keeps_what_the_runtime_printed() {
     let mut perms = std::fs::metadata(&script).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(&script, perms).unwrap();
+    // The grandchild is an `sh` whose command line holds the marker (it runs `sleep`, then
+    // `true`, so no shell execs it away): `alive_with` can see it while it lives.
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_rehearsal"))
         .args(["drive", "--color", "never", "--runtime", "generic"])
@@ -610,7 +612,8 @@ fn record_writes_what_a_scenario_can_hold_of_a_hostile_answer_and_says_what_it_l
     assert_eq!(out.code, Some(0), "{}", out.both());
     assert!(out.stderr.contains("exchange 0: 1 of the upstream's calls had no function name"), "{}", out.both());
     assert!(
-        out.stderr.contains("exchange 0: the arguments of call `f` are not a JSON object (not json); written as {}"),
+        out.stderr
+            .contains("exchange 0: the arguments of call `f` are not a JSON object (\"not json\"); written as {}"),
         "{}",
         out.both()
     );
@@ -744,4 +747,71 @@ fn the_idle_limit_waits_for_a_reply_that_is_waiting_out_its_latency() {
     assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("late but here"), "{answer}");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_termination_signal_to_drive_kills_the_runtime_and_fails_the_cut_turn() {
+    // The third independent attack's D1 and D2: SIGTERM left the runtime running and drive
+    // exited 143 with no verdict; Ctrl-C passed a turn it had cut short, the JSON summary
+    // saying exit code 0 while the process exited 130.
+    let dir = tempfile::tempdir().unwrap();
+    let mark = marker("sigterm");
+    let script = dir.path().join("runtime.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n{runtime} ask \"$1\"\nexec sh -c 'sleep 30; true' {mark}\n",
+            runtime = env!("CARGO_BIN_EXE_rehearsal-test-runtime"),
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let child = Command::new(env!("CARGO_BIN_EXE_rehearsal"))
+            .args(["drive", "--color", "never", "--format", "json", "--runtime", "generic", "--turn-limit", "20s"])
+            .arg(manifest_path("tests/drive/one-turn.json"))
+            .arg("--")
+            .arg(&script)
+            .arg("{message}")
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once the runtime sleeps (its one request answered), drive is signalled.
+        let started = Instant::now();
+        let sleeper = loop {
+            let found = std::fs::read_dir("/proc")
+                .unwrap()
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .find(|pid| alive_with(*pid, &mark));
+            if let Some(pid) = found {
+                break pid;
+            }
+            assert!(started.elapsed() < WAIT, "the runtime never slept");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // SAFETY: kill(2) on the drive process this test started.
+        unsafe {
+            libc::kill(child.id() as i32, signal);
+        }
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        std::thread::sleep(Duration::from_millis(50));
+        let survived = alive_with(sleeper, &mark);
+        if survived {
+            // SAFETY: the test's own leftover, identified by its marker.
+            unsafe {
+                libc::kill(sleeper, libc::SIGKILL);
+            }
+        }
+        assert!(!survived, "signal {signal}: the runtime outlived drive");
+        assert_eq!(out.status.code(), Some(130), "signal {signal}: {stdout}");
+        assert!(stdout.contains(r#""verdict":"fail""#), "signal {signal}: {stdout}");
+        assert!(stdout.contains("interrupted (Ctrl-C or a termination signal)"), "signal {signal}: {stdout}");
+        assert!(stdout.contains(r#""exit_code":130"#), "signal {signal}: {stdout}");
+    }
 }
