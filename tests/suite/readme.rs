@@ -217,3 +217,16 @@ fn the_scenarios_page_s_first_commands_work_as_written() {
         assert!(String::from_utf8_lossy(&ran.stdout).starts_with("PASS "));
     }
 }
+
+#[test]
+fn docs_readme_indexes_every_page_of_docs() {
+    // Issue 35's index of docs/: every page (and folder) is listed, so none is lost.
+    let index = page("docs/README.md");
+    for entry in std::fs::read_dir(manifest_path("docs")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name == "README.md" || name.ends_with(".svg") {
+            continue;
+        }
+        assert!(index.contains(&format!("]({name}")), "docs/README.md does not list {name}");
+    }
+}
