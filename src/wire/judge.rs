@@ -18,8 +18,19 @@ use super::{End, FindingKind, WireRun};
 pub fn judge(scenario: &Scenario, wire: &WireRun) -> Verdict {
     let mut causes = Vec::new();
     let mut failures = Vec::new();
+    // A runtime that retries a request the script cannot answer meets the same stop again:
+    // each stop is said once, with how many requests met it.
+    let mut stops: Vec<(String, usize)> = Vec::new();
     for halt in &wire.halts {
-        causes.push(Failure::new(FailureKind::Stopped, format!("stopped: {halt}"), Vec::new()));
+        let said = halt.to_string();
+        match stops.iter_mut().find(|(s, _)| *s == said) {
+            Some((_, n)) => *n += 1,
+            None => stops.push((said, 1)),
+        }
+    }
+    for (said, n) in stops {
+        let times = if n > 1 { format!(" ({n} requests met it)") } else { String::new() };
+        causes.push(Failure::new(FailureKind::Stopped, format!("stopped: {said}{times}"), Vec::new()));
     }
     for finding in wire.findings.iter().filter(|f| f.kind != FindingKind::Unattributed) {
         // Unattributed requests are the model-side attribution oracle's to report.
