@@ -251,6 +251,17 @@ fn alive_with(pid: i32, marker: &str) -> bool {
     !zombie && String::from_utf8_lossy(&cmdline).contains(marker)
 }
 
+/// An executable shell script `runtime.sh` in `dir` holding `text`: a runtime for `drive`.
+#[cfg(unix)]
+fn runtime_script(dir: &Path, text: &str) -> std::path::PathBuf {
+    let script = dir.join("runtime.sh");
+    std::fs::write(&script, text).unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    script
+}
+
 #[cfg(target_os = "linux")]
 #[test]
 fn drive_kills_a_setsid_grandchild_and_keeps_what_the_runtime_printed() {
@@ -259,22 +270,17 @@ fn drive_kills_a_setsid_grandchild_and_keeps_what_the_runtime_printed() {
     let dir = tempfile::tempdir().unwrap();
     let mark = marker("setsid");
     let pidfile = dir.path().join("grandchild.pid");
-    let script = dir.path().join("runtime.sh");
     // The runtime asks the model once (with the test runtime), leaves a grandchild in a
     // session of its own holding stdout, prints the answer and exits.
     // It waits for the grandchild's pid, so the grandchild is surely there when the turn ends.
-    std::fs::write(
-        &script,
-        format!(
+    let script = runtime_script(
+        dir.path(),
+        &format!(
             "#!/bin/sh\nsetsid sh -c 'echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; sleep 300; true' {mark} {pidfile} &\nwhile [ ! -s {pidfile} ]; do sleep 0.01; done\nexec {runtime} ask \"$1\"\n",
             pidfile = pidfile.display(),
             runtime = env!("CARGO_BIN_EXE_rehearsal-test-runtime"),
         ),
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&script, perms).unwrap();
+    );
     // The grandchild is an `sh` whose command line holds the marker (it runs `sleep`, then
     // `true`, so no shell execs it away): `alive_with` can see it while it lives.
     let started = Instant::now();
@@ -757,18 +763,13 @@ fn a_termination_signal_to_drive_kills_the_runtime_and_fails_the_cut_turn() {
     // saying exit code 0 while the process exited 130.
     let dir = tempfile::tempdir().unwrap();
     let mark = marker("sigterm");
-    let script = dir.path().join("runtime.sh");
-    std::fs::write(
-        &script,
-        format!(
+    let script = runtime_script(
+        dir.path(),
+        &format!(
             "#!/bin/sh\n{runtime} ask \"$1\"\nexec sh -c 'sleep 30; true' {mark}\n",
             runtime = env!("CARGO_BIN_EXE_rehearsal-test-runtime"),
         ),
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&script).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&script, perms).unwrap();
+    );
     for signal in [libc::SIGTERM, libc::SIGINT] {
         let child = Command::new(env!("CARGO_BIN_EXE_rehearsal"))
             .args(["drive", "--color", "never", "--format", "json", "--runtime", "generic", "--turn-limit", "20s"])
