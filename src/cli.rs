@@ -341,8 +341,8 @@ pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
 /// ```
 pub fn main_with(core: &dyn SystemUnderTest) -> ExitCode {
     // `drive` and `record` start runtimes: their leftovers are re-parented here, to be killed
-    // and reaped (crate::drive's module doc).
-    crate::drive::become_subreaper();
+    // and reaped (crate::wire::process).
+    crate::wire::process::become_subreaper();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

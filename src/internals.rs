@@ -18,12 +18,6 @@ pub mod coverage {
     pub use crate::coverage::*;
 }
 
-#[cfg(feature = "wire")]
-pub mod drive {
-    //! One scenario played against a runtime's command, once per user turn, then judged.
-    pub use crate::drive::*;
-}
-
 pub mod evidence {
     //! What the oracles judge: the trace plus the exchanges the model saw, and attribution.
     pub use crate::evidence::*;

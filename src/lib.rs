@@ -91,16 +91,14 @@
 //! - [`golden`](internals::golden): golden traces: each scenario's reviewed trace in an insta
 //!   snapshot file.
 //! - [`jobs`](internals::jobs): independent runs spread over threads, results handed back in order.
-//! - [`wire`] (feature `wire`): rehearsal as the model over OpenAI Chat Completions for runtimes in
-//!   other processes: the server, the bridge from a request to its lane, and the judgement of a
-//!   served run by the model-side oracles; and [`wire::clock`], virtual time across the process
-//!   boundary (docs/clock-protocol.md).
-//! - [`record`] (feature `wire`): `rehearsal record`: a real run through a proxy to an upstream
-//!   model, written as a scenario (secrets blanked, volatile spans named) and judged.
-//! - [`runtime`]: runtime descriptions, as data: how `rehearsal drive` starts an outside runtime
-//!   (env template), its own limits the oracles judge against, the features it has.
-//! - [`drive`](internals::drive) (feature `wire`): one scenario played against a runtime's command,
-//!   once per user turn, in its own process group and temp home, then judged.
+//! - [`wire`] (feature `wire`), the wing for runtimes in other processes, with one door: only
+//!   `cli` imports it. rehearsal plays the model over OpenAI Chat Completions and judges what
+//!   the model saw: the server and the bridge from a request to its lane, the judgement of a
+//!   served run by the model-side oracles, [`wire::clock`] (virtual time across the process
+//!   boundary, docs/clock-protocol.md), [`wire::runtime`] (runtime descriptions: how a runtime
+//!   is started, its own limits, its features), [`wire::drive`] (a scenario played against a
+//!   runtime's command, once per user turn, then judged), [`wire::record`] (a real run through
+//!   a proxy to an upstream model, written as a scenario) and the process helpers they share.
 //! - [`cli`]: the `rehearsal` command line on any core ([`cli::main_with`]); `main.rs` is it on
 //!   the built-in core.
 //! - [`internals`]: the private rooms above, re-exported for tests, benchmarks and examples; no
@@ -130,8 +128,6 @@ pub mod cli;
 pub mod core;
 mod coverage;
 pub mod dialect;
-#[cfg(feature = "wire")]
-mod drive;
 mod evidence;
 #[cfg(feature = "fuzz")]
 mod fuzz;
@@ -144,12 +140,9 @@ mod judge;
 pub mod load;
 mod markup;
 mod oracles;
-#[cfg(feature = "wire")]
-pub mod record;
 pub mod rules;
 mod run;
 pub mod runner;
-pub mod runtime;
 pub mod scenario;
 mod seed;
 pub mod sut;

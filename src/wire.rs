@@ -11,8 +11,17 @@
 //! - `head`: a connection's first request head, checked before hyper parses it, so that a
 //!   head hyper would refuse bare gets an error object and a finding.
 //! - `judge`: a finished wire run judged by the model-side oracles, as a [`Verdict`].
-//! - [`proxy`]: `rehearsal record`'s proxy: requests forwarded to an upstream model, its
-//!   answers returned unchanged and kept as the scripted reply kinds they amount to.
+//! - [`runtime`]: runtime descriptions, as data: how a runtime is started (env template), its
+//!   own limits the oracles judge against, the features it has.
+//! - [`drive`]: one scenario played against a runtime's command, once per user turn, then
+//!   judged.
+//! - [`record`]: a real run through a proxy ([`record::proxy`]) to an upstream model, written
+//!   as a scenario (secrets blanked, volatile spans named) and judged.
+//! - `process`: what `drive` and `record` share: a turn's command in its own process group
+//!   and temp home, killed with every descendant; the clock shim found.
+//!
+//! The wing has one door: outside `src/wire/`, only the command line (`cli`) imports it
+//! (`tests/suite/architecture.rs` holds this).
 //!
 //! API (what `rehearsal serve` and `rehearsal drive` call):
 //!
@@ -52,9 +61,12 @@
 pub mod api;
 mod barrier;
 pub mod clock;
+pub mod drive;
 mod head;
 mod judge;
-pub mod proxy;
+pub(crate) mod process;
+pub mod record;
+pub mod runtime;
 mod script;
 mod server;
 pub mod stream;

@@ -15,12 +15,12 @@ use super::run::{collect, golden_names_apart, snapshot_failure};
 use super::style::Terminal;
 use super::{ColorChoice, Exit, Format};
 use crate::coverage::{self, Tally};
-use crate::drive::{DriveError, DriveOptions, Driven, Exited};
 use crate::golden::{self, Store};
 use crate::jobs;
-use crate::runtime::RuntimeDescription;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::trace::printable;
+use crate::wire::drive::{DriveError, DriveOptions, Driven, Exited};
+use crate::wire::runtime::RuntimeDescription;
 
 /// The options of `rehearsal drive`.
 #[derive(clap::Args, Debug)]
@@ -206,8 +206,8 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     }
     let clock = if args.clock {
-        match crate::drive::find_clock_shim(args.clock_shim.as_deref()) {
-            Ok(shim) => Some(crate::drive::ClockDrive::new(shim)),
+        match crate::wire::drive::find_clock_shim(args.clock_shim.as_deref()) {
+            Ok(shim) => Some(crate::wire::drive::ClockDrive::new(shim)),
             Err(why) => {
                 reporter.error(err, &format!("--clock: {why}"));
                 return Exit::BadInput;
@@ -264,7 +264,7 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                 if let Some(clock) = &mut options.clock {
                     clock.tie_seed = *seed;
                 }
-                match runtime.block_on(crate::drive::drive(&scenario, &description, &options)) {
+                match runtime.block_on(crate::wire::drive::drive(&scenario, &description, &options)) {
                     Ok(mut driven) => {
                         driven.verdict.orders = seeds.len() as u32;
                         let failed = !driven.verdict.failures.is_empty();

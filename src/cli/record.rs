@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::report::{Reporter, Style};
 use super::style::Terminal;
 use super::{ColorChoice, Exit, Format};
-use crate::record::{RecordError, RecordOptions};
-use crate::runtime::RuntimeDescription;
 use crate::trace::printable;
+use crate::wire::record::{RecordError, RecordOptions};
+use crate::wire::runtime::RuntimeDescription;
 
 /// The options of `rehearsal record`.
 #[derive(clap::Args, Debug)]
@@ -166,7 +166,7 @@ pub(super) fn record(args: &RecordArgs, out: &mut dyn Write, err: &mut dyn Write
         }
     };
     let plain = args.command.is_empty();
-    let recorded = runtime.block_on(crate::record::record(&description, &options, &args.out, |base| {
+    let recorded = runtime.block_on(crate::wire::record::record(&description, &options, &args.out, |base| {
         let _ = writeln!(err, "recording through {base} to {}", printable(&args.upstream));
         if plain {
             for line in super::serve::env_lines(base, &args.runtime) {

@@ -9,8 +9,8 @@ use super::report::{Reporter, Style};
 use super::style::Terminal;
 use super::{ColorChoice, Exit, Format};
 use crate::dialect::Dialect;
-use crate::runtime::RuntimeDescription;
 use crate::wire::clock::{ClockEnd, ClockEndpoint, ClockOptions, ClockReport};
+use crate::wire::runtime::RuntimeDescription;
 use crate::wire::{self, End, ServeOptions, Server, WireRun};
 
 /// The options of `rehearsal serve`.
@@ -134,7 +134,7 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
                     err,
                     &format!(
                         "--runtime: {dialect_error}; nor a runtime description (built-in: {})",
-                        crate::runtime::BUILTIN.join(", ")
+                        crate::wire::runtime::BUILTIN.join(", ")
                     ),
                 );
                 return Exit::BadInput;
@@ -151,7 +151,7 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         }
         None => scenario.clone(),
     };
-    let shim = match args.clock.then(|| crate::drive::find_clock_shim(args.clock_shim.as_deref())) {
+    let shim = match args.clock.then(|| crate::wire::drive::find_clock_shim(args.clock_shim.as_deref())) {
         Some(Ok(shim)) => Some(shim),
         Some(Err(why)) => {
             reporter.error(err, &format!("--clock: {why}"));

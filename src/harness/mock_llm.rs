@@ -53,35 +53,11 @@ pub(crate) struct Who {
     profile: Option<Arc<str>>,
 }
 
-#[cfg_attr(not(feature = "wire"), allow(dead_code))]
 impl Who {
     /// An agent as the lanes select it: its alias, goal and profile.
     pub(crate) fn new(alias: AgentId, goal: Arc<str>, profile: Option<Arc<str>>) -> Who {
         Who { alias, goal, profile }
     }
-}
-
-/// What the script answers one request with, chosen at once, for the wire (which waits out
-/// the latency in real time itself, and shapes errors and broken streams for HTTP).
-#[cfg_attr(not(feature = "wire"), allow(dead_code))]
-#[derive(Debug)]
-pub(crate) struct Answer {
-    /// The scripted latency, in virtual milliseconds.
-    pub(crate) latency_ms: u64,
-    /// What comes after the latency.
-    pub(crate) kind: AnswerKind,
-}
-
-/// What comes after a scripted latency.
-#[cfg_attr(not(feature = "wire"), allow(dead_code))]
-#[derive(Debug)]
-pub(crate) enum AnswerKind {
-    /// A reply; its stream breaks after this many chunks, if the script says so.
-    Reply(LlmReply, Option<usize>),
-    /// The call fails: the message, the HTTP status and error type the file gave.
-    Error(String, Option<u16>, Option<String>),
-    /// No answer ever comes.
-    Hang,
 }
 
 /// A scenario's lanes, prepared once and shared by every run of the scenario: the selectors
@@ -124,7 +100,7 @@ impl Script {
 /// The reply a request takes: a scripted one, or one a lane's function made. A pointer
 /// either way: a `Reply` is large, and this is held across the reply's latency in every
 /// request's future (a `Cow<Reply>` made each of them copy hundreds of bytes around).
-enum Chosen<'a> {
+pub(crate) enum Chosen<'a> {
     Scripted(&'a Reply),
     Made(Box<Reply>),
 }
@@ -206,8 +182,7 @@ impl ScriptedLlm {
     /// The same engine with call ids that carry no alias (`call_1`, `call_2`, ...), lanes chosen
     /// by the alias its caller gives [`ScriptedLlm::answer_now`], and `$taskN` read from
     /// `task_ids`: the wire's engine, whose caller attributes each request itself.
-    #[cfg_attr(not(feature = "wire"), allow(dead_code))]
-    pub(crate) fn for_wire(self, task_ids: Arc<Mutex<Vec<String>>>) -> ScriptedLlm {
+    pub fn for_wire(self, task_ids: Arc<Mutex<Vec<String>>>) -> ScriptedLlm {
         let dialect = Arc::new(Dialect::builtin("generic").expect("a built-in dialect"));
         ScriptedLlm { task_ids: Some(task_ids), ..self.model_side(dialect, Configured::default(), Vec::new()) }
     }
@@ -243,8 +218,7 @@ impl ScriptedLlm {
 
     /// Whether the script has nothing left that must be used: in every lane, each reply from
     /// the cursor on may go unused (optional or repeatable), and no lane answers by a function.
-    #[cfg_attr(not(feature = "wire"), allow(dead_code))]
-    pub(crate) fn used_up(&self) -> bool {
+    pub fn used_up(&self) -> bool {
         let st = self.state.lock().expect("mock lock poisoned");
         self.script.lanes.iter().zip(&st.cursor).all(|(lane, cursor)| {
             lane.respond.is_none() && lane.replies.iter().skip(*cursor).all(|r| r.optional || r.repeatable)
@@ -257,7 +231,15 @@ impl ScriptedLlm {
     }
 
     /// Binds the request's agent to its lane and takes the lane's next reply.
-    fn next(&self, request: &LlmRequest, who: &Who) -> Result<(usize, usize, Option<usize>, Chosen<'_>), String> {
+    ///
+    /// This and [`ScriptedLlm::build`] are the engine's interface: the in-process path waits
+    /// out the chosen reply's latency on the paused clock between the two; the wire chooses
+    /// and builds at once and waits in its own time.
+    pub(crate) fn next(
+        &self,
+        request: &LlmRequest,
+        who: &Who,
+    ) -> Result<(usize, usize, Option<usize>, Chosen<'_>), String> {
         let mut st = self.state.lock().expect("mock lock poisoned");
         let lane = match st.bindings.get(&who.alias) {
             Some(lane) => *lane,
@@ -918,13 +900,11 @@ impl Llm for ScriptedLlm {
                 )
             });
             let who = match attributed {
-                None => {
-                    Who { alias: request.agent.clone(), goal: request.goal.clone(), profile: request.profile.clone() }
-                }
+                None => Who::new(request.agent.clone(), request.goal.clone(), request.profile.clone()),
                 Some((n, attribution)) => {
                     number = Some(n);
                     match attribution {
-                        Attribution::Agent(a) => Who { alias: a.alias, goal: a.goal, profile: a.profile },
+                        Attribution::Agent(a) => Who::new(a.alias, a.goal, a.profile),
                         Attribution::Side(i) => return self.side_reply(n, i).await,
                         Attribution::Unattributed(why) => {
                             self.stop.halt_as(Halt::Unattributed, format!("unattributed request: {why}"));
@@ -1001,40 +981,9 @@ impl ScriptedLlm {
         }
     }
 
-    /// The script's answer to `request` from `who`, chosen now (the wire's path: no clock, no
-    /// attribution of its own). `Err`: the run is halted, for this reason (also given to the
-    /// run's [`Stop`]).
-    #[cfg_attr(not(feature = "wire"), allow(dead_code))]
-    pub(crate) fn answer_now(&self, request: &LlmRequest, who: &Who) -> Result<Answer, String> {
-        let (lane, call, index, reply) = match self.next(request, who) {
-            Ok(next) => next,
-            Err(message) => {
-                self.stop.halt(message.clone());
-                return Err(message);
-            }
-        };
-        let kind = if reply.hang {
-            AnswerKind::Hang
-        } else if let Some(error) = &reply.error {
-            AnswerKind::Error(error.clone(), reply.error_status, reply.error_type.clone())
-        } else {
-            match self.build(lane, call, index, &reply, request, who) {
-                Some(built) => AnswerKind::Reply(built, reply.drop_after_chunks),
-                None => {
-                    return Err(self
-                        .stop
-                        .halts()
-                        .pop()
-                        .map_or_else(|| "the run was stopped".to_string(), |h| h.reason));
-                }
-            }
-        };
-        Ok(Answer { latency_ms: reply.latency_ms, kind })
-    }
-
     /// Builds a reply's text and calls (ids, `$taskN` resolved). `None`: the run was halted
     /// (a reference to an unknown task, the run budget), and [`Stop`] says why.
-    fn build(
+    pub(crate) fn build(
         &self,
         lane: usize,
         call: usize,

@@ -16,13 +16,34 @@ use crate::evidence::attribution::{Attribution, Attributor, ModelSide};
 use crate::harness::Stop;
 use crate::harness::clock::{Clock, Now};
 use crate::harness::exchanges::ExchangeLog;
-use crate::harness::mock_llm::{Answer, Script, ScriptedLlm, Who};
+use crate::harness::mock_llm::{Script, ScriptedLlm, Who};
 use crate::harness::recorder::Recorder;
 use crate::harness::schedule::Schedule;
 use crate::scenario::Scenario;
 use crate::sut::llm::{LlmReply, LlmRequest, Message};
 
 use super::api::Converted;
+
+/// What the script answers one request with, chosen at once (the server waits out the latency
+/// in real time itself, and shapes errors and broken streams for HTTP).
+#[derive(Debug)]
+pub(crate) struct Answer {
+    /// The scripted latency, in virtual milliseconds.
+    pub(crate) latency_ms: u64,
+    /// What comes after the latency.
+    pub(crate) kind: AnswerKind,
+}
+
+/// What comes after a scripted latency.
+#[derive(Debug)]
+pub(crate) enum AnswerKind {
+    /// A reply; its stream breaks after this many chunks, if the script says so.
+    Reply(LlmReply, Option<usize>),
+    /// The call fails: the message, the HTTP status and error type the file gave.
+    Error(String, Option<u16>, Option<String>),
+    /// No answer ever comes.
+    Hang,
+}
 
 /// What to do with one request.
 #[derive(Debug)]
@@ -110,7 +131,7 @@ impl Bridge {
             tools: converted.tools.clone().into(),
         };
         self.logged.push(Some(self.log.push(Exchange { request: request.clone(), reply: None })));
-        let plan = match self.engine.answer_now(&request, &Who::new(who.alias, who.goal, who.profile)) {
+        let plan = match answer_now(&self.engine, &self.stop, &request, &Who::new(who.alias, who.goal, who.profile)) {
             Ok(answer) => Plan::Answer(answer),
             Err(why) => Plan::Halted(why),
         };
@@ -171,4 +192,30 @@ impl Bridge {
         let ids: Vec<String> = self.attributor.record().calls.iter().filter_map(|c| c.task_id.clone()).collect();
         *self.task_ids.lock().expect("task id lock poisoned") = ids;
     }
+}
+
+/// The script's answer to `request` from `who`, chosen now: the engine's lane choice and
+/// reply building without its clock (the server waits in its own time). `Err`: the run is
+/// halted, for this reason (also given to the run's [`Stop`]).
+fn answer_now(engine: &ScriptedLlm, stop: &Stop, request: &LlmRequest, who: &Who) -> Result<Answer, String> {
+    let (lane, call, index, reply) = match engine.next(request, who) {
+        Ok(next) => next,
+        Err(message) => {
+            stop.halt(message.clone());
+            return Err(message);
+        }
+    };
+    let kind = if reply.hang {
+        AnswerKind::Hang
+    } else if let Some(error) = &reply.error {
+        AnswerKind::Error(error.clone(), reply.error_status, reply.error_type.clone())
+    } else {
+        match engine.build(lane, call, index, &reply, request, who) {
+            Some(built) => AnswerKind::Reply(built, reply.drop_after_chunks),
+            None => {
+                return Err(stop.halts().pop().map_or_else(|| "the run was stopped".to_string(), |h| h.reason));
+            }
+        }
+    };
+    Ok(Answer { latency_ms: reply.latency_ms, kind })
 }

@@ -35,9 +35,9 @@ use super::script::{Bridge, Plan};
 use super::stream::{self, Head};
 use super::{Disconnect, End, FindingKind, WireFinding, WireRun};
 use crate::dialect::Dialect;
-use crate::harness::mock_llm::AnswerKind;
 use crate::scenario::Scenario;
 use crate::sut::llm::LlmReply;
+use crate::wire::script::AnswerKind;
 
 /// How a scenario is served. Every limit is named here with its default.
 #[derive(Clone, Debug)]
@@ -66,7 +66,7 @@ pub struct ServeOptions {
     /// `time_scale` is not used. Default `None`.
     pub clock: Option<Clock>,
     /// Hold every scripted reply until no request has arrived for this long, then release
-    /// them one at a time in alias order (`--barrier`, [`Release`]). Not with `clock`.
+    /// them one at a time in alias order (`--barrier`, [`Release`](crate::wire::Release)). Not with `clock`.
     /// Default `None`.
     pub barrier: Option<Duration>,
 }

@@ -138,6 +138,20 @@ fn the_boundary_and_the_core_import_only_what_lib_rs_says() {
 }
 
 #[test]
+fn the_wire_is_one_wing_with_one_door() {
+    // Everything for runtimes in other processes (serve, drive, record and its proxy, the clock,
+    // runtime descriptions, the process helpers) lives under `src/wire/`; only the command
+    // line imports it, so the in-process house never depends on the wing.
+    let graph = the_crates_rooms();
+    let importers: Vec<&String> =
+        graph.iter().filter(|(_, named)| named.contains("wire")).map(|(room, _)| room).collect();
+    assert_eq!(importers, ["cli"], "only `cli` may import `wire`");
+    for moved in ["drive", "record", "runtime", "proxy", "process"] {
+        assert!(!graph.contains_key(moved), "`{moved}` is a room of its own; it belongs in the wire wing (src/wire/)");
+    }
+}
+
+#[test]
 fn the_rooms_on_the_run_path_read_no_file() {
     let src = crate::support::manifest_path("src");
     for room in ["core", "harness", "evidence", "oracles", "run", "judge", "coverage"] {

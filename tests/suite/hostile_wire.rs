@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use rehearsal::dialect::Dialect;
 use rehearsal::wire::clock::{ClockEnd, ClockEndpoint, ClockLimits, ClockOptions};
-use rehearsal::wire::proxy::{Outcome, Proxy, ProxyOptions, Recording};
+use rehearsal::wire::record::proxy::{Outcome, Proxy, ProxyOptions, Recording};
 use rehearsal::wire::{End, FindingKind, ServeOptions, Server};
 
 use crate::support::{Output, manifest_path};

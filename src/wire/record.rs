@@ -1,4 +1,4 @@
-//! `rehearsal record`: a real run captured as a scenario. The proxy of [`crate::wire::proxy`]
+//! `rehearsal record`: a real run captured as a scenario. The proxy of [`proxy`]
 //! stands between the runtime and the upstream model; the runtime's command runs once per
 //! turn as under `rehearsal drive` (or, in the plain proxy form, the runtime is started by
 //! hand and the recording ends on Ctrl-C or the idle limit). Then this module:
@@ -21,6 +21,8 @@
 //! (the oracles do), or parse the command line (the CLI does). Wire times are wall times: a
 //! recording is not deterministic, its replay is as deterministic as `drive` is.
 
+pub mod proxy;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,14 +30,15 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use crate::drive::{DriveOptions, Exited, TempDir, TurnRun};
 use crate::evidence::attribution::{Attribution, Attributor};
 use crate::runner::Verdict;
-use crate::runtime::RuntimeDescription;
 use crate::scenario::Scenario;
 use crate::sut::llm::Role;
 use crate::wire::WireRun;
-use crate::wire::proxy::{Event, Outcome, Proxy, ProxyOptions, Recording};
+use crate::wire::drive::DriveOptions;
+use crate::wire::process::{Exited, TempDir, TurnRun};
+use crate::wire::runtime::RuntimeDescription;
+use proxy::{Event, Outcome, Proxy, ProxyOptions, Recording};
 
 /// Patterns of secrets blanked in every recording, whatever `--redact` adds: OpenAI-style
 /// keys, bearer tokens, and `api_key` fields written inside a text.
@@ -207,7 +210,7 @@ pub async fn record(
     ready(&base);
     let mut turns = Vec::new();
     if options.command.is_empty() {
-        let interrupted = crate::drive::interrupted(options.interrupt.as_ref());
+        let interrupted = crate::wire::process::interrupted(options.interrupt.as_ref());
         tokio::select! {
             _ = proxy.idle() => {}
             _ = interrupted => {}
@@ -235,9 +238,9 @@ pub async fn record(
             let args: Vec<String> = options
                 .command
                 .iter()
-                .map(|a| crate::drive::substitute(a, message, i + 1, &options.session, &home, &workdir))
+                .map(|a| crate::wire::drive::substitute(a, message, i + 1, &options.session, &home, &workdir))
                 .collect();
-            match crate::drive::run_turn(&args[0], &args, &env, &home, &workdir, &drive, None).await {
+            match crate::wire::process::run_turn(&args[0], &args, &env, &home, &workdir, &drive.watch(), None).await {
                 Ok(run) => turns.push(run),
                 Err(why) => {
                     let _ = proxy.finish(Duration::ZERO).await;
@@ -297,7 +300,7 @@ pub async fn record(
     // request check it wrote. A difference is the writer's bug, reported as such, never a
     // rule the real run broke.
     let blanked = redacted_recording(&recording, &secrets, &redact);
-    let wire = crate::wire::proxy::played(&scenario, description.dialect(), &blanked);
+    let wire = proxy::played(&scenario, description.dialect(), &blanked);
     if !wire.failed_checks.is_empty() {
         // The differences quote requests: blanked like the file, so this message leaks nothing.
         let differences = wire
@@ -326,7 +329,7 @@ pub async fn record(
     } else {
         turns.clone()
     };
-    let (verdict, judged_notes) = crate::drive::verdict_of(&scenario, description, &wire, &shown, None);
+    let (verdict, judged_notes) = crate::wire::drive::verdict_of(&scenario, description, &wire, &shown, None);
     notes.extend(judged_notes);
     // Notes quote what the upstream and the runtime sent: printed, so blanked like the file.
     let notes = notes
@@ -375,8 +378,7 @@ fn scenario_value(
             Event::Replied(n) => {
                 let e = &recording.exchanges[n];
                 if let Outcome::Reply { text, calls } = &e.outcome {
-                    let message =
-                        crate::sut::llm::Message::assistant(text.clone(), crate::wire::proxy::calls_of(calls));
+                    let message = crate::sut::llm::Message::assistant(text.clone(), proxy::calls_of(calls));
                     attributor.replied(n, &message, e.ended.unwrap_or(e.arrived));
                 }
             }
@@ -465,7 +467,7 @@ fn scenario_value(
             }
             most_calls = most_calls.max(calls.len());
             if !calls.is_empty() {
-                let written: Vec<Value> = crate::wire::proxy::calls_of(&calls)
+                let written: Vec<Value> = proxy::calls_of(&calls)
                     .into_iter()
                     .map(|c| {
                         let mut call = Map::new();
@@ -968,7 +970,7 @@ mod tests {
         let request: crate::wire::api::ChatRequest =
             serde_json::from_str(r#"{"messages":[{"role":"user","content":"my key is hunter2hunter2"}]}"#).unwrap();
         let recording = Recording {
-            exchanges: vec![crate::wire::proxy::RecordedExchange {
+            exchanges: vec![proxy::RecordedExchange {
                 converted: request.convert().unwrap(),
                 model: None,
                 streamed: false,

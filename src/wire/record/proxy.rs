@@ -10,7 +10,7 @@
 //! request). Plain `http://` only; an `https://` upstream is refused at start with a message.
 //!
 //! What this module deliberately does not do: attribute requests or write a scenario (that is
-//! [`crate::record`], from the [`Recording`]), keep any header (auth headers' values are kept
+//! [`crate::wire::record`], from the [`Recording`]), keep any header (auth headers' values are kept
 //! only as [`Recording::secrets`], so the writer can blank them wherever they appear), or
 //! retry a failed upstream call (the runtime saw the failure; so does the recording).
 
@@ -30,13 +30,13 @@ use http_body_util::BodyExt as _;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::api::{ChatRequest, Converted, ErrorBody, ErrorObject};
-use super::script::{Bridge, Plan};
-use super::{Disconnect, End, FindingKind, ServeError, WireFinding, WireRun};
 use crate::dialect::Dialect;
-use crate::harness::mock_llm::AnswerKind;
 use crate::scenario::Scenario;
 use crate::sut::llm::{LlmReply, ToolCall};
+use crate::wire::api::{ChatRequest, Converted, ErrorBody, ErrorObject};
+use crate::wire::script::AnswerKind;
+use crate::wire::script::{Bridge, Plan};
+use crate::wire::{Disconnect, End, FindingKind, ServeError, WireFinding, WireRun};
 
 /// How the proxy runs. Every limit is named here with its default.
 #[derive(Clone, Debug)]
@@ -369,7 +369,7 @@ impl Proxy {
             let changed = self.shared.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let deadline = super::after(
+            let deadline = crate::wire::after(
                 *self.shared.last_activity.lock().expect("activity lock poisoned"),
                 self.shared.options.idle_limit,
             );
@@ -378,7 +378,7 @@ impl Proxy {
                 _ = tokio::time::sleep_until(deadline) => {
                     let last = *self.shared.last_activity.lock().expect("activity lock poisoned");
                     if self.shared.open.load(Ordering::SeqCst) == 0
-                        && super::after(last, self.shared.options.idle_limit) <= Instant::now()
+                        && crate::wire::after(last, self.shared.options.idle_limit) <= Instant::now()
                     {
                         return;
                     }
@@ -390,7 +390,7 @@ impl Proxy {
     /// Waits up to `grace` for open requests to end, then stops (held requests are let go)
     /// and hands back the recording.
     pub async fn finish(self, grace: Duration) -> Recording {
-        let until = super::after(Instant::now(), grace);
+        let until = crate::wire::after(Instant::now(), grace);
         while self.shared.open.load(Ordering::SeqCst) > 0 && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -411,7 +411,7 @@ fn error_response(status: StatusCode, code: &str, message: String) -> Response {
     let body = ErrorBody {
         error: ErrorObject {
             message,
-            kind: super::api::error_type_of(status.as_u16()).to_string(),
+            kind: crate::wire::api::error_type_of(status.as_u16()).to_string(),
             param: None,
             code: Some(code.to_string()),
         },
@@ -422,7 +422,7 @@ fn error_response(status: StatusCode, code: &str, message: String) -> Response {
 
 async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
     let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
-    let uri = super::excerpt(&uri.to_string());
+    let uri = crate::wire::excerpt(&uri.to_string());
     shared.find(n, FindingKind::NotServed, format!("request #{n}: {method} {uri} is not served"));
     shared.touch();
     error_response(
@@ -437,7 +437,7 @@ async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri)
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     shared.received.fetch_add(1, Ordering::SeqCst);
     shared.touch();
-    let deadline = super::after(Instant::now(), shared.options.upstream_timeout);
+    let deadline = crate::wire::after(Instant::now(), shared.options.upstream_timeout);
     let response =
         match tokio::time::timeout_at(deadline, forward(&shared, Method::GET, "/models", &headers, Bytes::new())).await
         {
@@ -449,7 +449,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     let (parts, mut body) = response.into_parts();
     let mut bytes = Vec::new();
     loop {
-        let idle = super::after(Instant::now(), shared.options.upstream_idle).min(deadline);
+        let idle = crate::wire::after(Instant::now(), shared.options.upstream_idle).min(deadline);
         match tokio::time::timeout_at(idle, body.frame()).await {
             Ok(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
@@ -620,7 +620,10 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
             return error_response(
                 StatusCode::BAD_REQUEST,
                 "malformed_request",
-                format!("rehearsal record: request #{n}: {}", super::excerpt_to(&why, super::FINDING_CHARS_MAX)),
+                format!(
+                    "rehearsal record: request #{n}: {}",
+                    crate::wire::excerpt_to(&why, crate::wire::FINDING_CHARS_MAX)
+                ),
             );
         }
     };
@@ -641,13 +644,13 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
     };
     shared.open.fetch_add(1, Ordering::SeqCst);
     let open = Open { shared: shared.clone(), exchange };
-    let deadline = super::after(Instant::now(), shared.options.upstream_timeout);
+    let deadline = crate::wire::after(Instant::now(), shared.options.upstream_timeout);
     let answer = tokio::time::timeout_at(deadline, forward(&shared, Method::POST, "/chat/completions", &headers, body));
     let response = match answer.await {
         Ok(Ok(response)) => response,
         Ok(Err(why)) => {
             // Recorded as the runtime saw it: the error object's `type` (its `code` says why).
-            let kind = Some(super::api::error_type_of(502).to_string());
+            let kind = Some(crate::wire::api::error_type_of(502).to_string());
             shared.end(exchange, Outcome::Error { status: 502, kind, message: why.clone() });
             drop(open);
             return error_response(StatusCode::BAD_GATEWAY, "upstream_unreachable", why);
@@ -679,7 +682,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
         if tap.ended {
             return None;
         }
-        let wake = super::after(Instant::now(), idle).min(deadline);
+        let wake = crate::wire::after(Instant::now(), idle).min(deadline);
         match tokio::time::timeout_at(wake, body.frame()).await {
             Ok(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => {
