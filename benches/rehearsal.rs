@@ -234,7 +234,7 @@ fn equivalent(shape: Shape, style: RootStyle) -> Scenario {
     let used = runner::Runner::new().run(&probe, &[], Schedule::default_order()).lane_use[0];
     let scenario = shape_scenario(shape, style, used - 1);
     let verdict = runner::Runner::new().verify(&scenario, &[]);
-    assert!(verdict.passed(), "{}", verdict.failures.iter().map(|f| f.what.clone()).collect::<Vec<_>>().join("\n"));
+    assert!(verdict.passed(), "{}", verdict.failures().iter().map(|f| f.what.clone()).collect::<Vec<_>>().join("\n"));
     scenario
 }
 
@@ -297,8 +297,9 @@ fn shapes(samples: usize) {
             let [(verify_t, verify_x), (parallel_t, parallel_x), (judge_t, judge_x)] = timed[..] else {
                 unreachable!()
             };
-            let (run, memory) =
-                measure_memory(|| runner::judge(&scenario, prepared.run(Schedule::default_order())).run);
+            let (run, memory) = measure_memory(|| {
+                runner::judge(&scenario, prepared.run(Schedule::default_order())).into_run().expect("an in-process run")
+            });
             let events = run.trace.entries.len();
             println!(
                 "| {}×{}, cap {} | {} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} | {:.0} | {:.1} | {events} | {:.2} | {:.1} | {:.0} |",
@@ -376,7 +377,7 @@ fn memory_cases() {
         "- 256 children × 50 steps: {:.2} s, peak {:.1} MB, {} events, passed: {}",
         start.elapsed().as_secs_f64(),
         peak as f64 / 1e6,
-        verdict.run.trace.entries.len(),
+        verdict.run().unwrap().trace.entries.len(),
         verdict.passed()
     );
     drop(verdict);

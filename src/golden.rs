@@ -15,14 +15,14 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::runner::Verdict;
+use crate::run::Run;
 use crate::scenario::Scenario;
 
 /// The body of a scenario's golden file.
-pub fn render(scenario: &Scenario, verdict: &Verdict) -> String {
+pub fn render(scenario: &Scenario, run: &Run) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "scenario: {}", scenario.name);
-    for (i, outcome) in verdict.run.outcomes.iter().enumerate() {
+    for (i, outcome) in run.outcomes.iter().enumerate() {
         let _ = writeln!(
             out,
             "turn {}: {} {} budget_left={} steps={} message={:?}",
@@ -34,9 +34,9 @@ pub fn render(scenario: &Scenario, verdict: &Verdict) -> String {
             outcome.message
         );
     }
-    let _ = writeln!(out, "elapsed: {} ms virtual", verdict.run.elapsed.as_millis());
+    let _ = writeln!(out, "elapsed: {} ms virtual", run.elapsed.as_millis());
     let _ = writeln!(out, "---");
-    out.push_str(&verdict.run.trace.text());
+    out.push_str(&run.trace.text());
     out
 }
 

@@ -3,232 +3,28 @@
 //!
 //! Judging reads the run's record only; it never runs anything (that is `run`) and reads no
 //! file.
+//!
+//! - `failure`: one reason a scenario failed, as data (kind, clause, agent, evidence).
+//! - `verdict`: the [`Judgement`] (everything that decides a verdict, gathered) and the
+//!   [`Verdict`] it builds, once: the only place a verdict is made (the wire's judge and the
+//!   runner hand their inputs to it; `tests/suite/architecture.rs` holds this).
+//! - this file: the in-process judge, a run against the scenario's expectations and oracles.
+
+mod failure;
+mod verdict;
+
+pub use failure::{Failure, FailureKind};
+use verdict::plural;
+pub use verdict::{Judgement, Served, Subject, Verdict};
 
 use crate::evidence::Evidence;
-use crate::oracles::{self, Violation};
+use crate::oracles::{self, Violation, model_side};
 use crate::run::Run;
 use crate::scenario::Scenario;
 use crate::scenario::with_task_ids;
 use crate::sut::event::Event;
 use crate::trace::{Trace, What, printable, quoted, text_difference};
-use std::fmt;
-use std::path::Path;
 use std::time::Duration;
-
-/// One reason a scenario failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Failure {
-    /// What kind of check failed, for a machine reading the report (JSON `kind`, JUnit
-    /// `type`).
-    pub kind: FailureKind,
-    /// What failed (the expectation, check or oracle), and how.
-    pub what: String,
-    /// The trace lines involved.
-    pub lines: Vec<String>,
-    /// What the file expected and what the run gave, where one value says it (an expected
-    /// outcome, message, count or golden line); `None` when only the prose can.
-    pub expected: Option<String>,
-    /// See `expected`.
-    pub actual: Option<String>,
-}
-
-/// The kinds of [`Failure`], each named in reports by [`FailureKind::name`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureKind {
-    /// An expectation of the file (`turns[i].expect`, `expect.*`) did not hold.
-    Expectation,
-    /// A turn ended in an error no expectation names: the likely cause of what follows.
-    UnexpectedError,
-    /// An oracle (a rule of `docs/rules/`) was broken.
-    Oracle,
-    /// Two runs of the same order gave different traces.
-    Determinism,
-    /// A request check of the script (`expect_request`) failed.
-    Check,
-    /// Part of the script was never used.
-    UnusedScript,
-    /// The run was stopped (a run limit, an exhausted script).
-    Stopped,
-    /// The harness or the core broke an invariant.
-    Internal,
-    /// The trace differs from its golden file, or has none yet.
-    Snapshot,
-}
-
-impl FailureKind {
-    /// The kind's name in reports: `expectation`, `oracle`, `unused_script`, …
-    pub fn name(self) -> &'static str {
-        match self {
-            FailureKind::Expectation => "expectation",
-            FailureKind::UnexpectedError => "unexpected_error",
-            FailureKind::Oracle => "oracle",
-            FailureKind::Determinism => "determinism",
-            FailureKind::Check => "check",
-            FailureKind::UnusedScript => "unused_script",
-            FailureKind::Stopped => "stopped",
-            FailureKind::Internal => "internal",
-            FailureKind::Snapshot => "snapshot",
-        }
-    }
-}
-
-impl Failure {
-    /// A failure told in prose only.
-    pub fn new(kind: FailureKind, what: String, lines: Vec<String>) -> Failure {
-        Failure { kind, what, lines, expected: None, actual: None }
-    }
-
-    /// The same failure with the values that differ.
-    pub fn differing(mut self, expected: impl Into<String>, actual: impl Into<String>) -> Failure {
-        self.expected = Some(expected.into());
-        self.actual = Some(actual.into());
-        self
-    }
-}
-
-/// A judged run: the verdict on a scenario.
-///
-/// Its `Display` is the report `rehearsal run` prints: a `PASS`/`FAIL` line, then each failure
-/// with the trace lines involved.
-pub struct Verdict {
-    /// The scenario's name.
-    pub name: String,
-    /// The run (in the default tie order, or in the one order checked).
-    pub run: Run,
-    /// Why it failed; empty when it passed.
-    pub failures: Vec<Failure>,
-    /// The tie orders checked: the default one, and any explored ones.
-    pub orders: u32,
-    /// What explored orders skipped, because the file marks it `order_dependent`: each as
-    /// its place and the file's reason.
-    pub default_only: Vec<String>,
-    /// The one explored order checked instead of the default (`--explore-seed`).
-    pub only_order: Option<u64>,
-    /// Exploring was asked for, but the run had no same-instant tie: the default order is
-    /// the only one, and no other was run.
-    pub untied: bool,
-}
-
-impl Verdict {
-    /// Whether every expectation held.
-    pub fn passed(&self) -> bool {
-        self.failures.is_empty()
-    }
-
-    /// Whether something panicked inside the run (the core or the harness): a bug to report,
-    /// not a verdict on the scenario.
-    pub fn internal_error(&self) -> bool {
-        !self.run.internal_errors.is_empty()
-    }
-
-    /// When the run was judged from the model's side: the oracles that judged it (their
-    /// clauses `oracle.model-side.*`). `None`: the event oracles judged it.
-    pub fn judged_by(&self) -> Option<Vec<&'static str>> {
-        self.run.model_side.as_ref().map(|_| crate::oracles::model_side::CLAUSES.to_vec())
-    }
-
-    /// Panics with the report unless the scenario passed: one line in a `#[test]`.
-    #[track_caller]
-    pub fn assert_passed(&self) {
-        assert!(self.passed(), "{self}");
-    }
-
-    /// The report, naming `file` when the scenario came from one.
-    pub fn report(&self, file: Option<&Path>) -> String {
-        self.report_with(file, false)
-    }
-
-    /// As [`Verdict::report`]; `verbose` names every oracle a model-side verdict was judged by
-    /// (without it, their count).
-    pub fn report_with(&self, file: Option<&Path>, verbose: bool) -> String {
-        use std::fmt::Write as _;
-        let mut out = String::new();
-        let word = if self.passed() { "PASS" } else { "FAIL" };
-        let file = file.map(|f| format!("{}; ", printable(&f.to_string_lossy()))).unwrap_or_default();
-        let skipped = match self.default_only.len() {
-            0 => String::new(),
-            n => format!("; {} in the default order only", plural(n, "expectation", "expectations")),
-        };
-        // `--explore K` checks K orders besides the default; say so, or the line reads as one run.
-        let orders = match self.orders {
-            _ if self.only_order.is_some() => {
-                format!(", tie order {} only{skipped}", self.only_order.unwrap_or_default())
-            }
-            0 | 1 if self.untied => ", no same-instant ties: one order is every order".to_string(),
-            0 | 1 => String::new(),
-            n => format!(", {n} tie orders: the default and {} explored{skipped}", n - 1),
-        };
-        // A core seen from the model's side alone reports no events: the line counts its
-        // requests instead, and says which clock timed them (a runtime over the wire without
-        // the harness's clock has only wall time; `drive` leaves its wall times to its notes,
-        // so that its report is the same in every run).
-        let size = match (&self.run.model_side, self.run.reports) {
-            (Some(side), crate::sut::Reports::NoEvents) => {
-                let requests = plural(side.exchanges.len(), "request", "requests");
-                match (side.wall_times, self.run.elapsed.is_zero()) {
-                    (true, true) => requests,
-                    (true, false) => format!("{requests}, {} ms wall", self.run.elapsed.as_millis()),
-                    (false, _) => format!("{requests}, {} ms virtual", self.run.elapsed.as_millis()),
-                }
-            }
-            _ => format!("{} events, {} ms virtual", self.run.trace.entries.len(), self.run.elapsed.as_millis()),
-        };
-        let _ = writeln!(out, "{word} {} ({file}{size}{orders})", printable(&self.name));
-        if let Some(oracles) = self.judged_by() {
-            let against = match self.run.reports {
-                crate::sut::Reports::Events => "each attribution compared with the alias the core reported",
-                crate::sut::Reports::NoEvents => "the core reports no events",
-            };
-            let named = if verbose {
-                oracles.join(", ")
-            } else {
-                format!("{} ({} oracles; --verbose names them)", common_prefix(&oracles), oracles.len())
-            };
-            let _ = writeln!(out, "  · judged from the model's side alone ({against}): {named}");
-        }
-        if self.orders > 1 || self.only_order.is_some() {
-            for place in &self.default_only {
-                let _ = writeln!(out, "  · not checked in explored orders: {}", printable(place));
-            }
-        }
-        // Several failures often quote the same trace lines: each block is printed once.
-        let mut quoted: Vec<&[String]> = Vec::new();
-        for failure in &self.failures {
-            let _ = writeln!(out, "  - {}", printable(&failure.what));
-            if failure.lines.is_empty() {
-                continue;
-            }
-            if quoted.contains(&failure.lines.as_slice()) {
-                let _ = writeln!(out, "      | (the trace lines quoted above)");
-                continue;
-            }
-            quoted.push(&failure.lines);
-            for line in &failure.lines {
-                let _ = writeln!(out, "      | {}", printable(line));
-            }
-        }
-        out
-    }
-}
-
-impl fmt::Display for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.report(None))
-    }
-}
-
-impl fmt::Debug for Verdict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Verdict")
-            .field("name", &self.name)
-            .field("passed", &self.passed())
-            .field("failures", &self.failures)
-            .field("events", &self.run.trace.entries.len())
-            .field("elapsed", &self.run.elapsed)
-            .field("orders", &self.orders)
-            .finish()
-    }
-}
 
 /// What the scenario holds to the default tie order only (`order_dependent`), each as its
 /// place and reason.
@@ -256,14 +52,24 @@ pub fn default_only(scenario: &Scenario) -> Vec<String> {
     out
 }
 
-/// The model-side findings of a run as violations: the model-side oracles, and, for a core
-/// that reports its aliases, whether the attribution gave each exchange the core's alias.
-pub(crate) fn model_side_violations(side: &crate::evidence::attribution::ModelSide, run: &Run) -> Vec<Violation> {
-    let mut findings = crate::oracles::model_side::check(side, &run.rules, &dialect_of(side));
+/// The model-side findings of a run: the model-side oracles, and, for a core that reports its
+/// aliases, whether the attribution gave each exchange the core's alias.
+fn model_side_findings(side: &crate::evidence::attribution::ModelSide, run: &Run) -> Vec<model_side::Finding> {
+    let mut findings = model_side::check(side, &run.rules, &dialect_of(side));
     if run.reports == crate::sut::Reports::Events {
-        findings.extend(crate::oracles::model_side::proof(side, &run.exchanges));
+        findings.extend(model_side::proof(side, &run.exchanges));
     }
-    findings.into_iter().map(|f| model_side_violation(run, f)).collect()
+    findings
+}
+
+/// The model-side findings of a run as violations (for the fuzzer's per-order check).
+pub(crate) fn model_side_violations(side: &crate::evidence::attribution::ModelSide, run: &Run) -> Vec<Violation> {
+    model_side_findings(side, run).into_iter().map(|f| model_side_violation(run, f)).collect()
+}
+
+/// A model-side oracle's finding as a failure: its clause and agent kept as data.
+pub(crate) fn model_side_failure(finding: &model_side::Finding) -> Failure {
+    Failure::new(FailureKind::Oracle, finding.to_string(), Vec::new()).of_rule(finding.clause, finding.agent.clone())
 }
 
 pub(crate) fn model_side_violation(run: &Run, f: crate::oracles::model_side::Finding) -> Violation {
@@ -301,11 +107,17 @@ pub enum Order {
 /// else failed), the oracles, the request checks and the expectations on the whole run, and
 /// last the script left unused.
 pub fn judge(scenario: &Scenario, run: Run) -> Verdict {
-    judge_in(scenario, run, Order::Default)
+    judgement(scenario, run, Order::Default).verdict()
 }
 
 /// Judges a run in `order` against the scenario's expectations and the oracles.
 pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
+    judgement(scenario, run, order).verdict()
+}
+
+/// What decides the verdict on a run in `order`, before the caller adds what only it knows
+/// (determinism, explored orders, the golden file).
+pub(crate) fn judgement(scenario: &Scenario, run: Run, order: Order) -> Judgement {
     let explored = order == Order::Explored;
     let trace = &run.trace;
     let mut causes = Vec::new();
@@ -421,18 +233,21 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
     }
     // Judged from the model's side, the core's events are hidden: the model-side oracles
     // judge the exchanges, and no oracle or trace expectation reads the trace.
-    let model_side = run.model_side.as_ref().map(|side| model_side_violations(side, &run));
+    let model_side = run.model_side.as_ref().map(|side| model_side_findings(side, &run));
     // A model-side finding is an oracle's (a clause of `oracle.model-side.*`), as an event
     // oracle's is.
-    for violation in model_side.iter().flatten() {
-        failures.push(Failure::new(FailureKind::Oracle, violation.message.clone(), Vec::new()));
+    for finding in model_side.iter().flatten() {
+        failures.push(model_side_failure(finding));
     }
     // A run limit that stopped the run is named as the stop already: the oracles are not
     // asked about it again (the termination oracle would report it a second time).
     let events =
         if model_side.is_some() { Vec::new() } else { oracles::check(&Evidence { limit_hit: None, ..run.evidence() }) };
     for violation in events {
-        failures.push(Failure::new(FailureKind::Oracle, violation.to_string(), trace.lines_at(&violation.lines)));
+        failures.push(
+            Failure::new(FailureKind::Oracle, violation.to_string(), trace.lines_at(&violation.lines))
+                .of_rule(format!("oracle.{}", violation.oracle.name()), violation.agent.clone()),
+        );
     }
     for check in &run.failed_checks {
         failures.push(Failure::new(FailureKind::Check, format!("check failed: {check}"), Vec::new()));
@@ -476,15 +291,7 @@ pub fn judge_in(scenario: &Scenario, run: Run, order: Order) -> Verdict {
     }
     all.extend(failures);
     all.extend(consequences);
-    Verdict {
-        name: scenario.name.clone(),
-        run,
-        failures: all,
-        orders: 1,
-        default_only: Vec::new(),
-        only_order: None,
-        untied: false,
-    }
+    Judgement::new(scenario.name.clone(), Subject::Run(Box::new(run)), all)
 }
 
 /// A value's name in the file format (`final_answer`, `error`), not Rust's.
@@ -747,18 +554,4 @@ fn fragments(scenario: &Scenario, trace: &Trace, task_ids: &[String]) -> Vec<Fai
         }
     }
     out
-}
-
-/// The oracles' shared id prefix as a pattern (`oracle.model-side.*`), or the first id.
-fn common_prefix(ids: &[&str]) -> String {
-    let Some(first) = ids.first() else { return String::new() };
-    let mut prefix = first.rsplit_once('.').map_or("", |(p, _)| p);
-    while !prefix.is_empty() && !ids.iter().all(|id| id.starts_with(&format!("{prefix}."))) {
-        prefix = prefix.rsplit_once('.').map_or("", |(p, _)| p);
-    }
-    if prefix.is_empty() { first.to_string() } else { format!("{prefix}.*") }
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }

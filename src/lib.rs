@@ -14,7 +14,7 @@
 //!     .unwrap();
 //! let verdict = Runner::new().check(&scenario).unwrap();
 //! assert!(verdict.passed(), "{verdict}");
-//! assert!(verdict.run.trace.text().contains("final_answer ok"));
+//! assert!(verdict.trace().unwrap().text().contains("final_answer ok"));
 //! ```
 //!
 //! A file goes through the same door: `Runner::new().check_file(path)`, or
@@ -153,7 +153,7 @@ pub mod wire;
 
 pub mod internals;
 
-pub use crate::judge::{Failure, FailureKind, Verdict};
+pub use crate::judge::{Failure, FailureKind, Judgement, Served, Subject, Verdict};
 pub use crate::load::Loaded;
 pub use crate::run::Run;
 pub use crate::runner::{Prepared, Runner};

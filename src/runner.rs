@@ -20,8 +20,8 @@ use crate::harness::panics;
 use crate::harness::recorder::Recorder;
 use crate::harness::schedule::Schedule;
 use crate::harness::sim_tools::Declared;
-pub use crate::judge::{Failure, FailureKind, Order, Verdict, default_only, judge, judge_in};
-use crate::judge::{model_side_violation, model_side_violations};
+pub use crate::judge::{Failure, FailureKind, Judgement, Order, Verdict, default_only, judge, judge_in};
+use crate::judge::{judgement, model_side_violation, model_side_violations};
 use crate::load::{self, Loaded};
 use crate::oracles::model_side::Judge;
 use crate::oracles::{self, Violation};
@@ -149,7 +149,13 @@ impl<'a> Runner<'a> {
 
     /// Checks a scenario the front door loaded ([`Runner::check`]).
     pub fn check_loaded(&self, loaded: &Loaded) -> Verdict {
-        self.prepare(loaded.scenario(), loaded.profiles()).check(loaded.file())
+        self.judge_loaded(loaded).verdict()
+    }
+
+    /// Everything that decides the verdict on a scenario the front door loaded, before the
+    /// verdict is built: for a caller that has more to add (the golden file's comparison).
+    pub fn judge_loaded(&self, loaded: &Loaded) -> Judgement {
+        self.prepare(loaded.scenario(), loaded.profiles()).judgement(loaded.file())
     }
 
     /// A scenario prepared for runs on this runner: its script is built once, however many
@@ -287,22 +293,27 @@ impl Prepared<'_, '_> {
     /// default order and in each explored one, or in the runner's one order only. Failures of
     /// an explored order say how to replay it (naming `file` when known).
     pub fn check(&self, file: Option<&Path>) -> Verdict {
+        self.judgement(file).verdict()
+    }
+
+    /// What decides [`Prepared::check`]'s verdict, before it is built.
+    pub fn judgement(&self, file: Option<&Path>) -> Judgement {
         if let Some(seed) = self.runner.only_order {
-            let mut verdict = self.in_order(seed);
-            verdict.default_only = default_only(self.scenario);
-            verdict.only_order = Some(seed);
-            return verdict;
+            let mut judgement = self.in_order(seed);
+            judgement.orders(1, default_only(self.scenario), Some(seed), false);
+            return judgement;
         }
-        let mut verdict = self.verify();
+        let mut judgement = self.verified();
         // A run with no same-instant tie is the same run in every order: exploring would
-        // re-run it K times (issue 27: `--explore 100000` re-ran one order 100,001 times).
-        let explore = if verdict.run.tied_instants == 0 { 0 } else { self.runner.explore };
+        // re-run it K times (`--explore 100000` re-ran one order 100,001 times).
+        let tied = judgement.run().is_some_and(|run| run.tied_instants > 0);
+        let explore = if tied { self.runner.explore } else { 0 };
         // A failure the default order already shows is not repeated; one that only explored
         // orders show is reported once, with the orders it failed in and the first to replay.
         let mut explored: Vec<(Failure, Vec<u64>)> = Vec::new();
         for order in 1..=u64::from(explore) {
-            for failure in self.in_order(order).failures {
-                if verdict.failures.iter().any(|f| f.what == failure.what) {
+            for failure in self.in_order(order).failures().cloned().collect::<Vec<_>>() {
+                if judgement.failures().any(|f| f.what == failure.what) {
                     continue;
                 }
                 match explored.iter_mut().find(|(f, _)| f.what == failure.what) {
@@ -325,24 +336,25 @@ impl Prepared<'_, '_> {
                     format!("in {n} of {} tie orders ({}{more})", self.runner.explore, shown.join(", "))
                 }
             };
-            verdict.failures.push(Failure { what: format!("{which} (replay: {replay}): {}", failure.what), ..failure });
+            judgement.explored(Failure { what: format!("{which} (replay: {replay}): {}", failure.what), ..failure });
         }
-        verdict.orders += explore;
-        verdict.untied = self.runner.explore > 0 && explore == 0;
-        if explore > 0 {
-            verdict.default_only = default_only(self.scenario);
-        }
-        verdict
+        let untied = self.runner.explore > 0 && explore == 0;
+        let default_only = if explore > 0 { default_only(self.scenario) } else { Vec::new() };
+        judgement.orders(1 + explore, default_only, None, untied);
+        judgement
     }
 
     /// [`Runner::verify`].
     pub fn verify(&self) -> Verdict {
-        let (mut verdict, second) = self.twice_then(Schedule::default_order(), |first| judge(self.scenario, first));
-        if let Some(violation) = oracles::determinism(&verdict.run.trace, &second.trace) {
-            let lines = verdict.run.trace.lines_at(&violation.lines);
-            verdict.failures.push(Failure::new(FailureKind::Determinism, violation.to_string(), lines));
-        }
-        verdict
+        self.verified().verdict()
+    }
+
+    /// Two runs in the default order, the first judged, and determinism between them.
+    fn verified(&self) -> Judgement {
+        let (mut judgement, second) =
+            self.twice_then(Schedule::default_order(), |first| judgement(self.scenario, first, Order::Default));
+        determinism(&mut judgement, &second);
+        judgement
     }
 
     /// [`Runner::check_order`].
@@ -365,14 +377,22 @@ impl Prepared<'_, '_> {
     /// The run in the tie order of `seed`, judged on everything the default order is judged
     /// on (expectations, request checks, the script's use, every oracle, determinism), except
     /// what the file marks as holding in the default order only.
-    fn in_order(&self, seed: u64) -> Verdict {
-        let (mut verdict, second) =
-            self.twice_then(Schedule::seeded(seed), |first| judge_in(self.scenario, first, Order::Explored));
-        if let Some(violation) = oracles::determinism(&verdict.run.trace, &second.trace) {
-            let lines = verdict.run.trace.lines_at(&violation.lines);
-            verdict.failures.push(Failure::new(FailureKind::Determinism, violation.to_string(), lines));
-        }
-        verdict
+    fn in_order(&self, seed: u64) -> Judgement {
+        let (mut judgement, second) =
+            self.twice_then(Schedule::seeded(seed), |first| judgement(self.scenario, first, Order::Explored));
+        determinism(&mut judgement, &second);
+        judgement
+    }
+}
+
+/// Oracle 9 between a judged run and a second run of the same order.
+fn determinism(judgement: &mut Judgement, second: &Run) {
+    let Some(run) = judgement.run() else { return };
+    if let Some(violation) = oracles::determinism(&run.trace, &second.trace) {
+        let lines = run.trace.lines_at(&violation.lines);
+        let failure = Failure::new(FailureKind::Determinism, violation.to_string(), lines)
+            .of_rule("oracle.determinism", violation.agent.clone());
+        judgement.determinism(failure);
     }
 }
 

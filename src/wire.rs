@@ -77,6 +77,7 @@ use crate::evidence::Exchange;
 use crate::evidence::attribution::ModelSide;
 
 pub use barrier::Release;
+pub(crate) use judge::judgement;
 pub use judge::{judge, not_applied};
 pub use server::{ServeError, ServeOptions, Server};
 

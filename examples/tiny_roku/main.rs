@@ -98,7 +98,7 @@ fn main() -> ExitCode {
         } else {
             failed += 1;
             println!("FAIL {}", file.display());
-            for failure in &verdict.failures {
+            for failure in verdict.failures() {
                 println!("  - {}", failure.what);
                 for line in &failure.lines {
                     println!("      | {line}");

@@ -266,8 +266,7 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                 }
                 match runtime.block_on(crate::wire::drive::drive(&scenario, &description, &options)) {
                     Ok(mut driven) => {
-                        driven.verdict.orders = seeds.len() as u32;
-                        let failed = !driven.verdict.failures.is_empty();
+                        let failed = driven.judgement.failures().next().is_some();
                         if let (true, Some(seed)) = (failed, seed) {
                             driven.notes.push(format!(
                                 "failed in tie order {k} of {} (tie seed {seed}); replay it with --explore-seed {seed}",
@@ -314,13 +313,14 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                     reporter.error(err, &format!("{shown}: {why}"));
                 }
                 Checked::Ran(ran) => {
-                    let (scenario, mut driven) = *ran;
+                    let (scenario, driven) = *ran;
+                    let mut snapshot = None;
                     if let Some(store) = &store {
                         let (file, root) = &files[i];
                         let name = golden::name(file, root);
                         let body = golden_body(&scenario, &driven, args.clock);
                         match store.compare(&name, file, &scenario.description, &body, args.accept) {
-                            Ok(compared) => driven.verdict.failures.extend(snapshot_failure(&compared, &name)),
+                            Ok(compared) => snapshot = snapshot_failure(&compared, &name),
                             Err(e) => {
                                 let problem = ScenarioError::Io {
                                     path: file.clone(),
@@ -330,12 +330,14 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                             }
                         }
                     }
-                    if with_coverage && driven.verdict.passed() {
-                        let reached = coverage::reached(&driven.verdict.run.evidence()).model_side();
+                    let orders = seeds.len() as u32;
+                    let verdict = driven.judgement.checked_orders(orders).snapshot(snapshot).verdict();
+                    if with_coverage && verdict.passed() {
+                        let reached = coverage::reached(&verdict.evidence()).model_side();
                         tally.add(&reached, &file.to_string_lossy());
                     }
                     for note in &driven.notes {
-                        reporter.note(err, &format!("{}: {}", printable(&driven.verdict.name), printable(note)));
+                        reporter.note(err, &format!("{}: {}", printable(verdict.name()), printable(note)));
                     }
                     let wall: u128 = driven.turns.iter().map(|t| t.elapsed.as_millis()).sum();
                     let virtual_end = match &driven.clock {
@@ -346,12 +348,12 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                         err,
                         &format!(
                             "{}: {} requests, {} turns, {wall} ms wall time{virtual_end}",
-                            printable(&driven.verdict.name),
+                            printable(verdict.name()),
                             driven.wire.requests,
                             driven.turns.len()
                         ),
                     );
-                    reporter.scenario(out, file, &driven.verdict, std::time::Duration::from_millis(wall as u64));
+                    reporter.scenario(out, file, &verdict, std::time::Duration::from_millis(wall as u64));
                     if let Some(path) = &args.timeline
                         && let Err(e) = crate::timeline::write_model_side(path, &scenario.name, &driven.wire.side)
                     {

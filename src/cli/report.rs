@@ -189,8 +189,8 @@ impl Reporter {
         } else {
             self.failed += 1;
         }
-        self.events += verdict.run.trace.entries.len() as u64;
-        self.elapsed_ms += verdict.run.elapsed.as_millis() as u64;
+        self.events += verdict.trace().map_or(0, |trace| trace.entries.len()) as u64;
+        self.elapsed_ms += verdict.elapsed().as_millis() as u64;
         let shown = !(self.style.quiet && verdict.passed());
         match self.style.format {
             Format::Text if shown => {
@@ -201,20 +201,21 @@ impl Reporter {
                     _ => report,
                 };
                 let _ = write!(out, "{painted}");
-                if self.style.trace {
-                    for line in verdict.run.trace.lines() {
+                if self.style.trace
+                    && let Some(trace) = verdict.trace()
+                {
+                    for line in trace.lines() {
                         let _ = writeln!(out, "    {}", printable(&line));
                     }
                 }
             }
             Format::Text => {}
             Format::Json if shown => {
-                let run = &verdict.run;
-                let failures: Vec<_> = verdict.failures.iter().map(failure_record).collect();
+                let failures: Vec<_> = verdict.failures().iter().map(failure_record).collect();
                 let mut report = json!({
                     "type": "scenario",
                     "file": file.to_string_lossy(),
-                    "name": verdict.name,
+                    "name": verdict.name(),
                     "verdict": if verdict.passed() {
                         "pass"
                     } else if verdict.internal_error() {
@@ -223,15 +224,16 @@ impl Reporter {
                         "fail"
                     },
                     "failures": failures,
-                    "events": run.trace.entries.len(),
-                    "elapsed_ms": run.elapsed.as_millis() as u64,
-                    "tie_orders": verdict.orders,
+                    "events": verdict.trace().map_or(0, |trace| trace.entries.len()),
+                    "elapsed_ms": verdict.elapsed().as_millis() as u64,
+                    "tie_orders": verdict.orders(),
                 });
                 if let Some(oracles) = verdict.judged_by() {
                     report["judged_by"] = json!(oracles);
                 }
                 if self.style.trace {
-                    report["trace"] = run.trace.entries.iter().map(|e| e.json()).collect();
+                    let entries = verdict.trace().map_or(&[][..], |trace| &trace.entries[..]);
+                    report["trace"] = entries.iter().map(|e| e.json()).collect();
                 }
                 let _ = writeln!(out, "{report}");
             }
@@ -240,17 +242,17 @@ impl Reporter {
                 let element = if verdict.internal_error() { "error" } else { "failure" };
                 // A CI system shows one message per case: the first failure's, with a count
                 // of the rest; the text holds the whole report.
-                let problem = verdict.failures.first().map(|first| {
-                    let more = match verdict.failures.len() - 1 {
+                let problem = verdict.failures().first().map(|first| {
+                    let more = match verdict.failures().len() - 1 {
                         0 => String::new(),
                         n => format!(" (and {n} more)"),
                     };
                     (element, format!("{}{more}", first.what), first.kind.name(), verdict.report(Some(file)))
                 });
-                let virtual_ms = verdict.run.elapsed.as_millis() as u64;
+                let virtual_ms = verdict.elapsed().as_millis() as u64;
                 let wall_ms = wall.as_millis() as u64;
                 self.cases.push(Case {
-                    name: verdict.name.clone(),
+                    name: verdict.name().to_string(),
                     classname: classname(file),
                     wall_ms,
                     virtual_ms,
@@ -414,13 +416,19 @@ fn structured(error: &ScenarioError) -> serde_json::Value {
     value
 }
 
-/// One failure as a JSON record: its kind, the prose and trace lines, and what was expected
-/// and what the run gave where one value says it.
+/// One failure as a JSON record: its kind, the prose and trace lines, what was expected and
+/// what the run gave where one value says it, and the rule clause and agent of a broken rule.
 fn failure_record(failure: &crate::runner::Failure) -> serde_json::Value {
     let mut record = json!({"kind": failure.kind.name(), "what": failure.what, "lines": failure.lines});
     if let (Some(expected), Some(actual)) = (&failure.expected, &failure.actual) {
         record["expected"] = json!(expected);
         record["actual"] = json!(actual);
+    }
+    if let Some(clause) = &failure.clause {
+        record["clause"] = json!(clause);
+    }
+    if let Some(agent) = &failure.agent {
+        record["agent"] = json!(agent);
     }
     record
 }

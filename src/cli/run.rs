@@ -11,7 +11,7 @@ use super::{Exit, Format, Orders, RunArgs};
 use crate::coverage::{self, Reached, Tally};
 use crate::golden::{self, Compared, Store};
 use crate::jobs;
-use crate::runner::{self, Failure, FailureKind, Verdict};
+use crate::runner::{self, Failure, FailureKind};
 use crate::scenario::{Scenario, ScenarioError};
 use crate::trace::printable;
 
@@ -136,8 +136,9 @@ enum Checked {
     Bad(ScenarioError),
     /// `--filter` left it out.
     Filtered,
-    /// It ran: the verdict, and the clauses its run exercised (with `--coverage`).
-    Ran(Box<(Scenario, Verdict, Option<Reached>, std::time::Duration)>),
+    /// It ran: what decides its verdict (the golden file is compared before it is built), and
+    /// the clauses its run exercised (with `--coverage`).
+    Ran(Box<(Scenario, crate::runner::Judgement, Option<Reached>, std::time::Duration)>),
 }
 
 pub(super) fn run(
@@ -249,19 +250,20 @@ pub(super) fn run(
             // The wall time a scenario took, for JUnit's `time` only: it never reaches a
             // verdict, a trace or the text report.
             let started = std::time::Instant::now();
-            let verdict = runner.check_loaded(&loaded);
+            let judgement = runner.judge_loaded(&loaded);
             let wall = started.elapsed();
             let scenario = loaded.into_parts().0;
             let reached = with_coverage.then(|| {
-                let reached = coverage::reached(&verdict.run.evidence());
+                let run = judgement.run().expect("an in-process run");
+                let reached = coverage::reached(&run.evidence());
                 if args.judge == super::JudgeArg::ModelSide { reached.model_side() } else { reached }
             });
-            Checked::Ran(Box::new((scenario, verdict, reached, wall)))
+            Checked::Ran(Box::new((scenario, judgement, reached, wall)))
         },
         |i, checked| {
             bar.inc(1);
             let (file, root) = &files[i];
-            let (scenario, mut verdict, reached, wall) = match checked {
+            let (scenario, mut judgement, reached, wall) = match checked {
                 Checked::Ran(ran) => *ran,
                 Checked::Filtered => {
                     reporter.filtered_out += 1;
@@ -272,9 +274,9 @@ pub(super) fn run(
             matched += 1;
             if let Some(store) = &store {
                 let name = golden::name(file, root);
-                let body = golden::render(&scenario, &verdict);
+                let body = golden::render(&scenario, judgement.run().expect("an in-process run"));
                 match store.compare(&name, file, &scenario.description, &body, args.accept) {
-                    Ok(compared) => verdict.failures.extend(snapshot_failure(&compared, &name)),
+                    Ok(compared) => judgement = judgement.snapshot(snapshot_failure(&compared, &name)),
                     Err(e) => {
                         let problem =
                             ScenarioError::Io { path: file.clone(), message: format!("golden file {name}: {e}") };
@@ -282,12 +284,14 @@ pub(super) fn run(
                     }
                 }
             }
+            let verdict = judgement.verdict();
             if let Some(reached) = reached.filter(|_| verdict.passed()) {
                 tally.add(&reached, &file.to_string_lossy());
             }
             bar.suspend(|| reporter.scenario(out, file, &verdict, wall));
             if let Some(path) = &args.timeline
-                && let Err(e) = crate::timeline::write(path, &scenario.name, &verdict.run.trace)
+                && let Some(trace) = verdict.trace()
+                && let Err(e) = crate::timeline::write(path, &scenario.name, trace)
             {
                 // The scenario was fine (its verdict is above); the output path was not.
                 let shown = printable(&path.to_string_lossy()).into_owned();

@@ -319,23 +319,23 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         }
         return reporter.finish(out, err, None);
     }
-    let mut verdict = wire::judge(&judged, &run);
+    let mut judgement = wire::judgement(&judged, &run);
     if let Some(report) = &clock {
         reporter.note(err, &format!("the clock ended at {} virtual", crate::wire::clock::seconds(report.now_ns)));
-        verdict.run.elapsed = std::time::Duration::from_nanos(report.now_ns);
+        judgement = judgement.elapsed(std::time::Duration::from_nanos(report.now_ns));
         match &report.end {
             ClockEnd::Finished { .. } => {}
             ClockEnd::Stuck { .. } if run.end == End::Script => {}
-            end => verdict.failures.insert(
-                0,
-                crate::judge::Failure::new(
+            end => {
+                judgement = judgement.first(vec![crate::judge::Failure::new(
                     crate::judge::FailureKind::Stopped,
                     format!("the clock stopped following the runtime: {end}"),
                     Vec::new(),
-                ),
-            ),
+                )])
+            }
         }
     }
+    let verdict = judgement.verdict();
     reporter.scenario(out, &args.scenario, &verdict, run.elapsed);
     if let Some(path) = &args.timeline
         && let Err(e) = crate::timeline::write_model_side(path, &scenario.name, &run.side)

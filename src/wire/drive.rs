@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::runner::{Failure, FailureKind, Verdict};
+use crate::judge::{Failure, FailureKind, Judgement};
 use crate::scenario::Scenario;
 use crate::sut::event::Status;
 use crate::wire::clock::{ClockEnd, ClockEndpoint, ClockLimits, ClockOptions, ClockReport};
@@ -131,8 +131,10 @@ impl std::error::Error for DriveError {}
 /// A driven scenario: the verdict and what it was made of.
 #[derive(Debug)]
 pub struct Driven {
-    /// The verdict (its run's `elapsed` is zero: wall times vary, and a report must not).
-    pub verdict: Verdict,
+    /// What decides the verdict (its `elapsed` is zero: wall times vary, and a report must
+    /// not); the caller adds what only it knows (the golden file, the orders it ran) and
+    /// builds the verdict ([`Judgement::verdict`]).
+    pub judgement: Judgement,
     /// Each turn's run.
     pub turns: Vec<TurnRun>,
     /// The served run.
@@ -255,30 +257,26 @@ pub async fn drive(
         Some(endpoint) => Some(endpoint.finish().await),
         None => None,
     };
-    let (verdict, notes) = verdict_of(scenario, description, &wire, &turns, clock.as_ref());
-    Ok(Driven { verdict, turns, wire, notes, clock })
+    let (judgement, notes) = judged(scenario, description, &wire, &turns, clock.as_ref());
+    Ok(Driven { judgement, turns, wire, notes, clock })
 }
 
 /// A finished run of `scenario` on `description` judged: the model-side oracles against the
 /// runtime's own limits (less the oracles it turns off), the request checks, the script's use,
 /// and each turn's end; with the notes of what was not judged. `rehearsal record` judges its
 /// recording with the same function.
-pub(crate) fn verdict_of(
+pub(crate) fn judged(
     scenario: &Scenario,
     description: &RuntimeDescription,
     wire: &WireRun,
     turns: &[TurnRun],
     clock: Option<&crate::wire::clock::ClockReport>,
-) -> (Verdict, Vec<String>) {
+) -> (Judgement, Vec<String>) {
     let (judged, mut notes) = description.judged_as(scenario);
-    let mut verdict = wire::judge(&judged, wire);
-    verdict.run.elapsed = Duration::ZERO;
+    let mut judgement = wire::judgement(&judged, wire);
+    let mut elapsed = Duration::ZERO;
     for off in &description.oracles_off {
-        // A finding names its clause in parentheses: `model-side NAME (oracle.model-side.NAME)`.
-        let clause = format!("(oracle.model-side.{})", off.oracle);
-        let before = verdict.failures.len();
-        verdict.failures.retain(|f| !(f.kind == FailureKind::Oracle && f.what.contains(&clause)));
-        let left_out = before - verdict.failures.len();
+        let left_out = judgement.switch_off(&format!("oracle.model-side.{}", off.oracle));
         let what = if left_out == 0 { String::new() } else { format!(" ({left_out} finding(s) left out)") };
         notes.push(format!(
             "oracle.model-side.{} is off for runtime `{}`{what}: {}",
@@ -288,7 +286,7 @@ pub(crate) fn verdict_of(
     let mut turn_failures = Vec::new();
     if let Some(report) = clock {
         // Under the clock the run's length is its virtual end: the same in every run.
-        verdict.run.elapsed = Duration::from_nanos(report.now_ns);
+        elapsed = Duration::from_nanos(report.now_ns);
         match &report.end {
             ClockEnd::Finished { .. } => {}
             // The runtime's work was done: idle with nothing due is how it waits to exit.
@@ -321,15 +319,14 @@ pub(crate) fn verdict_of(
         ));
     }
     // The command's end is the likely cause of the rest: first.
-    turn_failures.append(&mut verdict.failures);
-    verdict.failures = turn_failures;
+    let judgement = judgement.elapsed(elapsed).first(turn_failures);
     for place in wire::not_applied(scenario) {
         let judged_here = [".message:", ".message_contains:", ".status:"];
         if !judged_here.iter().any(|f| place.contains(f)) {
             notes.push(format!("not judged over the wire: {place}"));
         }
     }
-    (verdict, notes)
+    (judgement, notes)
 }
 
 /// The turn's end judged: how the command ended, its stdout against `expect.message` and

@@ -5,17 +5,21 @@
 //! the turns' outcomes ([`not_applied`] lists them), or re-derive a rule (the oracles of
 //! [`crate::oracles::model_side`] do).
 
+use crate::judge::{Failure, FailureKind, Judgement, Served, Subject, Verdict};
 use crate::oracles::model_side;
-use crate::runner::{Failure, FailureKind, Run, Verdict};
 use crate::scenario::Scenario;
-use crate::trace::Trace;
 
 use super::{End, FindingKind, WireRun};
 
-/// Judges a served run of `scenario`. The verdict's run holds no trace (a runtime seen from
-/// the model's side reports no events); its `model_side` is the record judged, and its
-/// `elapsed` is wall time.
+/// Judges a served run of `scenario`: what decides its verdict, on the record the model side
+/// saw (a runtime in another process reports no events), with its wall time.
 pub fn judge(scenario: &Scenario, wire: &WireRun) -> Verdict {
+    judgement(scenario, wire).verdict()
+}
+
+/// What decides the verdict on a served run, before `drive` and `serve` add what only they
+/// know (the runtime's switched-off oracles, how its commands ended, the clock's end).
+pub(crate) fn judgement(scenario: &Scenario, wire: &WireRun) -> Judgement {
     let mut causes = Vec::new();
     let mut failures = Vec::new();
     // A runtime that retries a request the script cannot answer meets the same stop again:
@@ -48,7 +52,7 @@ pub fn judge(scenario: &Scenario, wire: &WireRun) -> Verdict {
         .cloned()
         .unwrap_or_else(|| crate::dialect::Dialect::builtin("generic").expect("a built-in dialect"));
     for finding in model_side::check(&wire.side, &rules, &dialect) {
-        failures.push(Failure::new(FailureKind::Oracle, finding.to_string(), Vec::new()));
+        failures.push(crate::judge::model_side_failure(&finding));
     }
     for check in &wire.failed_checks {
         failures.push(Failure::new(FailureKind::Check, format!("check failed: {check}"), Vec::new()));
@@ -58,39 +62,15 @@ pub fn judge(scenario: &Scenario, wire: &WireRun) -> Verdict {
         failures.extend(users(scenario, wire));
     }
     causes.extend(failures);
-    let run = Run {
-        trace: Trace::default(),
-        outcomes: Vec::new(),
+    let served = Served {
+        side: wire.side.clone(),
         exchanges: wire.exchanges.clone(),
-        // The model-side oracles judge a wire run's times from its exchanges.
-        due: Vec::new(),
-        elapsed: wire.elapsed,
-        live_sessions: Vec::new(),
-        halts: wire.halts.clone(),
-        internal_errors: Vec::new(),
-        failed_checks: wire.failed_checks.clone(),
-        lane_use: wire.lane_use.clone(),
-        reply_use: wire.reply_use.clone(),
         rules,
-        setup: Default::default(),
+        elapsed: wire.elapsed,
         session_ended: wire.end == End::Script,
-        limit_hit: None,
-        alive_tasks: 0,
-        // Over the wire the harness sees no waits of its own: no tie order to explore.
-        tied_instants: 0,
-        model_side: Some(wire.side.clone()),
-        // A runtime over the wire reports no events: the exchanges are all the evidence.
-        reports: crate::sut::Reports::NoEvents,
+        stopped: !wire.halts.is_empty(),
     };
-    Verdict {
-        name: scenario.name.clone(),
-        run,
-        failures: causes,
-        orders: 1,
-        default_only: Vec::new(),
-        only_order: None,
-        untied: false,
-    }
+    Judgement::new(scenario.name.clone(), Subject::Served(Box::new(served)), causes)
 }
 
 /// The script a served run left unused: lanes that selected no agent, and replies that had to

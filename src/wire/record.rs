@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::evidence::attribution::{Attribution, Attributor};
-use crate::runner::Verdict;
+use crate::judge::Verdict;
 use crate::scenario::Scenario;
 use crate::sut::llm::Role;
 use crate::wire::WireRun;
@@ -329,7 +329,8 @@ pub async fn record(
     } else {
         turns.clone()
     };
-    let (verdict, judged_notes) = crate::wire::drive::verdict_of(&scenario, description, &wire, &shown, None);
+    let (judgement, judged_notes) = crate::wire::drive::judged(&scenario, description, &wire, &shown, None);
+    let verdict = judgement.verdict();
     notes.extend(judged_notes);
     // Notes quote what the upstream and the runtime sent: printed, so blanked like the file.
     let notes = notes

@@ -152,6 +152,42 @@ fn the_wire_is_one_wing_with_one_door() {
 }
 
 #[test]
+fn a_verdict_is_built_only_by_the_judge_and_never_edited() {
+    // `Verdict`'s fields are private, and the one struct literal that builds it is in
+    // `src/judge/`: every input (determinism, explored orders, the golden file, switched-off
+    // oracles) reaches it as data through a `Judgement`.
+    let src = crate::support::manifest_path("src");
+    let verdict = std::fs::read_to_string(src.join("judge/verdict.rs")).unwrap();
+    let body = verdict.split("pub struct Verdict {").nth(1).expect("Verdict is defined in src/judge/verdict.rs");
+    let fields = &body[..body.find("\n}").expect("the struct ends")];
+    assert!(!fields.contains("pub"), "Verdict has a public field:{fields}");
+    let mut stack = vec![src.clone()];
+    let mut builders = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for line in text.lines() {
+                let code = line.split("//").next().unwrap_or("");
+                let literal = code.contains("Verdict {")
+                    && !code.contains("struct Verdict {")
+                    && !code.contains("for Verdict {")
+                    && !code.contains("impl Verdict {")
+                    && !code.contains("-> Verdict {");
+                if literal {
+                    builders.push(path.strip_prefix(&src).unwrap().display().to_string());
+                }
+            }
+        }
+    }
+    assert_eq!(builders, ["judge/verdict.rs"], "a Verdict is built outside the judge");
+}
+
+#[test]
 fn the_rooms_on_the_run_path_read_no_file() {
     let src = crate::support::manifest_path("src");
     for room in ["core", "harness", "evidence", "oracles", "run", "judge", "coverage"] {

@@ -258,7 +258,7 @@ fn task_ref_the_run_never_queued_fails_the_expectation_naming_it() {
     let scenario = rehearsal::scenario::parse(Path::new("x.json"), json).unwrap();
     let verdict = rehearsal::runner::Runner::new().verify(&scenario, &[]);
     assert_eq!(
-        verdict.failures[0].what,
+        verdict.failures()[0].what,
         "expect.trace[0]: $task1 refers to a task the run did not queue (it queued none)"
     );
 }

@@ -418,7 +418,7 @@ fn the_readme_s_timeline_picture_is_what_the_command_draws() {
     let (scenario, verdict) = rehearsal::runner::Runner::new()
         .check_file(&crate::support::manifest_path(cap4))
         .unwrap_or_else(|e| panic!("{e}"));
-    let drawn = rehearsal::internals::timeline::svg(&scenario.name, &verdict.run.trace);
+    let drawn = rehearsal::internals::timeline::svg(&scenario.name, &verdict.run().unwrap().trace);
     let shown = std::fs::read_to_string(crate::support::manifest_path("docs/timeline-cap-4.svg")).unwrap();
     assert!(
         shown == drawn,

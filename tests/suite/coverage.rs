@@ -232,7 +232,7 @@ fn detectors_fire_on_what_a_run_shows_and_not_on_its_neighbour() {
         let path = manifest_path("scenarios").join(file);
         let (_, verdict) = runner::Runner::new().check_file(&path).unwrap_or_else(|e| panic!("{e}"));
         verdict.assert_passed();
-        let reached = coverage::reached(&verdict.run.evidence());
+        let reached = coverage::reached(&verdict.run().unwrap().evidence());
         let got = reached.ids().any(|id| id == *clause);
         if got != *want {
             wrong.push(format!("{file}: {clause} {}", if *want { "not detected" } else { "detected" }));

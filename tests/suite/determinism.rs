@@ -62,8 +62,8 @@ fn same_scenario_run_twice_gives_identical_text_and_json_traces() {
 fn verify_passes_the_race_scenario_with_no_determinism_failure() {
     let scenario = race(7);
     let verdict = runner::Runner::new().verify(&scenario, &[]);
-    let failures: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
-    assert!(failures.is_empty(), "{failures:?}\n{}", verdict.run.trace.text());
+    let failures: Vec<&str> = verdict.failures().iter().map(|f| f.what.as_str()).collect();
+    assert!(failures.is_empty(), "{failures:?}\n{}", verdict.run().unwrap().trace.text());
 }
 
 #[test]

@@ -279,12 +279,12 @@ fn the_deepest_chain_a_file_may_ask_for_runs_on_a_test_threads_stack() {
     let verdict = Runner::new().check(&chain(scenario::MAX_DEPTH, false)).unwrap();
     verdict.assert_passed();
     let deepest = format!("agent.start    depth={} ", scenario::MAX_DEPTH);
-    assert!(verdict.run.trace.lines().iter().any(|l| l.contains(&deepest)), "the chain reached the limit");
+    assert!(verdict.run().unwrap().trace.lines().iter().any(|l| l.contains(&deepest)), "the chain reached the limit");
     // Stopped while 1000 levels are in flight: the whole chain is dropped, and the verdict
     // names the horizon alone.
     let verdict = Runner::new().check(&chain(scenario::MAX_DEPTH, true)).unwrap();
     assert!(!verdict.internal_error(), "{verdict}");
-    assert!(verdict.failures[0].what.starts_with("stopped: the run did not end within its horizon"), "{verdict}");
+    assert!(verdict.failures()[0].what.starts_with("stopped: the run did not end within its horizon"), "{verdict}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -358,7 +358,7 @@ fn one_turn() -> Scenario {
 fn a_panic_in_the_cores_turn_is_the_runs_internal_error_with_its_place() {
     let verdict = Runner::new().on(&Panicky { in_spawned_task: false }).check(&one_turn()).unwrap();
     assert!(verdict.internal_error(), "{verdict}");
-    let first = &verdict.failures[0].what;
+    let first = &verdict.failures()[0].what;
     assert!(first.starts_with("internal error: panicked at tests/suite/hostile.rs:"), "{verdict}");
     assert!(first.ends_with(": the turn broke"), "{verdict}");
 }
@@ -367,12 +367,12 @@ fn a_panic_in_the_cores_turn_is_the_runs_internal_error_with_its_place() {
 fn a_panic_in_a_task_the_core_spawned_is_never_swallowed() {
     let verdict = Runner::new().on(&Panicky { in_spawned_task: true }).check(&one_turn()).unwrap();
     assert!(verdict.internal_error(), "{verdict}");
-    let first = &verdict.failures[0].what;
+    let first = &verdict.failures()[0].what;
     assert!(first.starts_with("internal error: panicked at tests/suite/hostile.rs:"), "{verdict}");
     assert!(first.ends_with(": a child task broke"), "{verdict}");
     // It stopped the run at once, not at the horizon, and the horizon is not blamed.
-    assert!(verdict.run.elapsed < Duration::from_secs(10), "{verdict}");
-    assert!(verdict.failures.iter().all(|f| !f.what.contains("horizon")), "{verdict}");
+    assert!(verdict.run().unwrap().elapsed < Duration::from_secs(10), "{verdict}");
+    assert!(verdict.failures().iter().all(|f| !f.what.contains("horizon")), "{verdict}");
 }
 
 fn panicking_tool() -> Scenario {
@@ -389,7 +389,7 @@ fn panicking_tool() -> Scenario {
 fn a_panic_in_the_harness_is_an_internal_error_too_and_the_next_run_is_clean() {
     let verdict = Runner::new().check(&panicking_tool()).unwrap();
     assert!(verdict.internal_error(), "{verdict}");
-    assert!(verdict.failures[0].what.ends_with(": the tool broke"), "{verdict}");
+    assert!(verdict.failures()[0].what.ends_with(": the tool broke"), "{verdict}");
     // The capture ends with the run: the next run on this thread is judged as usual.
     Runner::new().check(&one_turn()).unwrap();
 }

@@ -59,7 +59,7 @@ fn five_children_with_a_30s_tie_pass_64_explored_orders_with_their_expectations(
     // The scenario checks every request's messages and the trace; all of it in every order.
     assert!(!s.expect.trace.is_empty() && s.lanes[0].replies.iter().any(|r| r.check.is_some()));
     let verdict = Runner::new().explore(64).check(&s).unwrap();
-    assert_eq!(verdict.orders, 65);
+    assert_eq!(verdict.orders(), 65);
     verdict.assert_passed();
 }
 
@@ -104,7 +104,7 @@ fn a_request_sent_before_a_tied_result_ended_is_a_delivery_violation() {
     );
     // The judge names it.
     let verdict = runner::judge(&scenario("five-children-cap-2-tie-at-30s-delivered-together"), r);
-    assert!(verdict.failures.iter().any(|f| f.what.contains("oracle delivery")), "{verdict:?}");
+    assert!(verdict.failures().iter().any(|f| f.what.contains("oracle delivery")), "{verdict:?}");
 }
 
 #[test]

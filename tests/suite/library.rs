@@ -25,9 +25,9 @@ fn a_scenario_built_in_code_checks_like_a_file() {
     let verdict = Runner::new().explore(3).check(&hello()).unwrap();
     verdict.assert_passed();
     // One reply, one wait: no same-instant tie, so the default order is every order (issue 27).
-    assert_eq!(verdict.orders, 1, "no tie: only the default order runs");
-    assert!(verdict.untied);
-    assert_eq!(verdict.name, "hello");
+    assert_eq!(verdict.orders(), 1, "no tie: only the default order runs");
+    assert!(verdict.untied());
+    assert_eq!(verdict.name(), "hello");
 }
 
 /// Formerly a gap: `runner::verify` skipped validation, so a scenario built in code that calls
@@ -134,6 +134,6 @@ fn a_core_that_lacks_a_feature_skips_with_the_reason() {
         "{verdict}"
     );
     // The refusal is a kind of halt the judge decides on, not text to search.
-    let kinds: Vec<_> = verdict.run.halts.iter().map(|h| h.kind).collect();
+    let kinds: Vec<_> = verdict.run().unwrap().halts.iter().map(|h| h.kind).collect();
     assert_eq!(kinds, [rehearsal::internals::harness::Halt::Refused]);
 }

@@ -19,8 +19,8 @@ fn run_passing(json: &str) {
         &scenario,
         runner::Runner::new().run(&scenario, &[], rehearsal::internals::harness::schedule::Schedule::default_order()),
     );
-    let failures: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
-    assert!(failures.is_empty(), "{}: {failures:?}\n{}", scenario.name, verdict.run.trace.text());
+    let failures: Vec<&str> = verdict.failures().iter().map(|f| f.what.as_str()).collect();
+    assert!(failures.is_empty(), "{}: {failures:?}\n{}", scenario.name, verdict.run().unwrap().trace.text());
 }
 
 /// The log lines holding every one of `parts`, or an error listing all lines.

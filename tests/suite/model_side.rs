@@ -13,12 +13,16 @@ use rehearsal::sut::llm::{Message, Transcript};
 
 /// Each exchange's attribution against the alias the core reported, as `exchange i: why`.
 fn misattributed(verdict: &rehearsal::runner::Verdict) -> Vec<String> {
-    let side = verdict.run.model_side.as_ref().expect("a model-side record");
+    let side = verdict.run().unwrap().model_side.as_ref().expect("a model-side record");
     let mut out = Vec::new();
-    if side.exchanges.len() != verdict.run.exchanges.len() {
-        out.push(format!("{} exchanges attributed of {}", side.exchanges.len(), verdict.run.exchanges.len()));
+    if side.exchanges.len() != verdict.run().unwrap().exchanges.len() {
+        out.push(format!(
+            "{} exchanges attributed of {}",
+            side.exchanges.len(),
+            verdict.run().unwrap().exchanges.len()
+        ));
     }
-    for (i, e) in verdict.run.exchanges.iter().enumerate().take(side.exchanges.len()) {
+    for (i, e) in verdict.run().unwrap().exchanges.iter().enumerate().take(side.exchanges.len()) {
         match &side.attributions[i] {
             Attribution::Agent(a) if a.alias == e.request.agent => {}
             other => out.push(format!("exchange {i}: the core sent it as {}, attributed {other:?}", e.request.agent)),
@@ -37,13 +41,13 @@ fn attribution_gives_every_exchange_the_cores_alias_on_every_scenario() {
     let mut exchanges = 0;
     for path in &files {
         let (scenario, verdict) = runner.check_file(path).unwrap_or_else(|e| panic!("{e}"));
-        exchanges += verdict.run.exchanges.len();
+        exchanges += verdict.run().unwrap().exchanges.len();
         for wrong in misattributed(&verdict) {
             failing.push(format!("{}: {wrong}", scenario.name));
         }
         // No false alarm on the correct core: every scenario passes when judged this way.
         if !verdict.passed() {
-            failing.push(format!("{}: {}", scenario.name, verdict.failures[0].what));
+            failing.push(format!("{}: {}", scenario.name, verdict.failures()[0].what));
         }
     }
     assert!(failing.is_empty(), "model-side judging failed on the correct core:\n{failing:#?}");
@@ -102,7 +106,7 @@ fn record(file: &str) -> (ModelSide, rehearsal::rules::Rules) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(file);
     let (_, verdict) = Runner::new().judge(Judge::ModelSide).check_file(&path).unwrap();
     verdict.assert_passed();
-    (verdict.run.model_side.clone().unwrap(), verdict.run.rules.clone())
+    (verdict.run().unwrap().model_side.clone().unwrap(), verdict.run().unwrap().rules.clone())
 }
 
 fn findings(side: &ModelSide, rules: &rehearsal::rules::Rules) -> Vec<String> {
@@ -192,7 +196,7 @@ fn two_spawn_calls_with_the_same_prompt_give_their_children_in_call_order() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
     let (_, verdict) = Runner::new().judge(Judge::ModelSide).explore(4).check_file(&path).unwrap();
     verdict.assert_passed();
-    let side = verdict.run.model_side.as_ref().unwrap();
+    let side = verdict.run().unwrap().model_side.as_ref().unwrap();
     let children: Vec<(&str, usize)> = side
         .calls
         .iter()

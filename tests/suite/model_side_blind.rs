@@ -20,7 +20,7 @@ fn record(name: &str) -> (ModelSide, Rules) {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/model-side-blind").join(format!("{name}.json"));
     let (_, verdict) = Runner::new().judge(Judge::ModelSide).check_file(&path).unwrap();
     verdict.assert_passed();
-    (verdict.run.model_side.clone().unwrap(), verdict.run.rules.clone())
+    (verdict.run().unwrap().model_side.clone().unwrap(), verdict.run().unwrap().rules.clone())
 }
 
 fn findings(side: &ModelSide, rules: &Rules) -> Vec<String> {

@@ -127,7 +127,7 @@ fn a_core_that_reports_no_events_is_judged_by_the_model_side_oracles_and_the_ver
     let verdict =
         check(&Silent { bug: None, extra: Extra::None }, &scenario("roku/agent-child-fresh-history-and-tools.json"));
     verdict.assert_passed();
-    assert_eq!(verdict.run.reports, Reports::NoEvents);
+    assert_eq!(verdict.run().unwrap().reports, Reports::NoEvents);
     let oracles = verdict.judged_by().expect("judged from the model's side");
     assert_eq!(oracles, rehearsal::internals::oracles::model_side::CLAUSES.to_vec());
     let report = verdict.report_with(None, true);
@@ -146,8 +146,8 @@ fn a_core_that_reports_no_events_is_judged_by_the_model_side_oracles_and_the_ver
     );
     // Nothing the core reports is read: no event reached the trace, and every request named
     // the root, yet the child's requests were put down to main/1.
-    let side = verdict.run.model_side.as_ref().unwrap();
-    assert!(verdict.run.exchanges.iter().all(|e| e.request.agent == AgentId::root()));
+    let side = verdict.run().unwrap().model_side.as_ref().unwrap();
+    assert!(verdict.run().unwrap().exchanges.iter().all(|e| e.request.agent == AgentId::root()));
     assert!((0..side.exchanges.len()).any(|i| side.alias(i).is_some_and(|a| a.as_str() == "main/1")));
 }
 
@@ -167,7 +167,7 @@ fn the_silent_core_passes_every_scenario_that_needs_no_reported_event() {
         if verdict.passed() {
             passed += 1;
         } else {
-            failing.push(format!("{}: {}", verdict.name, verdict.failures[0].what));
+            failing.push(format!("{}: {}", verdict.name(), verdict.failures()[0].what));
         }
     }
     assert!(failing.is_empty(), "{failing:#?}");
@@ -180,7 +180,7 @@ fn a_depth_bug_in_the_silent_core_is_caught_by_the_model_side_depth_oracle() {
         &Silent { bug: Some(Bug::Depth), extra: Extra::None },
         &scenario("roku/agent-child-fresh-history-and-tools.json"),
     );
-    let what: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
+    let what: Vec<&str> = verdict.failures().iter().map(|f| f.what.as_str()).collect();
     assert!(
         what.iter().any(|w| w.starts_with("model-side depth (oracle.model-side.depth): main/1 request #1")
             && w.contains("an agent at the depth limit (1) is offered the spawn tool `Agent`")),
@@ -192,7 +192,7 @@ fn a_depth_bug_in_the_silent_core_is_caught_by_the_model_side_depth_oracle() {
 fn a_history_splice_in_the_silent_core_is_caught_by_the_append_only_oracle() {
     let verdict =
         check(&Silent { bug: Some(Bug::Splice), extra: Extra::None }, &scenario("roku/three-tools-run-in-order.json"));
-    let what: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
+    let what: Vec<&str> = verdict.failures().iter().map(|f| f.what.as_str()).collect();
     assert!(
         what.iter().any(|w| w.starts_with("model-side append-only (oracle.model-side.append-only): main request #")),
         "{what:#?}"
@@ -207,7 +207,7 @@ fn fixture(name: &str) -> PathBuf {
 fn a_declared_side_request_is_answered_and_put_down_to_no_agent() {
     let verdict = check(&Silent { bug: None, extra: Extra::Titles }, &fixture("side-request-title.json"));
     verdict.assert_passed();
-    let side = verdict.run.model_side.as_ref().unwrap();
+    let side = verdict.run().unwrap().model_side.as_ref().unwrap();
     assert_eq!(side.attributions[0], Attribution::Side(0));
     assert_eq!(side.exchanges[0].reply.as_ref().map(|r| r.content.as_str()), Some("Investigation"));
     let aliases: Vec<&str> = (1..side.exchanges.len()).filter_map(|i| side.alias(i)).map(|a| a.as_str()).collect();
@@ -221,7 +221,7 @@ fn an_undeclared_side_request_is_the_finding_unattributed_request() {
     json["session"].as_object_mut().unwrap().remove("side_requests");
     let scenario = rehearsal::scenario::parse(Path::new("undeclared.json"), &json.to_string()).unwrap();
     let verdict = Runner::new().on(&Silent { bug: None, extra: Extra::Titles }).verify(&scenario, &[]);
-    let what: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
+    let what: Vec<&str> = verdict.failures().iter().map(|f| f.what.as_str()).collect();
     assert!(
         what.iter().any(|w| w.starts_with(
             "model-side attribution (oracle.model-side.attribution): ? (exchange 1): unattributed request:"

@@ -2316,11 +2316,11 @@ pub(crate) fn tampered(json: &str, tamper: impl FnOnce(&mut runner::Run)) -> Vec
             rehearsal::internals::harness::schedule::Schedule::default_order(),
         ),
     );
-    let what: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
-    assert!(verdict.passed(), "the untouched run fails: {what:#?}\n{}", verdict.run.trace.text());
-    let mut run = verdict.run;
+    let what: Vec<&str> = verdict.failures().iter().map(|f| f.what.as_str()).collect();
+    assert!(verdict.passed(), "the untouched run fails: {what:#?}\n{}", verdict.run().unwrap().trace.text());
+    let mut run = verdict.into_run().unwrap();
     tamper(&mut run);
-    runner::judge(&scenario, run).failures.into_iter().map(|f| f.what).collect()
+    runner::judge(&scenario, run).failures().iter().map(|f| f.what.clone()).collect()
 }
 
 pub(crate) fn line_of(run: &runner::Run, found: impl Fn(&Event) -> bool) -> usize {

@@ -113,7 +113,7 @@ fn misread(misread: impl FnOnce(&mut Vec<rehearsal::sut::Profile>)) -> Vec<Strin
             rehearsal::internals::harness::schedule::Schedule::default_order(),
         ),
     );
-    let what: Vec<&str> = clean.failures.iter().map(|f| f.what.as_str()).collect();
+    let what: Vec<&str> = clean.failures().iter().map(|f| f.what.as_str()).collect();
     assert!(clean.passed(), "the profiles as read fail: {what:#?}");
     misread(&mut profiles);
     let judged = runner::judge(
@@ -124,7 +124,7 @@ fn misread(misread: impl FnOnce(&mut Vec<rehearsal::sut::Profile>)) -> Vec<Strin
             rehearsal::internals::harness::schedule::Schedule::default_order(),
         ),
     );
-    judged.failures.into_iter().map(|f| f.what).filter(|w| w.starts_with("oracle context")).collect()
+    judged.failures().iter().map(|f| f.what.clone()).filter(|w| w.starts_with("oracle context")).collect()
 }
 
 fn assert_one(failures: &[String], want: &str) {

@@ -72,7 +72,7 @@ fn verify_inline(core: &TinyRoku, json: &str) -> Verdict {
 
 fn show(verdict: &Verdict) -> String {
     verdict
-        .failures
+        .failures()
         .iter()
         .map(|f| format!("{}\n{}", f.what, f.lines.iter().map(|l| format!("    | {l}\n")).collect::<String>()))
         .collect()
@@ -103,7 +103,7 @@ fn sweep(core: &TinyRoku) -> Sweep {
         if verdict.passed() {
             found.passed.push(relative);
         } else {
-            found.failed.push((relative, verdict.failures.iter().map(|f| f.what.clone()).collect()));
+            found.failed.push((relative, verdict.failures().iter().map(|f| f.what.clone()).collect()));
         }
     }
     found
@@ -164,7 +164,7 @@ fn one_child_scenario(len: usize) -> String {
 }
 
 fn names_oracle(verdict: &Verdict, oracle: &str) -> bool {
-    verdict.failures.iter().any(|f| f.what.starts_with(&format!("oracle {oracle}")))
+    verdict.failures().iter().any(|f| f.what.starts_with(&format!("oracle {oracle}")))
 }
 
 #[test]
@@ -210,7 +210,7 @@ fn tiny_roku_keeps_its_own_call_ids_and_the_oracles_judge_it_anyway() {
     let verdict = verify(&TinyRoku::new(), &roku("agent-budget-from-5"));
     assert!(verdict.passed(), "{}", show(&verdict));
 
-    let exchanges = &verdict.run.exchanges;
+    let exchanges = &verdict.run().unwrap().exchanges;
     let model_ids: BTreeSet<&str> = exchanges
         .iter()
         .filter_map(|e| e.reply.as_ref())
@@ -250,7 +250,7 @@ fn renaming_call_ids_changes_no_verdict_and_no_trace_line() {
     assert!(own.passed(), "{}", show(&own));
     let echoed = verify(&TinyRoku::new().with_call_ids(CallIds::Model), &file);
     assert!(echoed.passed(), "{}", show(&echoed));
-    assert_eq!(own.run.trace.text(), echoed.run.trace.text(), "the ids reach no trace line");
+    assert_eq!(own.trace().unwrap().text(), echoed.trace().unwrap().text(), "the ids reach no trace line");
 }
 
 /// Generated Roku scenarios (knobs at their edges, several turns, LLM errors, timeouts next to

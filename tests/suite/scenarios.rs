@@ -10,7 +10,7 @@ fn every_scenario_passes_and_matches_its_snapshot() {
     insta::glob!("../../scenarios", "**/*.json", |path| {
         let (scenario, verdict) = runner::Runner::new().check_file(path).unwrap_or_else(|e| panic!("{e}"));
         let failures: Vec<String> = verdict
-            .failures
+            .failures()
             .iter()
             .map(|f| format!("{}\n{}", f.what, f.lines.iter().map(|l| format!("    | {l}\n")).collect::<String>()))
             .collect();
@@ -26,7 +26,7 @@ fn every_scenario_passes_and_matches_its_snapshot() {
             description => scenario.description.clone(),
             omit_expression => true,
         }, {
-            insta::assert_snapshot!(name, rehearsal::internals::golden::render(&scenario, &verdict));
+            insta::assert_snapshot!(name, rehearsal::internals::golden::render(&scenario, verdict.run().unwrap()));
         });
     });
 }

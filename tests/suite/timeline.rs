@@ -27,7 +27,7 @@ fn run(relative: &str) -> (String, Trace) {
     let (scenario, verdict) =
         runner::Runner::new().check_file(&manifest_path(relative)).unwrap_or_else(|e| panic!("{e}"));
     assert!(verdict.passed(), "{relative} should pass before it is drawn");
-    (scenario.name, verdict.run.trace)
+    (scenario.name, verdict.into_run().unwrap().trace)
 }
 
 fn picture(relative: &str) -> String {
@@ -236,7 +236,8 @@ fn every_scenario_and_fixture_that_runs_draws_a_well_formed_picture() {
     for (file, _) in cli::collect(&folders).files {
         // Bad input does not run; a run that stops (an exhausted lane) is drawn with its stop.
         let Ok((scenario, verdict)) = runner::Runner::new().check_file(&file) else { continue };
-        check_picture(&scenario.name, &verdict.run.trace).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        check_picture(&scenario.name, &verdict.run().unwrap().trace)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         drawn += 1;
     }
     assert!(drawn > 100, "only {drawn} files were drawn");

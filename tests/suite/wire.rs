@@ -166,7 +166,10 @@ async fn a_childs_requests_are_put_down_to_main_1_and_a_clean_run_passes() {
     assert!(run.side.exchanges.iter().all(|e| e.replied >= Some(e.arrived)), "wall times, replies after requests");
     let verdict = wire::judge(&scenario, &run);
     verdict.assert_passed();
-    assert!(verdict.run.model_side.is_some());
+    // A served run is judged as what it is: a runtime seen from the model's side, no fake run.
+    assert!(verdict.run().is_none(), "a served run holds no in-process run");
+    assert!(matches!(verdict.subject(), rehearsal::Subject::Served(_)));
+    assert_eq!(verdict.model_side().map(|side| side.exchanges.len()), Some(3));
 }
 
 #[tokio::test]
@@ -174,11 +177,15 @@ async fn a_parent_handed_the_untruncated_child_reply_fails_the_model_side_trunca
     let (scenario, run) = delegate("The logs show nothing unusual.").await;
     let verdict = wire::judge(&scenario, &run);
     assert!(!verdict.passed());
-    let whats: Vec<&str> = verdict.failures.iter().map(|f| f.what.as_str()).collect();
+    let whats: Vec<&str> = verdict.failures().iter().map(|f| f.what.as_str()).collect();
     assert!(
         whats.iter().any(|w| w.starts_with("model-side truncation (oracle.model-side.truncation): main request #2")),
         "{verdict}"
     );
+    // The clause and the agent are data, for a machine to compare without reading the prose.
+    let finding = verdict.failures().iter().find(|f| f.what.starts_with("model-side truncation")).unwrap();
+    assert_eq!(finding.clause.as_deref(), Some("oracle.model-side.truncation"));
+    assert_eq!(finding.agent.as_deref(), Some("main"));
 }
 
 #[tokio::test]
@@ -371,7 +378,7 @@ async fn under_a_barrier_requests_are_answered_one_at_a_time_in_alias_order() {
     // The barrier orders the answers, not the record: the requests are judged as they came,
     // and children asking in reverse order of their calls break the queue's order.
     let verdict = wire::judge(&scenario, &run);
-    let failures: Vec<String> = verdict.failures.iter().map(|f| f.what.clone()).collect();
+    let failures: Vec<String> = verdict.failures().iter().map(|f| f.what.clone()).collect();
     assert_eq!(failures.len(), 1, "{verdict}");
     assert!(
         failures[0].contains("this child first asks at") && failures[0].contains("after main/2, whose call came later"),
@@ -419,7 +426,7 @@ fn a_dropped_stream_fails_the_model_call_in_process() {
     let scenario = load("dropped.json");
     let verdict = rehearsal::Runner::new().verify(&scenario, &[]);
     verdict.assert_passed();
-    let lines = verdict.run.trace.lines().join("\n");
+    let lines = verdict.run().unwrap().trace.lines().join("\n");
     assert!(lines.contains(r#"llm.error      "stream dropped after 1 chunk""#), "{lines}");
 }
 
