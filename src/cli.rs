@@ -30,7 +30,9 @@ use crate::generate::Family;
 use crate::jobs;
 use crate::sut::SystemUnderTest;
 
+#[doc(hidden)]
 pub use run::{Found, collect, is_scenario_text};
+#[doc(hidden)]
 pub use style::{ColorChoice, Terminal};
 
 /// How a command ended, as an exit code.
@@ -55,6 +57,7 @@ pub enum Exit {
 /// rehearsal: deterministic simulation and testing of agent orchestration rules.
 #[derive(Parser, Debug)]
 #[command(name = "rehearsal", version, about, after_help = TOP_AFTER_HELP)]
+#[doc(hidden)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -321,6 +324,7 @@ enum Format {
 
 /// Runs the command line on the built-in core and returns the exit code, writing to `out` and `err` as to
 /// streams that are not terminals (no colour under `--color auto`, no progress bar).
+#[doc(hidden)]
 pub fn main(cli: Cli, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
     execute(cli, crate::runner::Runner::new().sut(), out, err, Terminal::default())
 }
@@ -396,6 +400,7 @@ impl<W> Checked<W> {
 
 /// A parsed command line run on `core`, told which of `out` and `err` are terminals: what
 /// [`main_with`] does after parsing, for tests that give their own writers.
+#[doc(hidden)]
 pub fn execute(
     cli: Cli,
     core: &dyn SystemUnderTest,

@@ -10,8 +10,11 @@
 //! A [`Session`] runs user turns at its root agent (`main`). Children are `main/1`, `main/2`,
 //! ... in spawn order, their children `main/1/1`, and so on.
 
+#[doc(hidden)]
 pub mod approval;
+#[doc(hidden)]
 pub mod budget;
+#[doc(hidden)]
 pub mod pseudo;
 
 mod agent_loop;
@@ -141,6 +144,7 @@ pub(crate) fn system_prompt(
 }
 
 /// A user's session with the root agent: turns, steering, and quitting.
+#[doc(hidden)]
 pub struct Session {
     shared: Arc<Shared>,
     history: Transcript,
@@ -152,6 +156,7 @@ pub struct Session {
 
 /// Sends messages to a session's root from elsewhere (another task, a UI).
 #[derive(Clone)]
+#[doc(hidden)]
 pub struct Steering {
     shared: Arc<Shared>,
 }

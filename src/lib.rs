@@ -19,7 +19,7 @@
 //!
 //! A file goes through the same door: `Runner::new().check_file(path)`, or
 //! [`load::file`] and then [`Runner::check_loaded`]. Another core plugs in by implementing
-//! [`SystemUnderTest`] (`Runner::new().on(&core)`), and gets the whole `rehearsal` command
+//! [`SystemUnderTest`](sut::SystemUnderTest) (`Runner::new().on(&core)`), and gets the whole `rehearsal` command
 //! line on it with one call, `rehearsal::cli::main_with(&core)` in its own `src/bin/` (feature
 //! `cli`; `examples/tiny_roku/cli.rs` does it for a second core): `run` with text, JSON and
 //! JUnit, `--explore`, `--coverage`, `--timeline`, `--snapshots`/`--accept`, `fuzz`, `new`,
@@ -142,7 +142,9 @@ mod markup;
 mod oracles;
 pub mod rules;
 mod run;
+#[doc(hidden)]
 pub mod runner;
+#[doc(hidden)]
 pub mod scenario;
 mod seed;
 pub mod sut;
@@ -151,16 +153,10 @@ pub mod trace;
 #[cfg(feature = "wire")]
 pub mod wire;
 
+#[doc(hidden)]
 pub mod internals;
 
 pub use crate::judge::{Failure, FailureKind, Judgement, Served, Subject, Verdict};
-pub use crate::load::Loaded;
 pub use crate::run::Run;
 pub use crate::runner::{Prepared, Runner};
 pub use crate::scenario::{Lane, Reply, Scenario, ScenarioBuilder, ScenarioError, Turn};
-pub use crate::sut::approval::Asker;
-pub use crate::sut::event::Observer;
-pub use crate::sut::llm::Llm;
-pub use crate::sut::tool::Tool;
-pub use crate::sut::{CoreSession, SystemUnderTest};
-pub use crate::trace::Trace;

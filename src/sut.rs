@@ -21,6 +21,7 @@ pub mod approval;
 pub mod event;
 pub mod llm;
 pub mod tool;
+#[doc(hidden)]
 pub mod transcript;
 
 use std::fmt;

@@ -59,6 +59,7 @@ pub(crate) fn unprintable(c: char) -> bool {
 /// Text made safe for a terminal or a CI log: control characters (newlines, escapes, bells),
 /// and the Unicode controls that reorder a line, written as `\n`, `\t`, `\r` or `\u{..}`, so a
 /// scenario name or a file name can neither forge a `PASS` line nor colour the output.
+#[doc(hidden)]
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = unprintable;
     if !text.chars().any(unsafe_char) {
@@ -78,12 +79,14 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// `s` as a JSON string, whole (`"a\"b"`), written straight into one string.
+#[doc(hidden)]
 pub fn json_string(s: &str) -> String {
     serde_json::to_string(s).expect("a string serializes")
 }
 
 /// A string quoted for a message (JSON quoting, control characters escaped), shortened in the
 /// middle past 160 characters as in the text trace.
+#[doc(hidden)]
 pub fn quoted(s: &str) -> String {
     printable(&q(s)).into_owned()
 }
@@ -91,6 +94,7 @@ pub fn quoted(s: &str) -> String {
 /// How an expected text and the text found differ, readably at any length: both texts when
 /// short; else both lengths, the first character where they differ (from 1) and a short
 /// window of each around it.
+#[doc(hidden)]
 pub fn text_difference(expected: &str, got: &str) -> String {
     const SHORT: usize = 60;
     let (want_chars, got_chars) = (expected.chars().count(), got.chars().count());

@@ -58,6 +58,7 @@
 //! What this module deliberately does not do: start the runtime (that is `rehearsal drive`),
 //! or read any event of a core.
 
+#[doc(hidden)]
 pub mod api;
 mod barrier;
 pub mod clock;
@@ -69,6 +70,7 @@ pub mod record;
 pub mod runtime;
 mod script;
 mod server;
+#[doc(hidden)]
 pub mod stream;
 
 use std::time::Duration;
@@ -111,14 +113,17 @@ pub struct WireFinding {
 
 /// The most characters of a request's own text that a finding or an error message quotes;
 /// longer text is cut there and its length given ([`excerpt`]).
+#[doc(hidden)]
 pub const QUOTE_CHARS_MAX: usize = 200;
 
 /// The most characters one finding's message holds, whatever it quotes: a net under
 /// [`QUOTE_CHARS_MAX`], so that no request can make a report large.
+#[doc(hidden)]
 pub const FINDING_CHARS_MAX: usize = 1000;
 
 /// `text` as a finding quotes it: whole when it has at most [`QUOTE_CHARS_MAX`] characters,
 /// else its start, `…` and its length (`aaaa… (8388608 chars)`).
+#[doc(hidden)]
 pub fn excerpt(text: &str) -> String {
     excerpt_to(text, QUOTE_CHARS_MAX)
 }
@@ -231,6 +236,7 @@ pub struct WireRun {
 /// each request arrived (milliseconds, labelled `virtual` under the clock and `wall`
 /// without it), who it was put down to, what it held, and the reply given and when; then, under
 /// the clock, each request the client gave up on, at the virtual time of its give-up.
+#[doc(hidden)]
 pub fn trace_lines(run: &WireRun) -> Vec<String> {
     use crate::evidence::attribution::Attribution;
     let unit = if run.side.wall_times { "ms wall" } else { "ms virtual" };

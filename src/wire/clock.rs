@@ -14,11 +14,12 @@
 //! This module does not pause tokio's clock (a paused clock would auto-advance while the
 //! endpoint waits on its sockets), does not serve HTTP and does not start runtimes.
 
+#[doc(hidden)]
 pub mod endpoint;
 
-pub use endpoint::{
-    Arrival, Clock, ClockEndpoint, ClockOptions, ClockReport, ClockStopped, Release, Released, Stamp, Turn, request_key,
-};
+#[doc(hidden)]
+pub use endpoint::{Arrival, Release, Released, Stamp, Turn, request_key};
+pub use endpoint::{Clock, ClockEndpoint, ClockOptions, ClockReport, ClockStopped};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,14 +30,17 @@ use serde::{Deserialize, Serialize};
 use crate::seed::splitmix64;
 
 /// The protocol version this harness speaks (`hello.protocol`, `welcome.protocol`).
+#[doc(hidden)]
 pub const PROTOCOL: u32 = 1;
 
 /// The longest message line the harness reads, in bytes (1 MiB).
+#[doc(hidden)]
 pub const LINE_BYTES_MAX: usize = 1 << 20;
 
 /// The most lines read from one connection and not yet taken by the endpoint: past it the
 /// endpoint stops reading that socket until it has taken some (TCP then holds the runtime
 /// back), so lines never queue without limit.
+#[doc(hidden)]
 pub const LINES_QUEUED_MAX: usize = 64;
 
 /// Every limit of the clock, each with its default.
@@ -72,6 +76,7 @@ impl Default for ClockLimits {
 /// A message from the runtime (one JSON line; unknown fields are ignored).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[doc(hidden)]
 pub enum FromRuntime {
     /// The first message.
     Hello {
@@ -104,6 +109,7 @@ pub enum FromRuntime {
 
 /// An idle report (`{"op":"idle",…}`).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[doc(hidden)]
 pub struct IdleReport {
     /// Counts idle reports from 1 on this connection.
     pub seq: u64,
@@ -118,6 +124,7 @@ pub struct IdleReport {
 
 /// What the runtime says of one connection to the model endpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[doc(hidden)]
 pub struct ConnReport {
     /// The runtime's end of the connection (`127.0.0.1:51000`): the peer address the endpoint
     /// accepted it from.
@@ -146,6 +153,7 @@ fn yes() -> bool {
 /// A message to the runtime.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[doc(hidden)]
 pub enum ToRuntime {
     /// The answer to `hello`.
     Welcome {
@@ -196,6 +204,7 @@ pub enum ToRuntime {
 
 /// A connection with released replies the runtime has not read yet ([`ToRuntime::Pending`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[doc(hidden)]
 pub struct PendingConn {
     /// The runtime's end of the connection.
     pub conn: String,
@@ -214,11 +223,13 @@ impl ToRuntime {
 
 /// Names a reply scheduled with [`VirtualClock::schedule_release`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[doc(hidden)]
 pub struct ReleaseId(pub u64);
 
 /// Names a request counted with [`ServerEvent::Arrived`], waiting for its turn
 /// ([`Step::Take`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[doc(hidden)]
 pub struct ArrivalId(pub u64);
 
 /// How the clock ended, at which virtual time.
@@ -318,6 +329,7 @@ impl fmt::Display for ClockEnd {
 
 /// What the clock waits for when it cannot move.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[doc(hidden)]
 pub enum Waiting {
     /// No runtime is connected.
     Runtime,
@@ -380,6 +392,7 @@ impl fmt::Display for Waiting {
 
 /// What to do next, from [`VirtualClock::next_step`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[doc(hidden)]
 pub enum Step {
     /// Write these replies now, in this order.
     Release(Vec<ReleaseId>),
@@ -410,6 +423,7 @@ pub struct ProtocolError(pub String);
 /// the runtime woke by itself (`busy`). [`VirtualClock::server`] therefore holds such events
 /// until the advance is settled, then applies them in order at the settled time.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[doc(hidden)]
 pub enum ServerEvent {
     /// A connection from this peer was accepted.
     Opened(String),
@@ -453,6 +467,7 @@ pub enum ServerEvent {
 /// after the endpoint has scheduled the answer to the previous ([`ServerEvent::Scheduled`] or
 /// [`ServerEvent::Taken`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[doc(hidden)]
 pub struct ArrivedRequest {
     /// The peer.
     pub conn: String,
@@ -464,6 +479,7 @@ pub struct ArrivedRequest {
 
 /// When a reply is due.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[doc(hidden)]
 pub enum Due {
     /// At this virtual time (now if it has passed).
     At(u64),
@@ -517,6 +533,7 @@ struct Scheduled {
 
 /// The clock protocol's rules as a state machine (see the module docs).
 #[derive(Clone, Debug)]
+#[doc(hidden)]
 pub struct VirtualClock {
     now_ns: u64,
     limits: ClockLimits,
@@ -1088,6 +1105,7 @@ fn fresh_counts() -> Conn {
 
 /// Virtual nanoseconds as the trace writes times: seconds with milliseconds (`10.000s`), or
 /// with nanoseconds when the time is not a whole millisecond (`0.000500000s`).
+#[doc(hidden)]
 pub fn seconds(ns: u64) -> String {
     let (secs, rest) = (ns / 1_000_000_000, ns % 1_000_000_000);
     if rest % 1_000_000 == 0 { format!("{secs}.{:03}s", rest / 1_000_000) } else { format!("{secs}.{rest:09}s") }

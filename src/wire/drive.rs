@@ -146,6 +146,7 @@ pub struct Driven {
 }
 
 /// Fills the placeholders of one argument.
+#[doc(hidden)]
 pub fn substitute(arg: &str, message: &str, turn: usize, session: &str, home: &Path, workdir: &Path) -> String {
     // One pass, so a message holding `{turn}` is not substituted again.
     let mut out = String::with_capacity(arg.len());

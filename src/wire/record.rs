@@ -21,6 +21,7 @@
 //! (the oracles do), or parse the command line (the CLI does). Wire times are wall times: a
 //! recording is not deterministic, its replay is as deterministic as `drive` is.
 
+#[doc(hidden)]
 pub mod proxy;
 
 use std::path::{Path, PathBuf};
@@ -42,6 +43,7 @@ use proxy::{Event, Outcome, Proxy, ProxyOptions, Recording};
 
 /// Patterns of secrets blanked in every recording, whatever `--redact` adds: OpenAI-style
 /// keys, bearer tokens, and `api_key` fields written inside a text.
+#[doc(hidden)]
 pub const DEFAULT_REDACT: [&str; 3] = [
     r"sk-[A-Za-z0-9_\-]{8,}",
     r"(?i)bearer\s+[A-Za-z0-9._~+/=\-]{8,}",
@@ -49,10 +51,12 @@ pub const DEFAULT_REDACT: [&str; 3] = [
 ];
 
 /// What a secret becomes in the file.
+#[doc(hidden)]
 pub const REDACTED: &str = "[redacted]";
 
 /// Volatile spans every recording names (besides `--volatile`): the date bub writes into
 /// every user message, and the temp folders `drive` and `record` run a runtime in.
+#[doc(hidden)]
 pub const DEFAULT_VOLATILE: [&str; 2] = [r"---Date: [^\n]*?---", r"[^\s'`]*rehearsal-drive-[0-9]+-[0-9]+"];
 
 /// Object keys whose string values are credentials, wherever they stand (case ignored).
@@ -718,6 +722,7 @@ fn root_turns(recording: &Recording, attributions: &[Option<Attribution>]) -> Ve
 /// `value` with every secret blanked: the string values of credential keys, every literal
 /// `secret` (auth header values seen), and every match of `patterns`. Applied to every string
 /// of the file, keys' values and texts alike, so no field is missed.
+#[doc(hidden)]
 pub fn redacted(value: Value, secrets: &[String], patterns: &[regex::Regex]) -> Value {
     redacted_in(value, secrets, patterns, false)
 }

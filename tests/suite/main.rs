@@ -10,6 +10,7 @@ mod clock_shim;
 mod coverage;
 mod determinism;
 mod drive;
+mod face;
 mod fuzz_campaigns;
 mod golden;
 mod hostile;
