@@ -191,9 +191,18 @@ fn a_verdict_is_built_only_by_the_judge_and_never_edited() {
 fn the_rooms_on_the_run_path_read_no_file() {
     let src = crate::support::manifest_path("src");
     for room in ["core", "harness", "evidence", "oracles", "run", "judge", "coverage"] {
+        // The room's file and every file under its folder, however deep (`src/coverage/detectors/`).
         let mut files = vec![src.join(format!("{room}.rs"))];
-        if let Ok(dir) = std::fs::read_dir(src.join(room)) {
-            files.extend(dir.map(|e| e.unwrap().path()));
+        let mut dirs = vec![src.join(room)];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for path in entries.map(|e| e.unwrap().path()) {
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
         }
         for file in files.into_iter().filter(|f| f.is_file()) {
             let text = std::fs::read_to_string(&file).unwrap();
