@@ -22,7 +22,9 @@ mod facts;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-pub use crate::clauses::{Clause, clauses};
+#[cfg(feature = "cli")]
+pub use crate::clauses::Clause;
+pub use crate::clauses::clauses;
 use crate::evidence::Evidence;
 use detectors::{DETECTORS, Detector, NOT_MEASURABLE};
 use facts::Facts;
@@ -99,6 +101,7 @@ fn detectors() -> &'static [Option<Detector>] {
 
 /// Coverage over many runs: per clause, how many runs exercised it and the first example.
 #[derive(Clone, Debug, Default)]
+#[cfg(feature = "cli")]
 pub struct Tally {
     runs: u64,
     counts: Vec<(u64, Option<String>)>,
@@ -106,6 +109,7 @@ pub struct Tally {
 
 /// One clause's line of a [`Tally`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg(feature = "cli")]
 pub struct Line<'a> {
     /// The clause.
     pub clause: Clause,
@@ -117,6 +121,7 @@ pub struct Line<'a> {
     pub example: Option<&'a str>,
 }
 
+#[cfg(feature = "cli")]
 impl Tally {
     /// Adds one run's clauses; `example` names the run (a file, a case).
     pub fn add(&mut self, reached: &Reached, example: &str) {
@@ -183,7 +188,7 @@ mod tests {
         let missing: Vec<&str> = clauses().iter().map(|c| c.id).filter(|id| measure(id).is_none()).collect();
         assert!(
             missing.is_empty(),
-            "clauses of docs/rules/ with no detector in src/coverage.rs (add one to DETECTORS, or, if no run can show it, a reason to NOT_MEASURABLE): {missing:?}"
+            "clauses of docs/rules/ with no detector (add one to the page's file under src/coverage/detectors/, or, if no run can show it, a reason to NOT_MEASURABLE): {missing:?}"
         );
         let both: Vec<&str> =
             DETECTORS.iter().map(|(id, _)| *id).filter(|id| NOT_MEASURABLE.iter().any(|(n, _)| n == id)).collect();

@@ -19,7 +19,9 @@
 //! case started is finished, so the cases a stopped campaign ran are always the first ones
 //! of its shard ([`Report::case_numbers`]), and their verdicts are those of any other run.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+#[cfg(feature = "cli")]
+use std::path::PathBuf;
 
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -79,7 +81,7 @@ pub fn check_judged(scenario: &Scenario, schedule: Schedule, judge: crate::oracl
     check_on(runner::Runner::new().sut(), scenario, schedule, judge)
 }
 
-/// [`check_judged`] on the core `sut` instead of the built-in one.
+/// `check_judged` on the core `sut` instead of the built-in one.
 pub fn check_on(
     sut: &dyn SystemUnderTest,
     scenario: &Scenario,
@@ -443,6 +445,7 @@ pub fn run_campaign(
 /// The family a campaign on a core with `capabilities` draws from, for `asked`: `Any` narrows
 /// to the one family the core implements (so fewer cases are skipped); a family the core
 /// lacks entirely is refused, since every case would be skipped.
+#[cfg(feature = "cli")]
 pub fn family_for(asked: Family, capabilities: crate::sut::Capabilities) -> Result<Family, String> {
     match (asked, capabilities.foreground, capabilities.background) {
         (_, false, false) => {
@@ -458,7 +461,7 @@ pub fn family_for(asked: Family, capabilities: crate::sut::Capabilities) -> Resu
 
 /// [`run_campaign`] on the core `sut`: cases that need a feature the core lacks are drawn
 /// (so case numbers and seeds mean the same on every core) but not run, and counted in
-/// [`Report::skipped`]. Give it a family [`family_for`] allows, or most cases are skipped.
+/// [`Report::skipped`]. Give it a family `family_for` allows, or most cases are skipped.
 pub fn run_campaign_on(
     sut: &dyn SystemUnderTest,
     options: &Options,
@@ -684,13 +687,8 @@ fn shrink_until(
     }
 }
 
-/// The scenario with every lane cut to the replies its run used, unused lanes dropped, and
-/// tools and profiles no remaining reply names dropped.
-pub fn trim(scenario: &Scenario, schedule: Schedule) -> Scenario {
-    trim_on(runner::Runner::new().sut(), scenario, schedule)
-}
-
-/// [`trim`], by the run on the core `sut`.
+/// The scenario with every lane cut to the replies its run on the core `sut` used, unused
+/// lanes dropped, and tools and profiles no remaining reply names dropped.
 fn trim_on(sut: &dyn SystemUnderTest, scenario: &Scenario, schedule: Schedule) -> Scenario {
     // Profiles the loader refuses: no run to trim by.
     let Ok(profiles) = case_profiles(sut, scenario) else { return scenario.clone() };
@@ -716,6 +714,7 @@ fn trim_on(sut: &dyn SystemUnderTest, scenario: &Scenario, schedule: Schedule) -
 }
 
 /// Names a finding and writes it as a scenario file in `dir`. Returns the path.
+#[cfg(feature = "cli")]
 pub fn write(finding: &Finding, seed: u64, dir: &Path) -> std::io::Result<PathBuf> {
     let mut scenario = finding.scenario.clone();
     scenario.name = format!("fuzz-seed{seed}-case{}", finding.case);

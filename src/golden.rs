@@ -12,7 +12,9 @@
 //! machine. This module compares and writes files; it does not run anything.
 
 use std::fmt::Write as _;
+#[cfg(feature = "cli")]
 use std::io;
+#[cfg(feature = "cli")]
 use std::path::{Path, PathBuf};
 
 use crate::run::Run;
@@ -43,6 +45,7 @@ pub fn render(scenario: &Scenario, run: &Run) -> String {
 /// The name of a scenario file's golden file: its path under `root` (the folder it was
 /// found in) with `/` as `__` and without `.json` (`roku/x.json` → `roku__x`); for a file
 /// given on its own, its stem.
+#[cfg(feature = "cli")]
 pub fn name(file: &Path, root: &Path) -> String {
     let relative = file.strip_prefix(root).ok().filter(|r| !r.as_os_str().is_empty());
     let relative = relative.unwrap_or_else(|| Path::new(file.file_name().unwrap_or(file.as_os_str())));
@@ -52,6 +55,7 @@ pub fn name(file: &Path, root: &Path) -> String {
 
 /// How a trace compared with its golden file.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg(feature = "cli")]
 pub enum Compared {
     /// The golden file holds this very trace.
     Same,
@@ -80,12 +84,14 @@ pub enum Compared {
 
 /// The golden files of a folder.
 #[derive(Clone, Debug)]
+#[cfg(feature = "cli")]
 pub struct Store {
     dir: PathBuf,
     /// Files the store must never write over (the run's inputs).
     inputs: Vec<PathBuf>,
 }
 
+#[cfg(feature = "cli")]
 impl Store {
     /// Golden files kept in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Store {
@@ -170,6 +176,7 @@ impl Store {
 
 /// Whether `a` and `b` are one file (by device and inode where there are, so a hard link
 /// counts; else by canonical path). A path that does not exist is no file yet: false.
+#[cfg(feature = "cli")]
 pub fn same_file(a: &Path, b: &Path) -> bool {
     let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else { return false };
     #[cfg(unix)]
@@ -184,6 +191,7 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+#[cfg(feature = "cli")]
 fn remove_if_present(path: &Path) -> io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
@@ -195,6 +203,7 @@ fn remove_if_present(path: &Path) -> io::Result<()> {
 /// plain (letters, digits, `/._-+@`, as every path of this repository's suite), and as a
 /// quoted YAML string otherwise, so that no path (one holding a `---` line, a `: `, a `#`)
 /// cuts the header short or changes what it says (issue 27).
+#[cfg(feature = "cli")]
 fn header(source: &Path, description: &str) -> String {
     let source = yaml_scalar(&source.to_string_lossy().replace('\\', "/"));
     let mut out = format!("---\nsource: {source}\n");
@@ -208,6 +217,7 @@ fn header(source: &Path, description: &str) -> String {
 /// `text` as a YAML scalar: plain when it is made of letters, digits and `/._-+@` and starts
 /// with none of the characters YAML reads as markup, else a double-quoted string (JSON's
 /// quoting, which YAML reads the same: newlines and quotes escaped).
+#[cfg(feature = "cli")]
 fn yaml_scalar(text: &str) -> String {
     let plain_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '+' | '@');
     let plain_start = text.starts_with(|c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_'));
@@ -219,6 +229,7 @@ fn yaml_scalar(text: &str) -> String {
 }
 
 /// A golden file's header (through its closing `---` line) and body.
+#[cfg(feature = "cli")]
 fn split(text: &str) -> (&str, &str) {
     let Some(rest) = text.strip_prefix("---\n") else { return ("", text) };
     match rest.find("\n---\n") {

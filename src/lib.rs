@@ -39,13 +39,14 @@
 //! OpenAI-compatible server and the runtime driver), `profile-files` (agent profile files,
 //! `.agents/agents/*.md`). The default is all four; docs/own-core.md says more.
 //!
-//! The map, in reading order. The public modules are the API; the others are private to the
-//! crate and re-exported, with no stability promise, under [`internals`] for the tests and
-//! advanced users:
+//! The map, in reading order. The public modules and the root's re-exports are the API
+//! (`tests/suite/face.txt` lists it); the others are private to the crate, and the names of
+//! theirs that the tests, benchmarks and examples use are re-exported one by one, with no
+//! stability promise, under the hidden `internals`:
 //!
 //! - [`rules`]: the rule knobs of both sub-agent families, with the `roku` and `bub` presets, and
 //!   the rules' fixed words the judges read (`rules::words`: tool names, refusal texts).
-//! - [`seed`](internals::seed): SplitMix64, the one source of every draw of a run.
+//! - `seed`: SplitMix64, the one source of every draw of a run.
 //! - [`sut`]: the system-under-test boundary: the traits through which the harness drives any
 //!   orchestration core (`SystemUnderTest`, `Llm`, `Tool`, `Asker`, `Observer`) and the event
 //!   vocabulary a core reports in. Types only.
@@ -59,38 +60,38 @@
 //! - [`trace`]: the record of a run, one line per event, as text and as JSON lines.
 //! - [`dialect`]: how a runtime spells sub-agents to the model (spawn tools, prompts, results), as
 //!   data: what attribution and the model-side oracles read.
-//! - [`evidence`](internals::evidence): what the oracles judge: the trace plus the exchanges the
+//! - `evidence`: what the oracles judge: the trace plus the exchanges the
 //!   model saw, and `evidence::attribution`, which puts each exchange down to an agent from the
 //!   model's side.
-//! - [`harness`](internals::harness): what plugs into the boundary under test: the scripted mock
+//! - `harness`: what plugs into the boundary under test: the scripted mock
 //!   LLM (`harness::mock_llm`), simulated tools (`harness::sim_tools`), the scripted approval
 //!   answers (`harness::asker`), the trace recorder and exchange log, and the one object that
 //!   breaks same-instant ties (`harness::schedule`).
 //! - `markup`: the one escaping of text written into the XML-family reports (JUnit, the
 //!   timeline's SVG and HTML).
-//! - [`timeline`](internals::timeline): a picture of a finished run's trace on the virtual time
+//! - `timeline`: a picture of a finished run's trace on the virtual time
 //!   axis (SVG, or an HTML page beside the text trace), for `rehearsal run FILE --timeline
 //!   out.svg`; and of a wire run from the model's side, for `rehearsal drive FILE --timeline`.
-//! - [`run`](internals::run): one paused run of a scenario on a core, into a [`Run`]: the session
+//! - `run`: one paused run of a scenario on a core, into a [`Run`]: the session
 //!   context is built once, the facts as written kept apart from what the core is given.
-//! - [`judge`](internals::judge): a finished run against the scenario's expectations, its unused
+//! - `judge`: a finished run against the scenario's expectations, its unused
 //!   script, its trace fragments and every oracle, into a [`Verdict`].
 //! - [`runner`]: the [`Runner`] API: which core, which tie orders, how to judge; a prepared
 //!   scenario run as often as a verification and its explored orders need.
-//! - [`oracles`](internals::oracles): the oracles, each a rule of `docs/rules/core.md` §6, checked
+//! - `oracles`: the oracles, each a rule of `docs/rules/core.md` §6, checked
 //!   on the evidence of every run.
 //! - `clauses`: the clause ids of `docs/rules/`, read from the pages at build time; a leaf that
 //!   `scenario` (cited ids, checked at load) and `coverage` both read.
-//! - [`coverage`](internals::coverage): which rule clauses of `docs/rules/` a run exercised, by a
+//! - `coverage`: which rule clauses of `docs/rules/` a run exercised, by a
 //!   detector per clause over its evidence; counted over a suite (`run --coverage`) or a fuzz
 //!   campaign.
-//! - [`generate`](internals::generate): proptest strategies producing valid scenarios across both
+//! - `generate`: proptest strategies producing valid scenarios across both
 //!   rule sets.
-//! - [`fuzz`](internals::fuzz): `rehearsal fuzz`: generated cases against every oracle, shrunk to a
+//! - `fuzz`: `rehearsal fuzz`: generated cases against every oracle, shrunk to a
 //!   file.
-//! - [`golden`](internals::golden): golden traces: each scenario's reviewed trace in an insta
+//! - `golden`: golden traces: each scenario's reviewed trace in an insta
 //!   snapshot file.
-//! - [`jobs`](internals::jobs): independent runs spread over threads, results handed back in order.
+//! - `jobs`: independent runs spread over threads, results handed back in order.
 //! - [`wire`] (feature `wire`), the wing for runtimes in other processes, with one door: only
 //!   `cli` imports it. rehearsal plays the model over OpenAI Chat Completions and judges what
 //!   the model saw: the server and the bridge from a request to its lane, the judgement of a
@@ -101,8 +102,8 @@
 //!   a proxy to an upstream model, written as a scenario) and the process helpers they share.
 //! - [`cli`]: the `rehearsal` command line on any core ([`cli::main_with`]); `main.rs` is it on
 //!   the built-in core.
-//! - [`internals`]: the private rooms above, re-exported for tests, benchmarks and examples; no
-//!   stability promise.
+//! - `internals` (hidden): names of the private rooms above, re-exported one by one for the
+//!   tests, benchmarks and examples; no stability promise.
 //!
 //! Architecture Invariants:
 //! - `sut` depends on nothing else in this crate but `rules`; `core` only on `rules`, `seed`
@@ -135,6 +136,7 @@ mod fuzz;
 mod generate;
 mod golden;
 mod harness;
+#[cfg(feature = "cli")]
 mod jobs;
 mod judge;
 pub mod load;
@@ -148,6 +150,8 @@ pub mod runner;
 pub mod scenario;
 mod seed;
 pub mod sut;
+// Its file writers (`--timeline`) are the command line's; the library draws in memory.
+#[cfg_attr(not(feature = "cli"), allow(dead_code, unused_imports))]
 mod timeline;
 pub mod trace;
 #[cfg(feature = "wire")]

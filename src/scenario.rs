@@ -44,6 +44,7 @@ pub(crate) use suggest::{did_you_mean, nearest as nearest_name};
 pub use task_refs::with_task_ids;
 pub(crate) use task_refs::{task_number, task_reference};
 pub use text::Text;
+#[cfg(feature = "wire")]
 pub(crate) use tools::builtin_call_fits;
 pub use tools::{RiskTag, ToolFn, ToolResult, ToolSpec};
 pub use validate::{check_profile_names, check_seconds, validate};

@@ -2,7 +2,7 @@
 //!
 //! With the clock paused, many things can be due at one virtual instant (two children's
 //! replies in the same millisecond, a reply and a steering message). The harness's
-//! [`Clock`](super::clock::Clock) delivers each instant's waits in one go, in the order of
+//! `harness::clock::Clock` delivers each instant's waits in one go, in the order of
 //! their [`Schedule::rank`]: registration order by default, so default traces stay
 //! byte-identical from run to run; a seeded permutation under [`Schedule::seeded`], which
 //! changes which waiting task the runtime runs first. The schedule never splits an instant:

@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "wire")]
 use super::builtin;
 use super::format::is_zero;
 use super::text::Text;
@@ -88,6 +89,7 @@ pub struct ToolResult {
 
 /// Whether a call of `tool` with `args` is one the built-in tool's parameters accept: `None`
 /// when `tool` is not a built-in tool (a file must declare it or mark the call).
+#[cfg(feature = "wire")]
 pub(crate) fn builtin_call_fits(tool: &str, args: &serde_json::Value) -> Option<bool> {
     builtin::parameters(tool)?;
     Some(builtin::check_call(tool, args, "").is_ok())
