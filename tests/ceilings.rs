@@ -9,7 +9,7 @@
 //! with `repeatable` replies that amplify whatever they do. Each is parsed as a file; one that
 //! loads is run once. To run thousands of cases in seconds, the ceilings are lowered
 //! ([`scenario::lower_ceilings`]): the bound scales with them, so what holds here at 1/64
-//! holds at the built-in ceilings (which `tests/suite/hostile.rs` checks on its reproducers).
+//! holds at the built-in ceilings (which `tests/suite/load/hostile.rs` checks on its reproducers).
 //! `CEILING_CASES` sets how many cases run (default 3,000); a failure prints the file.
 
 use std::alloc::{GlobalAlloc, Layout, System};

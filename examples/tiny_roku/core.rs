@@ -19,7 +19,7 @@
 //! keeps and in the result it appends. `docs/evidence.md` says call ids may be anything and
 //! are compared only within one request; the fork-isolation oracle disagrees for the root's
 //! own replies, so [`CallIds::Model`] (echo the model's ids) exists to show that the ids are
-//! the only difference (`tests/suite/own_runtime.rs`).
+//! the only difference (`tests/suite/runner/own_runtime.rs`).
 
 use std::future::Future;
 use std::pin::Pin;

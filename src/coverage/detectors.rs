@@ -30,11 +30,11 @@ pub(super) static DETECTORS: LazyLock<Vec<(&str, Detector)>> =
 pub(super) const NOT_MEASURABLE: &[(&str, &str)] = &[
     (
         "bub.profile.locations",
-        "where a profile file was found is settled before the run; the evidence shows only the profile a child ran under (tests/suite/bad_input.rs, scenarios/bub/profile-workspace-over-home.json)",
+        "where a profile file was found is settled before the run; the evidence shows only the profile a child ran under (tests/suite/load/bad_input.rs, scenarios/bub/profile-workspace-over-home.json)",
     ),
     (
         "bub.profile.invalid-file",
-        "a bad profile file stops the run before it starts: bad input, never evidence (tests/suite/bad_input.rs)",
+        "a bad profile file stops the run before it starts: bad input, never evidence (tests/suite/load/bad_input.rs)",
     ),
     (
         "bub.profile.workspace-over-home",
@@ -46,11 +46,11 @@ pub(super) const NOT_MEASURABLE: &[(&str, &str)] = &[
     ),
     (
         "core.knob.validated",
-        "a rule set that breaks a knob's limit is refused before the run: bad input, never evidence (tests/suite/bad_input.rs, tests/suite/hostile.rs)",
+        "a rule set that breaks a knob's limit is refused before the run: bad input, never evidence (tests/suite/load/bad_input.rs, tests/suite/load/hostile.rs)",
     ),
     (
         "core.time.run-limits",
-        "a run that reaches its horizon or event cap is stopped and fails, so no passing run shows it (tests/fixtures/hostile/stops/, tests/suite/hostile.rs)",
+        "a run that reaches its horizon or event cap is stopped and fails, so no passing run shows it (tests/fixtures/hostile/stops/, tests/suite/load/hostile.rs)",
     ),
     (
         "core.never.wall-clock",

@@ -81,7 +81,7 @@ fn accept_needs_a_snapshot_folder() {
 /// Checks `xml` against the JUnit schema of Jenkins' xunit plugin
 /// (`tests/fixtures/junit/junit-10.xsd`), read by `junit_schema`: nothing outside cargo.
 fn junit_valid(xml: &str) -> Result<(), String> {
-    crate::junit_schema::Schema::junit().check(xml)
+    crate::cli::junit_schema::Schema::junit().check(xml)
 }
 
 #[test]

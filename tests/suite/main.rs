@@ -1,42 +1,15 @@
-//! Integration tests, one module per area.
+//! Integration tests in one binary, a folder per area of `src/` (as turmoil's `tests/net/`):
+//! this file only declares them.
 
 mod architecture;
-mod authoring;
-mod bad_input;
 mod cli;
-mod clock_protocol;
-mod clock_serve;
-mod clock_shim;
 mod coverage;
-mod determinism;
-mod drive;
 mod face;
-mod fuzz_campaigns;
 mod golden;
-mod hostile;
-mod hostile_wire;
-mod instants;
-mod junit_schema;
-mod library;
-mod logging;
-mod model_side;
-mod model_side_blind;
-mod no_events;
+mod load;
 mod oracles;
-mod oracles_context;
-mod oracles_costs;
-mod oracles_precedence;
-mod oracles_routing;
-mod oracles_runs;
-mod oracles_sessions;
-mod oracles_texts;
-mod oracles_wait;
-mod order_robust;
-mod own_cli;
-mod own_runtime;
 mod readme;
-mod record;
-mod robustness;
+mod runner;
 mod scenarios;
 mod support;
 mod timeline;

@@ -12,16 +12,26 @@
 
 mod budget;
 mod concurrency;
+mod context;
+mod costs;
 mod delivery;
 mod depth;
 mod determinism;
 mod end_to_end;
 mod evidence;
 mod fork_isolation;
+mod model_side;
+mod model_side_blind;
+mod precedence;
+mod routing;
+pub(crate) mod runs;
+mod sessions;
 mod termination;
+mod texts;
 mod timeouts;
 mod traces;
 mod truncation;
+mod wait;
 
 pub(crate) use end_to_end::{line_of, parse, tampered};
 pub(crate) use evidence::edit;

@@ -1,4 +1,4 @@
-//! A test-only agent runtime for `rehearsal drive` (tests/suite/drive.rs): a std-only HTTP
+//! A test-only agent runtime for `rehearsal drive` (tests/suite/wire/drive.rs): a std-only HTTP
 //! client of `OPENAI_BASE_URL` that does one thing per mode, so the tests need no Python.
 //!
 //! `rehearsal-test-runtime MODE [MESSAGE]`:

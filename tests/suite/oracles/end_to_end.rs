@@ -11,7 +11,7 @@ use rehearsal::sut::llm::Message;
 use rehearsal::trace::What;
 use rehearsal::{runner, scenario};
 
-use crate::oracles_runs::{self, assert_has};
+use super::runs::{self as oracles_runs, assert_has};
 
 use super::evidence::{edit, kid, ms};
 

@@ -13,11 +13,11 @@ use rehearsal::internals::fuzz;
 use rehearsal::internals::generate::{self, Family};
 use rehearsal::sut::{Capabilities, SystemUnderTest};
 
-use crate::junit_schema::Schema;
+use crate::cli::junit_schema::Schema;
 use crate::support::manifest_path;
 
 // TinyRoku is compiled once for the suite, in `own_runtime`.
-use crate::own_runtime::tiny_roku::TinyRoku;
+use crate::runner::own_runtime::tiny_roku::TinyRoku;
 
 /// Runs a command line on `core`; the exit and what it wrote to stdout and stderr.
 fn on(core: &dyn SystemUnderTest, args: &[&str]) -> (Exit, String, String) {

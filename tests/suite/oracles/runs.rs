@@ -7,7 +7,7 @@ use rehearsal::sut::event::Event;
 use rehearsal::sut::llm::Message;
 use rehearsal::trace::What;
 
-use super::oracles::edit;
+use super::edit;
 
 /// A roku run with every kind of ordinary call: a catalog call, a failed one, an `Agent` call,
 /// an unknown name that spends the last step (and the last recovery: a nudge), and the

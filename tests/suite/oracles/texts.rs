@@ -5,8 +5,8 @@ use rehearsal::sut::event::Event;
 use rehearsal::sut::llm::Message;
 use rehearsal::trace::What;
 
-use super::oracles::tampered;
-use super::oracles_runs::{BUB_TEXTS, ROKU_CALLS, ROKU_STEER, assert_has, edit_request, line_at, tool_end};
+use super::runs::{BUB_TEXTS, ROKU_CALLS, ROKU_STEER, assert_has, edit_request, line_at, tool_end};
+use super::tampered;
 
 fn set_result(run: &mut rehearsal::runner::Run, line: usize, text: &str) {
     match &mut run.trace.entries[line].what {
@@ -208,7 +208,7 @@ fn texts_nudge_the_model_reads_worded_otherwise() {
 
 #[test]
 fn texts_wait_on_known_tasks_refused_as_unknown() {
-    let failures = tampered(super::oracles_runs::BUB_WAIT_NAMED, |run| {
+    let failures = tampered(super::runs::BUB_WAIT_NAMED, |run| {
         let line = tool_end(run, "subagent.wait", 0);
         match &mut run.trace.entries[line].what {
             What::Core(Event::ToolEnded { result, is_error, .. }) => {

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::oracles::tampered;
-use super::oracles_runs::{BUB_TEXTS, ROKU_STEER, assert_has, request_of};
+use super::runs::{BUB_TEXTS, ROKU_STEER, assert_has, request_of};
+use super::tampered;
 
 #[test]
 fn context_foreground_child_without_its_parents_model() {
@@ -103,7 +103,7 @@ fn misread(misread: impl FnOnce(&mut Vec<rehearsal::sut::Profile>)) -> Vec<Strin
     use std::path::Path;
 
     use rehearsal::runner;
-    let scenario = super::oracles::parse(PROFILE_SOURCES);
+    let scenario = super::parse(PROFILE_SOURCES);
     let mut profiles = rehearsal::load::resolve_profiles(&scenario, Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
     let clean = runner::judge(
         &scenario,
@@ -178,7 +178,7 @@ fn profiles_whitespace_around_a_body_is_not_judged() {
 
 #[test]
 fn profiles_refused_by_the_loader_is_a_finding_only_if_they_read() {
-    let scenario = super::oracles::parse(PROFILE_SOURCES);
+    let scenario = super::parse(PROFILE_SOURCES);
     let refused = rehearsal::internals::oracles::profiles_refused(&scenario.profile_files, &scenario.profiles, "no");
     assert!(refused.is_some_and(|v| v.message.contains("which read as written: no")));
     let mut broken = scenario.profile_files.clone();

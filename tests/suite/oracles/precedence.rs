@@ -6,8 +6,8 @@ use std::time::Duration;
 use rehearsal::sut::event::Event;
 use rehearsal::trace::What;
 
-use super::oracles::tampered;
-use super::oracles_runs::{BUB_TEXTS, assert_has, line_at, request_of};
+use super::runs::{BUB_TEXTS, assert_has, line_at, request_of};
+use super::tampered;
 
 #[test]
 fn precedence_profile_limit_taken_over_the_calls() {
@@ -166,7 +166,7 @@ fn precedence_auto_gate_asks_nobody() {
         asked.what = What::Asked { tool: "Read".into(), approve: true };
         run.trace.entries.insert(line, asked);
     });
-    let found = super::oracles_runs::of(&failures, "precedence");
+    let found = super::runs::of(&failures, "precedence");
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(
         found[0].ends_with(

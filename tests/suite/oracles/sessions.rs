@@ -6,8 +6,8 @@ use rehearsal::sut::event::Event;
 use rehearsal::sut::llm::Message;
 use rehearsal::trace::What;
 
-use super::oracles::tampered;
-use super::oracles_runs::{BUB_WAIT_NAMED, assert_has, edit_request, line_at, tool_end};
+use super::runs::{BUB_WAIT_NAMED, assert_has, edit_request, line_at, tool_end};
+use super::tampered;
 
 #[test]
 fn sessions_continuation_starts_from_an_empty_session() {

@@ -4,8 +4,8 @@
 use rehearsal::sut::event::Event;
 use rehearsal::trace::What;
 
-use super::oracles::{line_of, tampered};
-use super::oracles_runs::{BUB_FAMILY, ROKU_CALLS, assert_has, of, set_budget, tool_end};
+use super::runs::{BUB_FAMILY, ROKU_CALLS, assert_has, of, set_budget, tool_end};
+use super::{line_of, tampered};
 
 #[test]
 fn costs_every_call_priced_as_the_rules_say_passes() {

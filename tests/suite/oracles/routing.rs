@@ -6,8 +6,8 @@ use rehearsal::sut::event::Event;
 use rehearsal::sut::llm::Message;
 use rehearsal::trace::What;
 
-use super::oracles::tampered;
-use super::oracles_runs::{BUB_FAMILY, ROKU_STEER, assert_has, edit_request, line_at};
+use super::runs::{BUB_FAMILY, ROKU_STEER, assert_has, edit_request, line_at};
+use super::tampered;
 
 const STEER: &str = "Also check the roof.";
 

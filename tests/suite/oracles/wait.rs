@@ -6,8 +6,8 @@ use std::time::Duration;
 use rehearsal::sut::event::{Event, Via};
 use rehearsal::trace::What;
 
-use super::oracles::tampered;
-use super::oracles_runs::{BUB_WAIT_NAMED, assert_has, tool_end};
+use super::runs::{BUB_WAIT_NAMED, assert_has, tool_end};
+use super::tampered;
 
 const READ_BOTH: &str = r#"[{"task_id":"sub-6e789e6a","status":"completed","result":"Looked."},{"task_id":"sub-e220a839","status":"completed","result":"First draft."}]"#;
 

@@ -18,7 +18,7 @@ use rehearsal::sut::Profile;
 use rehearsal::sut::llm::Role;
 
 #[allow(dead_code)]
-#[path = "../../examples/tiny_roku/core.rs"]
+#[path = "../../../examples/tiny_roku/core.rs"]
 pub(crate) mod tiny_roku;
 
 use tiny_roku::{Bug, CallIds, TinyRoku};

@@ -359,7 +359,7 @@ fn a_panic_in_the_cores_turn_is_the_runs_internal_error_with_its_place() {
     let verdict = Runner::new().on(&Panicky { in_spawned_task: false }).check(&one_turn()).unwrap();
     assert!(verdict.internal_error(), "{verdict}");
     let first = &verdict.failures()[0].what;
-    assert!(first.starts_with("internal error: panicked at tests/suite/hostile.rs:"), "{verdict}");
+    assert!(first.starts_with("internal error: panicked at tests/suite/load/hostile.rs:"), "{verdict}");
     assert!(first.ends_with(": the turn broke"), "{verdict}");
 }
 
@@ -368,7 +368,7 @@ fn a_panic_in_a_task_the_core_spawned_is_never_swallowed() {
     let verdict = Runner::new().on(&Panicky { in_spawned_task: true }).check(&one_turn()).unwrap();
     assert!(verdict.internal_error(), "{verdict}");
     let first = &verdict.failures()[0].what;
-    assert!(first.starts_with("internal error: panicked at tests/suite/hostile.rs:"), "{verdict}");
+    assert!(first.starts_with("internal error: panicked at tests/suite/load/hostile.rs:"), "{verdict}");
     assert!(first.ends_with(": a child task broke"), "{verdict}");
     // It stopped the run at once, not at the horizon, and the horizon is not blamed.
     assert!(verdict.run().unwrap().elapsed < Duration::from_secs(10), "{verdict}");
