@@ -363,7 +363,7 @@ pub fn main_with(core: &dyn SystemUnderTest) -> ExitCode {
         // A reader that stopped reading (`| head`) wanted no more: not an error.
         Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         Some(e) => {
-            // Issue 27: `> /dev/full` exited 0 with nothing said. The report is lost, so the
+            // `> /dev/full` must not exit 0 with nothing said. The report is lost, so the
             // outcome is bad usage (2) unless something worse already happened.
             eprintln!("error: cannot write the report to standard output: {e}");
             code = code.max(Exit::BadInput as u8);
@@ -435,7 +435,7 @@ pub fn execute(
             judge,
         } => {
             // At most one thread per core: a case is all computation, so more threads only
-            // cost memory (issue 27: `-j 33000` aborted). `run_campaign` caps them at the cases.
+            // cost memory (`-j 33000` would abort). `run_campaign` caps them at the cases.
             let jobs = jobs.map_or_else(jobs::default_jobs, usize::from).min(jobs::default_jobs());
             let asked = match family {
                 FamilyArg::Any => Family::Any,

@@ -529,7 +529,7 @@ pub fn run_campaign_on(
         }
     };
     // No more threads than cases; and a thread the system will not start is one fewer, not a
-    // panic (issue 27: `-j 40000` panicked with "WouldBlock"): every thread runs the same loop.
+    // panic (`-j 40000` asks for more than a system starts): every thread runs the same loop.
     let wanted = u64::try_from(options.jobs.max(1)).unwrap_or(u64::MAX).min(total.max(1));
     let mut threads = 1;
     std::thread::scope(|scope| {

@@ -99,7 +99,7 @@ impl Store {
     }
 
     /// The store refuses to write a golden or pending file that is one of `inputs` (a
-    /// scenario file called `x.snap`, a link), with an error naming it (issue 27).
+    /// scenario file called `x.snap`, a link), with an error naming it.
     pub fn protecting(mut self, inputs: Vec<PathBuf>) -> Store {
         self.inputs = inputs;
         self
@@ -134,7 +134,7 @@ impl Store {
     ) -> io::Result<Compared> {
         let (golden, pending) = self.paths(name);
         // Read through the front door's bounded reader: a golden file that is a FIFO or a link
-        // to a device is refused, not read until memory runs out (issue 27, class 3).
+        // to a device is refused, not read until memory runs out.
         let existing = match std::fs::metadata(&golden) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             _ => Some(crate::load::read(&golden, "golden file").map_err(|e| io::Error::other(e.to_string()))?),
@@ -202,7 +202,7 @@ fn remove_if_present(path: &Path) -> io::Result<()> {
 /// A new golden file's header, in insta's format. The path is written as it is when it is
 /// plain (letters, digits, `/._-+@`, as every path of this repository's suite), and as a
 /// quoted YAML string otherwise, so that no path (one holding a `---` line, a `: `, a `#`)
-/// cuts the header short or changes what it says (issue 27).
+/// cuts the header short or changes what it says.
 #[cfg(feature = "cli")]
 fn header(source: &Path, description: &str) -> String {
     let source = yaml_scalar(&source.to_string_lossy().replace('\\', "/"));
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_path_holding_a_dash_line_does_not_cut_the_golden_header() {
-        // Issue 27: `source: a\n---\nb.json` ended the header at the path's `---` line.
+        // `source: a\n---\nb.json` must not end the header at the path's `---` line.
         let source = Path::new("odd\n---\nname: x.json");
         let text = format!("{}scenario: s\n---\n    line\n", header(source, "d"));
         let (head, body) = split(&text);

@@ -5,7 +5,7 @@
 //! characters XML 1.0 cannot hold at all (most control characters), and the ones the text
 //! report also escapes ([`crate::trace::printable`]: C1 controls, bidi overrides and isolates,
 //! line and paragraph separators, which XML could hold but which reorder or split what a CI
-//! page shows, issue 27), are written as `\u{..}`, as are the non-characters U+FFFE and
+//! page shows), are written as `\u{..}`, as are the non-characters U+FFFE and
 //! U+FFFF. Line breaks and tabs are kept as character references where a report's text may
 //! run over lines ([`Breaks::Keep`]: a JUnit failure message), and shown as `\u{..}` where it
 //! is one line ([`Breaks::Show`]: a timeline label).

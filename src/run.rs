@@ -90,8 +90,8 @@ impl Run {
     /// The exchanges the oracles judge: all of them, except in a run the event limit cut,
     /// whose trace stops while the run goes on a little: there, only the requests the trace
     /// still holds (one `llm.request` line each, in order). A request past the cut holds
-    /// messages whose events the trace lost, and would read as foreign to its agent (issue
-    /// 27: a fork-isolation violation only the stop caused).
+    /// messages whose events the trace lost, and would read as foreign to its agent (a
+    /// fork-isolation violation only the stop caused).
     fn judged_exchanges(&self) -> &[Exchange] {
         let cut = self.limit_hit.as_ref().is_some_and(|hit| hit.limit == Limit::Events);
         if !cut {
@@ -310,7 +310,7 @@ pub(crate) async fn run_paused(
     // when they next run, which they do before the runtime is dropped.
     let unfinished = work.filter(|_| !work_done);
     // A steering message timed after the session's last turn ended is never delivered: a
-    // failed check, not a silent pass (issue 27). Only for a session that ended by itself: a
+    // failed check, not a silent pass. Only for a session that ended by itself: a
     // stopped run says why it stopped already.
     let ended_at = recorder.elapsed();
     for (i, handle) in &steering {

@@ -305,7 +305,7 @@ impl Prepared<'_, '_> {
         }
         let mut judgement = self.verified();
         // A run with no same-instant tie is the same run in every order: exploring would
-        // re-run it K times (`--explore 100000` re-ran one order 100,001 times).
+        // re-run it K times (`--explore 100000` would re-run one order 100,001 times).
         let tied = judgement.run().is_some_and(|run| run.tied_instants > 0);
         let explore = if tied { self.runner.explore } else { 0 };
         // A failure the default order already shows is not repeated; one that only explored

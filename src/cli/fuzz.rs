@@ -133,7 +133,7 @@ fn clauses_reached(report: &Report) -> String {
 }
 
 /// The summary's line of clauses never reached, if any. A long list is cut: the summary is
-/// read by a person (issue 42: 158 ids on one line); `rehearsal run --coverage-all` lists
+/// read by a person (158 ids on one line are not read); `rehearsal run --coverage-all` lists
 /// every clause.
 fn never_reached(never: &[&str]) -> String {
     const SHOWN: usize = 10;
@@ -167,7 +167,7 @@ fn ending(report: &Report, time: Option<Duration>) -> String {
 /// Why the campaign cannot start, if it cannot: no case to run (`--cases 0`, or a shard with
 /// none of the cases), or a `--out` a finding could not be written to. Checked before the
 /// first case, so a CI gate cannot pass by running nothing, and a long campaign does not lose
-/// its shrunk finding at the end (issue 27).
+/// its shrunk finding at the end.
 fn refused(campaign: &Campaign, dir: &Path) -> Option<String> {
     let cases = campaign.options.cases;
     if cases == 0 {

@@ -21,7 +21,7 @@ pub(super) enum Preset {
 
 /// The file `NAME` stands for: `NAME.json`, or `NAME` when it already ends in `.json`. The
 /// suffix is appended, never swapped for what follows a dot (`new v1.2` writes `v1.2.json`,
-/// not `v1.json`: issue 27).
+/// not `v1.json`).
 fn file_of(name: &Path) -> PathBuf {
     if name.extension().is_some_and(|e| e == "json") {
         return name.to_path_buf();
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn a_dotted_name_keeps_its_dots_in_the_file_name() {
-        // Issue 27: `new v1.2` wrote `v1.json`.
+        // Not `v1.json`: the suffix is appended, never swapped for what follows a dot.
         assert_eq!(file_of(Path::new("v1.2")), PathBuf::from("v1.2.json"));
         assert_eq!(file_of(Path::new("dir/a.b.c")), PathBuf::from("dir/a.b.c.json"));
         assert_eq!(file_of(Path::new("x.json")), PathBuf::from("x.json"));

@@ -144,7 +144,7 @@ impl Reporter {
     /// A usage error (a bad `--require-coverage`, no scenario file, a `--filter` that matched
     /// nothing): on stderr, counted (exit 2), and in the machine report as well, so a program
     /// reading it learns why there is nothing else: a JSON `usage_error` record, a JUnit error
-    /// case. Issue 27: an early usage error left JSON and JUnit readers with no document.
+    /// case. Otherwise an early usage error would leave JSON and JUnit readers no document.
     pub(super) fn usage_error(&mut self, out: &mut dyn Write, err: &mut dyn Write, text: &str) {
         self.usage_errors += 1;
         self.error(err, text);
@@ -528,7 +528,7 @@ mod tests {
 
     #[test]
     fn junit_escapes_bidi_controls_as_the_text_report_does() {
-        // Issue 27: U+202E reached the JUnit report raw while the text report escaped it.
+        // U+202E must not reach the JUnit report raw while the text report escapes it.
         let name = "ok\u{202e}gpj.exe\u{2066}x\u{2029}y\u{85}z";
         assert_eq!(escape(name), printable(name).into_owned());
         assert_eq!(escape("a<b\u{1}"), "a&lt;b\\u{1}");

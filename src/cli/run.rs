@@ -74,8 +74,8 @@ pub fn collect(paths: &[PathBuf]) -> Found {
         };
         if !metadata.is_dir() {
             if metadata.is_file() {
-                // Named and also found in a folder named (either first): it runs once
-                // (issue 27: it ran and counted twice).
+                // Named and also found in a folder named (either first): it runs, and is
+                // counted, once.
                 if seen.insert(std::fs::canonicalize(root).unwrap_or_else(|_| root.clone())) {
                     found.files.push((root.clone(), root.clone()));
                 }
@@ -204,8 +204,8 @@ pub(super) fn run(
         let text = format!("--timeline draws one run: give exactly one scenario file ({} given)", files.len());
         return early(reporter, out, err, &text);
     }
-    // No output may be written over an input (issue 27: `--timeline self.json` overwrote the
-    // scenario it ran, with exit 0).
+    // No output may be written over an input (`--timeline self.json` would overwrite the
+    // scenario it runs, with exit 0).
     let inputs: Vec<PathBuf> =
         files.iter().map(|(file, _)| file.clone()).chain(args.require_coverage.iter().cloned()).collect();
     if let Some(timeline) = &args.timeline
@@ -317,7 +317,7 @@ pub(super) fn run(
 /// The files whose golden files would be distinct, and an error for each file whose golden
 /// name another file of the run also has (`x/s.json` and `y/s.json` named on their own, or
 /// `a__b.json` beside `a/b.json`): golden names are injective, so no golden file is ever
-/// shared (issue 27: `--accept` passed both while one overwrote the other). Names that differ
+/// shared (else `--accept` passes both while one overwrites the other). Names that differ
 /// only in letter case count as shared too, since they are one file on a case-insensitive
 /// file system. Refused rather than renamed: a golden's name stays a function of its file and
 /// folder alone, whatever else runs beside it.
@@ -353,7 +353,7 @@ pub(super) fn golden_names_apart(files: Vec<(PathBuf, PathBuf)>) -> (Vec<(PathBu
 }
 
 /// Ends the command at a usage error found before any file ran: exit 2, and under
-/// `--format json|junit` the summary record or the whole document still (issue 27).
+/// `--format json|junit` the summary record or the whole document still.
 fn early(mut reporter: Reporter, out: &mut dyn Write, err: &mut dyn Write, text: &str) -> Exit {
     reporter.usage_error(out, err, text);
     match reporter.format() {
@@ -387,7 +387,7 @@ fn progress_bar(files: usize, args: &RunArgs, terminal: Terminal) -> indicatif::
 /// In time linear in the name (times the length of the pattern's longest piece between `*`s,
 /// over 64): the pieces are matched left to right, each at its leftmost place after the one
 /// before, which is the whole glob's match whenever there is one. The classic backtracking
-/// matcher cost pattern × name (issue 27: 17.5 s on a long name).
+/// matcher costs pattern × name (17.5 s on a long name).
 fn name_matches(pattern: &str, name: &str) -> bool {
     if !pattern.contains(['*', '?']) {
         return name.contains(pattern);
@@ -475,7 +475,7 @@ mod tests {
 
     #[test]
     fn the_linear_glob_matcher_agrees_with_the_backtracking_one() {
-        // The backtracking matcher it replaced (issue 27), as the reference on every pattern
+        // The classic backtracking matcher, as the reference on every pattern
         // and name of up to 5 characters over a small alphabet.
         fn classic(p: &[char], t: &[char]) -> bool {
             let (mut i, mut j, mut star, mut from) = (0, 0, None, 0);
@@ -514,7 +514,7 @@ mod tests {
 
     #[test]
     fn a_long_glob_on_a_long_name_is_matched_in_one_pass() {
-        // Issue 27: `*a*a*…*b` on a long run of `a`s cost pattern × name (17.5 s).
+        // `*a*a*…*b` on a long run of `a`s costs a backtracking matcher pattern × name (17.5 s).
         let pattern = "*a".repeat(20_000) + "*b";
         let name = "a".repeat(200_000);
         assert!(!name_matches(&pattern, &name));

@@ -74,8 +74,8 @@ impl Tool for SimTool {
             let result = made.as_ref().or(declared.results.get(call - 1)).or(declared.results.last());
             let latency = result.and_then(|r| r.latency_ms).map_or(declared.latency, Duration::from_millis);
             self.clock.sleep(latency, || format!("tool {} #{call}", declared.spec.name)).await;
-            // A result is built only when the run budget has room for it (issue 27: a
-            // repeatable call of a tool whose result repeats a text a million times).
+            // A result is built only when the run budget has room for it: a repeatable call
+            // of a tool whose result repeats a text a million times would outgrow memory first.
             let text = result.and_then(|r| r.error.as_ref().or(r.text.as_ref()));
             if let Some(text) = text
                 && !self.stop.may_make_text(text.byte_len())

@@ -116,7 +116,7 @@ pub const MAX_FRONT_MATTER_NESTING: usize = 16;
 
 /// Refuses front matter past [`MAX_FRONT_MATTER_BYTES`] or nested past
 /// [`MAX_FRONT_MATTER_NESTING`], before the YAML parser sees it: the parser's own recursion
-/// limit applies only after quadratic work on nested flow collections (issue 27: 162 KB took
+/// limit applies only after quadratic work on nested flow collections (162 KB of them take
 /// 16 s). The nesting is counted in one pass, outside quoted scalars and comments (a quote
 /// opens a scalar after a blank or `[{,:`, as YAML's do; an apostrophe inside a word does
 /// not); a bracket in a plain scalar counts too, which can only over-count.
@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn nested_flow_front_matter_is_refused_before_the_yaml_parser_sees_it() {
-        // Issue 27: 162 KB of nested flow YAML took 16 s to parse before its recursion limit.
+        // 162 KB of nested flow YAML takes the parser 16 s to reach its recursion limit.
         let nested = format!("---\ndescription: x\ntools: {}{}\n---\n", "[".repeat(80_000), "]".repeat(80_000));
         let e = parse(Path::new("p.md"), &nested).unwrap_err().to_string();
         assert!(e.contains("more than the 16384 a profile may have"), "{e}");

@@ -308,8 +308,8 @@ fn check_when(when: &When, max: usize, place: &str) -> Result<(), Problem> {
     }
     for (field, refs) in [("result_of", &when.result_of), ("no_result_of", &when.no_result_of)] {
         for (i, reference) in refs.iter().enumerate() {
-            // The same spelling as in call arguments: no sign, no leading zero (issue 27:
-            // `$task01` and `$task+1` were read as `$task1` here).
+            // The same spelling as in call arguments: no sign, no leading zero (so `$task01`
+            // and `$task+1` are refused here, not read as `$task1`).
             if task_number(reference).is_none() {
                 return Err(Problem::new(
                     format!("{place}.{field}[{i}]"),
@@ -402,8 +402,8 @@ fn validate_limits(s: &Scenario) -> Result<(), Problem> {
     if limits.max_events == 0 {
         return Err(Problem::new("limits.max_events", "must be at least 1"));
     }
-    // No file lifts its own limits past the ceilings (issue 27: a 150-byte file that raised
-    // `max_text_chars` asked for a 20 GB text).
+    // No file lifts its own limits past the ceilings (a 150-byte file that raised
+    // `max_text_chars` could ask for a 20 GB text).
     let ceilings = ceilings();
     for (field, value, ceiling) in [
         ("limits.max_events", limits.max_events, ceilings.max_events),
@@ -455,7 +455,7 @@ fn validate_limits(s: &Scenario) -> Result<(), Problem> {
 
 /// The answer the core makes to a call of an unknown tool is the rules' `unknown_tool_message`
 /// with every `{name}` replaced by the tool's name: bounded here, at load, by the text limit,
-/// since the core expands it (issue 27: `{name}` repeated, with long names, took 2.9 GB).
+/// since the core expands it (`{name}` repeated, with long names, can take 2.9 GB).
 fn unknown_tool_answer(message: &str, tool: &str, max: usize, at: impl fmt::Display) -> Result<(), Problem> {
     let names = message.matches("{name}").count();
     let chars =
@@ -483,7 +483,7 @@ fn text_chars(text: &Text) -> Option<usize> {
 /// All the texts of the file's request checks (`check_every`, `check`, `when`) together stand
 /// for at most `limits.max_text_chars` characters: each is searched for in every message of
 /// every request it checks, so their sum, not only each one, sets the work of a request
-/// (issue 27: 2,000 long `absent` texts in a 70 KB file ran past 30 s).
+/// (2,000 long `absent` texts in a 70 KB file would run past 30 s).
 fn check_texts_total(s: &Scenario) -> Result<(), Problem> {
     fn of_check(check: &Check) -> impl Iterator<Item = &Text> {
         let ends = [&check.first_message, &check.last_message].into_iter().flatten();

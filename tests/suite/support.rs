@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 /// What one run of the binary gave.
 pub struct Output {
@@ -33,6 +34,46 @@ pub fn rehearsal(args: &[&str]) -> Output {
         stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
         stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
     }
+}
+
+/// The path of the test runtime (tests/wire_runtime/runtime.rs), built on the first call.
+///
+/// The runtime is a package of its own, not a binary of this crate, so that `cargo install
+/// --path .` installs `rehearsal` alone; so there is no `CARGO_BIN_EXE_` for it, and cargo
+/// builds it here instead, into the test target's scratch folder, with its committed lock
+/// file. Cargo rebuilds it whenever its source changed, whichever command ran the tests
+/// (`cargo test`, `cargo test --test suite`, `cargo nextest run`, each nextest process
+/// building or finding it under cargo's own lock), and the path comes from cargo's report of
+/// what it built, never from a guess. A build that fails panics with cargo's output: no test
+/// runs a stale runtime, and none skips.
+pub fn test_runtime() -> &'static str {
+    static BUILT: OnceLock<String> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+        let out = Command::new(cargo)
+            .args(["build", "--locked", "--message-format", "json-render-diagnostics", "--manifest-path"])
+            .arg(manifest_path("tests/wire_runtime/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("wire-runtime"))
+            .output()
+            .expect("cargo runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "the test runtime (tests/wire_runtime) does not build:\n{}{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let executables: Vec<String> = stdout
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|message| message["reason"] == "compiler-artifact")
+            .filter_map(|message| message["executable"].as_str().map(str::to_string))
+            .collect();
+        match &executables[..] {
+            [one] => one.clone(),
+            other => panic!("cargo built {} executables for the test runtime: {other:?}", other.len()),
+        }
+    })
 }
 
 /// The absolute path of a file under the crate's root.

@@ -1225,7 +1225,7 @@ mod tests {
 
     #[test]
     fn an_sse_event_that_never_ends_is_cut_at_its_bound_and_the_buffer_freed() {
-        // An upstream that never writes the blank line ending an event (issue 37): the parser
+        // An upstream that never writes the blank line ending an event: the parser
         // stops at the bound instead of buffering and rescanning without end.
         let mut p = Parser::new(BodyKind::Sse, usize::MAX);
         p.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n");

@@ -1,7 +1,7 @@
 //! What the blind adversary of docs/model-side-blind.md found the model-side judge missing:
 //! each test takes a clean run's model-side record of the scenario written for the bug
 //! (`tests/fixtures/model-side-blind/`), shows that the oracles pass it, then changes the record
-//! as the patched core (`scripts/model-side-blind/NAME.patch`) changes what the model saw, and
+//! as the patched core (`lab/model-side-blind/NAME.patch`) changes what the model saw, and
 //! shows the oracle for the broken clause firing.
 
 use std::path::Path;

@@ -7,9 +7,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{Output, rehearsal};
-
-const RUNTIME: &str = env!("CARGO_BIN_EXE_rehearsal-test-runtime");
+use crate::support::{Output, rehearsal, test_runtime};
 
 fn drive(extra: &[&str], command: &[&str]) -> Output {
     let mut args = vec!["drive", "--color", "never"];
@@ -23,7 +21,7 @@ fn drive(extra: &[&str], command: &[&str]) -> Output {
 fn each_turn_runs_the_command_with_its_number_and_message_in_a_kept_workdir() {
     // The second request must extend the first: the runtime keeps its history in the working
     // directory, so this passes only if drive keeps it across the turns.
-    let out = drive(&["tests/drive/two-turns.json"], &[RUNTIME, "ask", "turn {turn}: {message}"]);
+    let out = drive(&["tests/drive/two-turns.json"], &[test_runtime(), "ask", "turn {turn}: {message}"]);
     assert_eq!(out.code, Some(0), "{}", out.both());
     assert!(out.stdout.contains("PASS drive-two-turns"), "{}", out.both());
     assert!(out.stderr.contains("2 requests, 2 turns"), "{}", out.both());
@@ -31,14 +29,14 @@ fn each_turn_runs_the_command_with_its_number_and_message_in_a_kept_workdir() {
 
 #[test]
 fn a_wrong_substitution_is_caught_by_the_request_check() {
-    let out = drive(&["tests/drive/two-turns.json"], &[RUNTIME, "ask", "{message}"]);
+    let out = drive(&["tests/drive/two-turns.json"], &[test_runtime(), "ask", "{message}"]);
     assert_eq!(out.code, Some(1), "{}", out.both());
     assert!(out.stdout.contains("check failed"), "{}", out.both());
 }
 
 #[test]
 fn stdout_is_what_expect_message_is_compared_with() {
-    let out = drive(&["tests/drive/wrong-message.json"], &[RUNTIME, "ask", "{message}"]);
+    let out = drive(&["tests/drive/wrong-message.json"], &[test_runtime(), "ask", "{message}"]);
     assert_eq!(out.code, Some(1), "{}", out.both());
     assert!(
         out.stdout.contains(
@@ -55,7 +53,7 @@ fn a_grandchild_left_sleeping_is_killed_with_the_process_group() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let pid_file = dir.path().join("pid");
     let out = Command::new(env!("CARGO_BIN_EXE_rehearsal"))
-        .args(["drive", "tests/drive/one-turn.json", "--", RUNTIME, "grandchild", "hello"])
+        .args(["drive", "tests/drive/one-turn.json", "--", test_runtime(), "grandchild", "hello"])
         .env("TEST_RUNTIME_PID_FILE", &pid_file)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -85,7 +83,7 @@ fn a_grandchild_left_sleeping_is_killed_with_the_process_group() {
 #[test]
 fn a_runtime_past_the_wall_clock_limit_is_killed_and_reported() {
     let started = Instant::now();
-    let out = drive(&["tests/drive/one-turn.json", "--turn-limit", "500ms"], &[RUNTIME, "hang", "hello"]);
+    let out = drive(&["tests/drive/one-turn.json", "--turn-limit", "500ms"], &[test_runtime(), "hang", "hello"]);
     assert_eq!(out.code, Some(1), "{}", out.both());
     assert!(out.stdout.contains("turns[0]: the runtime passed the wall-clock limit"), "{}", out.both());
     assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
@@ -93,7 +91,7 @@ fn a_runtime_past_the_wall_clock_limit_is_killed_and_reported() {
 
 #[test]
 fn a_runtime_that_dies_is_a_verdict_with_its_stderr() {
-    let out = drive(&["tests/drive/one-turn.json"], &[RUNTIME, "die"]);
+    let out = drive(&["tests/drive/one-turn.json"], &[test_runtime(), "die"]);
     assert_eq!(out.code, Some(1), "{}", out.both());
     assert!(out.stdout.contains("the runtime died of signal"), "{}", out.both());
     assert!(out.stdout.contains("stderr: rehearsal-test-runtime: dying on purpose"), "{}", out.both());
@@ -101,7 +99,7 @@ fn a_runtime_that_dies_is_a_verdict_with_its_stderr() {
 
 #[test]
 fn a_runtime_that_never_calls_is_a_verdict_not_a_hang() {
-    let out = drive(&["tests/drive/one-turn.json"], &[RUNTIME, "silent"]);
+    let out = drive(&["tests/drive/one-turn.json"], &[test_runtime(), "silent"]);
     assert_eq!(out.code, Some(1), "{}", out.both());
     assert!(out.stdout.contains("the runtime made no request to the model"), "{}", out.both());
 }
@@ -116,7 +114,7 @@ fn a_command_not_found_is_exit_4_not_a_rule_broken() {
 
 #[test]
 fn a_scenario_needing_a_tool_the_runtime_lacks_is_skipped_with_the_reason() {
-    let out = drive(&["tests/wire/delegate.json", "--runtime", "py-runtime"], &[RUNTIME, "silent"]);
+    let out = drive(&["tests/wire/delegate.json", "--runtime", "py-runtime"], &[test_runtime(), "silent"]);
     assert_eq!(out.code, Some(0), "{}", out.both());
     assert!(out.stderr.contains("skipped wire-delegate"), "{}", out.both());
     assert!(out.stderr.contains("lacks the tool `Agent`"), "{}", out.both());
@@ -124,21 +122,22 @@ fn a_scenario_needing_a_tool_the_runtime_lacks_is_skipped_with_the_reason() {
 
 #[test]
 fn expectations_on_core_events_are_noted_as_not_judged() {
-    let out = drive(&["tests/wire/delegate.json"], &[RUNTIME, "silent"]);
+    let out = drive(&["tests/wire/delegate.json"], &[test_runtime(), "silent"]);
     assert!(out.stderr.contains("not judged over the wire: turns[0].expect.outcome"), "{}", out.both());
     assert!(!out.stderr.contains("expect.message:"), "message is judged on stdout: {}", out.both());
 }
 
 #[test]
 fn an_unknown_runtime_or_a_bad_description_file_is_bad_input() {
-    let out = drive(&["tests/drive/one-turn.json", "--runtime", "nope"], &[RUNTIME, "silent"]);
+    let out = drive(&["tests/drive/one-turn.json", "--runtime", "nope"], &[test_runtime(), "silent"]);
     assert_eq!(out.code, Some(2), "{}", out.both());
     assert!(out.stderr.contains("unknown runtime `nope`"), "{}", out.both());
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("mine.json");
     std::fs::write(&file, "{\"name\": \"mine\", \"dialect\": \"generic\",\n \"preset\": \"roku\", \"envv\": {}}")
         .unwrap();
-    let out = drive(&["tests/drive/one-turn.json", "--runtime-file", file.to_str().unwrap()], &[RUNTIME, "silent"]);
+    let out =
+        drive(&["tests/drive/one-turn.json", "--runtime-file", file.to_str().unwrap()], &[test_runtime(), "silent"]);
     assert_eq!(out.code, Some(2), "{}", out.both());
     assert!(out.stderr.contains("mine.json:2:"), "{}", out.both());
     assert!(out.stderr.contains("envv"), "{}", out.both());
@@ -146,7 +145,7 @@ fn an_unknown_runtime_or_a_bad_description_file_is_bad_input() {
 
 #[test]
 fn a_folder_gives_the_same_report_for_any_number_of_jobs() {
-    let command = [RUNTIME, "ask", "turn {turn}: {message}"];
+    let command = [test_runtime(), "ask", "turn {turn}: {message}"];
     let one = drive(&["tests/drive", "--jobs", "1"], &command);
     let three = drive(&["tests/drive", "--jobs", "3"], &command);
     assert_eq!(one.code, Some(1), "{}", one.both());
@@ -161,7 +160,7 @@ fn golden_files_of_driven_runs_leave_wall_times_out_and_catch_a_change() {
     let dir = tempfile::tempdir().unwrap();
     let snaps = dir.path().join("snaps");
     let snaps = snaps.to_str().unwrap();
-    let good = [RUNTIME, "ask", "turn {turn}: {message}"];
+    let good = [test_runtime(), "ask", "turn {turn}: {message}"];
     let accepted = drive(&["tests/drive/two-turns.json", "--barrier", "50ms", "--snapshots", snaps, "--accept"], &good);
     assert_eq!(accepted.code, Some(0), "{}", accepted.both());
     let golden = std::fs::read_to_string(dir.path().join("snaps/two-turns.snap")).unwrap();
@@ -174,7 +173,8 @@ fn golden_files_of_driven_runs_leave_wall_times_out_and_catch_a_change() {
     assert!(golden.contains("barrier 2  released main (exchange 1)  held 1: main"), "{golden}");
     let again = drive(&["tests/drive/two-turns.json", "--barrier", "50ms", "--snapshots", snaps], &good);
     assert_eq!(again.code, Some(0), "the same run matches its golden file: {}", again.both());
-    let dead = drive(&["tests/drive/two-turns.json", "--barrier", "50ms", "--snapshots", snaps], &[RUNTIME, "die"]);
+    let dead =
+        drive(&["tests/drive/two-turns.json", "--barrier", "50ms", "--snapshots", snaps], &[test_runtime(), "die"]);
     assert_eq!(dead.code, Some(1), "{}", dead.both());
     assert!(dead.stdout.contains("snapshot two-turns: the trace differs from its golden file"), "{}", dead.both());
 }
@@ -183,7 +183,7 @@ fn golden_files_of_driven_runs_leave_wall_times_out_and_catch_a_change() {
 fn golden_files_without_the_clock_or_a_barrier_are_refused() {
     let out = drive(
         &["tests/drive/two-turns.json", "--snapshots", "/nonexistent-snaps"],
-        &[RUNTIME, "ask", "turn {turn}: {message}"],
+        &[test_runtime(), "ask", "turn {turn}: {message}"],
     );
     assert_eq!(out.code, Some(2), "{}", out.both());
     assert!(out.stderr.contains("--snapshots needs --clock or --barrier"), "{}", out.both());
@@ -191,7 +191,7 @@ fn golden_files_without_the_clock_or_a_barrier_are_refused() {
 
 #[test]
 fn coverage_of_driven_runs_counts_what_the_model_side_shows() {
-    let out = drive(&["tests/drive/two-turns.json", "--coverage"], &[RUNTIME, "ask", "turn {turn}: {message}"]);
+    let out = drive(&["tests/drive/two-turns.json", "--coverage"], &[test_runtime(), "ask", "turn {turn}: {message}"]);
     assert_eq!(out.code, Some(0), "{}", out.both());
     assert!(out.stdout.contains("oracle.model-side.attribution "), "{}", out.both());
     // The oracles of the core's events did not judge a wire run: their clauses do not count.
@@ -201,8 +201,10 @@ fn coverage_of_driven_runs_counts_what_the_model_side_shows() {
         .filter(|l| l.trim_start().starts_with("oracle.") && !l.trim_start().starts_with("oracle.model-side."))
         .collect();
     assert!(event_oracles.is_empty(), "{event_oracles:#?}");
-    let gated =
-        drive(&["tests/drive/two-turns.json", "--coverage-min", "100"], &[RUNTIME, "ask", "turn {turn}: {message}"]);
+    let gated = drive(
+        &["tests/drive/two-turns.json", "--coverage-min", "100"],
+        &[test_runtime(), "ask", "turn {turn}: {message}"],
+    );
     assert_eq!(gated.code, Some(1), "{}", gated.both());
     assert!(gated.stderr.contains("--coverage-min 100 needs 100%"), "{}", gated.both());
 }
@@ -227,7 +229,7 @@ fn a_driven_run_s_timeline_draws_what_the_model_saw() {
     // 100 and 300 ms) and answers.
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("fanout.svg");
-    let command = [RUNTIME, "fanout", "{message}"];
+    let command = [test_runtime(), "fanout", "{message}"];
     let out = drive(
         &[
             "tests/drive-timeline/fanout.json",
@@ -294,7 +296,7 @@ fn a_served_run_s_timeline_draws_what_the_model_saw() {
     }
     let base = base.expect("serve prints its base URL");
     let runtime =
-        Command::new(RUNTIME).args(["fanout", "Run both jobs."]).env("OPENAI_BASE_URL", &base).output().unwrap();
+        Command::new(test_runtime()).args(["fanout", "Run both jobs."]).env("OPENAI_BASE_URL", &base).output().unwrap();
     assert!(runtime.status.success(), "{}", String::from_utf8_lossy(&runtime.stderr));
     let served = serve.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&served.stdout);

@@ -278,7 +278,7 @@ fn drive_kills_a_setsid_grandchild_and_keeps_what_the_runtime_printed() {
         &format!(
             "#!/bin/sh\nsetsid sh -c 'echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; sleep 300; true' {mark} {pidfile} &\nwhile [ ! -s {pidfile} ]; do sleep 0.01; done\nexec {runtime} ask \"$1\"\n",
             pidfile = pidfile.display(),
-            runtime = env!("CARGO_BIN_EXE_rehearsal-test-runtime"),
+            runtime = crate::support::test_runtime(),
         ),
     );
     // The grandchild is an `sh` whose command line holds the marker (it runs `sleep`, then
@@ -767,7 +767,7 @@ fn a_termination_signal_to_drive_kills_the_runtime_and_fails_the_cut_turn() {
         dir.path(),
         &format!(
             "#!/bin/sh\n{runtime} ask \"$1\"\nexec sh -c 'sleep 30; true' {mark}\n",
-            runtime = env!("CARGO_BIN_EXE_rehearsal-test-runtime"),
+            runtime = crate::support::test_runtime(),
         ),
     );
     for signal in [libc::SIGTERM, libc::SIGINT] {

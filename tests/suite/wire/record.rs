@@ -16,9 +16,8 @@ use std::time::Duration;
 use rehearsal::dialect::Dialect;
 use rehearsal::wire::{ServeOptions, Server};
 
-use crate::support::{Output, manifest_path};
+use crate::support::{Output, manifest_path, test_runtime};
 
-const RUNTIME: &str = env!("CARGO_BIN_EXE_rehearsal-test-runtime");
 const FANOUT: &str = "tests/record/fanout-runtime.json";
 /// A key shaped like OpenAI's: the default patterns know it.
 const KEY: &str = "sk-test-4f3e2d1c0b9a8877";
@@ -141,7 +140,7 @@ fn record_fanout_with(dir: &Path, a_ms: u64, b_ms: u64, env: &[(&str, &str)], fl
         "Run both jobs.",
     ];
     args.extend_from_slice(flags);
-    args.extend(["--", RUNTIME, "fanout", "{message}"]);
+    args.extend(["--", test_runtime(), "fanout", "{message}"]);
     let output = run(&args, env);
     let verdict = upstream.finish(&upstream_scenario);
     // The upstream judges what it was asked too: it passes unless the runtime breaks a rule.
@@ -194,7 +193,7 @@ fn a_recording_is_schema_valid_holds_no_key_and_replays_green() {
     let replay = drive(
         &file,
         FANOUT,
-        &[RUNTIME, "fanout", "{message}"],
+        &[test_runtime(), "fanout", "{message}"],
         &[("OPENAI_API_KEY", "sk-other-0000000000"), ("TEST_RUNTIME_KEY_IN_BODY", "1")],
     );
     assert_eq!(replay.code, Some(0), "{}", replay.both());
@@ -218,7 +217,7 @@ fn a_literal_key_no_pattern_knows_is_blanked_too() {
     assert_eq!(out.code, Some(0), "{}", out.both());
     // No pattern knows the key, so a replay that sends it again cannot compare equal to the
     // blanked request (docs/record.md, "Secrets").
-    let replay = drive(&file, FANOUT, &[RUNTIME, "fanout", "{message}"], &leak);
+    let replay = drive(&file, FANOUT, &[test_runtime(), "fanout", "{message}"], &leak);
     assert_eq!(replay.code, Some(1), "{}", replay.both());
     assert!(replay.stdout.contains("recorded: message 1 (user) differs from the recording"), "{}", replay.both());
     // Named with --redact, the pattern is volatile too: the recording and its replay pass.
@@ -229,7 +228,7 @@ fn a_literal_key_no_pattern_knows_is_blanked_too() {
     let replay = drive(
         &file,
         FANOUT,
-        &[RUNTIME, "fanout", "{message}"],
+        &[test_runtime(), "fanout", "{message}"],
         &[("OPENAI_API_KEY", "plain-credential-4242"), ("TEST_RUNTIME_KEY_IN_BODY", "1")],
     );
     assert_eq!(replay.code, Some(0), "{}", replay.both());
@@ -240,7 +239,7 @@ fn a_runtime_change_that_alters_one_request_fails_the_replay_naming_its_first_di
     let dir = tempfile::tempdir().unwrap();
     let (file, out) = record_fanout(dir.path(), 0, 0, &[]);
     assert_eq!(out.code, Some(0), "{}", out.both());
-    let replay = drive(&file, FANOUT, &[RUNTIME, "fanout", "{message}"], &[("TEST_RUNTIME_VARIANT", "v2")]);
+    let replay = drive(&file, FANOUT, &[test_runtime(), "fanout", "{message}"], &[("TEST_RUNTIME_VARIANT", "v2")]);
     assert_eq!(replay.code, Some(1), "{}", replay.both());
     let first = replay.stdout.lines().find(|l| l.contains("check failed")).unwrap_or_default().to_string();
     // Child B's second request is the one the change altered: its message 3, the lookup
@@ -267,7 +266,7 @@ fn a_real_run_that_breaks_a_rule_is_recorded_and_the_rule_named() {
     assert!(out.stderr.contains("the real run broke the rules below"), "{}", out.both());
     schema_accepts(&file);
     // Replayed to the same broken runtime, the same rule breaks again.
-    let replay = drive(&file, FANOUT, &[RUNTIME, "fanout", "{message}"], &[("TEST_RUNTIME_VARIANT", "swap")]);
+    let replay = drive(&file, FANOUT, &[test_runtime(), "fanout", "{message}"], &[("TEST_RUNTIME_VARIANT", "swap")]);
     assert_eq!(replay.code, Some(1), "{}", replay.both());
     assert!(replay.stdout.contains("(oracle.model-side.truncation)"), "{}", replay.both());
 }
@@ -284,7 +283,7 @@ fn upstream_faults_are_recorded_as_their_scripted_kinds_and_replay_as_they_happe
     for m in ["one", "two", "three", "four", "five"] {
         args.extend(["--message", m]);
     }
-    args.extend(["--", RUNTIME, "ask", "{message}"]);
+    args.extend(["--", test_runtime(), "ask", "{message}"]);
     let out = run(&args, &env);
     let verdict = upstream.finish(&upstream_scenario);
     assert!(verdict.passed(), "the upstream itself: {verdict}");
@@ -299,7 +298,7 @@ fn upstream_faults_are_recorded_as_their_scripted_kinds_and_replay_as_they_happe
         assert!(text.contains(&format!(r#"{{"user":"{turn}","expect":{{"status":"error"}}}}"#)), "{text}");
     }
     assert!(text.contains(r#"{"user":"five","expect":{"message":"back again"}}"#), "{text}");
-    let replay = drive(&file, "generic", &[RUNTIME, "ask", "{message}"], &env);
+    let replay = drive(&file, "generic", &[test_runtime(), "ask", "{message}"], &env);
     assert_eq!(replay.code, Some(0), "{}", replay.both());
 }
 
@@ -343,7 +342,7 @@ fn parallel_children_replay_bound_to_their_own_lanes_20_of_20_in_both_orders() {
         for i in 0..20 {
             std::fs::copy(&file, copies.join(format!("r{i:02}.json"))).unwrap();
         }
-        let replay = drive(&copies, FANOUT, &[RUNTIME, "fanout", "{message}"], &[]);
+        let replay = drive(&copies, FANOUT, &[test_runtime(), "fanout", "{message}"], &[]);
         assert_eq!(replay.code, Some(0), "{}", replay.both());
         assert_eq!(replay.stdout.matches("PASS ").count(), 20, "{}", replay.both());
         // Each scenario's trace: the children's answers in the order the latencies force.
@@ -374,7 +373,7 @@ fn the_plain_proxy_form_ends_at_the_idle_limit_and_writes_the_file() {
     let mut first = String::new();
     std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
     let base = first.split_whitespace().nth(2).expect("recording through URL to ...").to_string();
-    let ran = Command::new(RUNTIME)
+    let ran = Command::new(test_runtime())
         .args(["ask", "hello"])
         .env("OPENAI_BASE_URL", &base)
         .current_dir(dir.path())

@@ -468,7 +468,7 @@ fn serve_with_ready_file(file: &std::path::Path, args: &[&str], client: impl FnO
 /// history in its working directory): its exit status and what it printed.
 fn ask(base: &str, message: &str) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rehearsal-test-runtime"))
+    let out = std::process::Command::new(crate::support::test_runtime())
         .args(["ask", message])
         .current_dir(dir.path())
         .env("OPENAI_BASE_URL", base)
