@@ -256,7 +256,9 @@ pub(super) fn run(
             let reached = with_coverage.then(|| {
                 let run = judgement.run().expect("an in-process run");
                 let reached = coverage::reached(&run.evidence());
-                if args.judge == super::JudgeArg::ModelSide { reached.model_side() } else { reached }
+                // Judged from the model's side (asked for, or a core that reports no events), a
+                // run exercises only what that side can show: the run says which it was.
+                if run.model_side.is_some() { reached.model_side() } else { reached }
             });
             Checked::Ran(Box::new((scenario, judgement, reached, wall)))
         },
