@@ -488,7 +488,11 @@ impl Dialect {
         }
         for (index, tool) in dialect.spawn.iter().enumerate() {
             if tool.result == ResultMode::Async && tool.task_id_field.is_none() {
-                return Err(DialectError::AsyncWithoutTaskId { file: file.to_string(), index, tool: tool.name.clone() });
+                return Err(DialectError::AsyncWithoutTaskId {
+                    file: file.to_string(),
+                    index,
+                    tool: tool.name.clone(),
+                });
             }
         }
         Ok(dialect)
