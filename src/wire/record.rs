@@ -209,7 +209,7 @@ pub async fn record(
         ..ProxyOptions::default()
     })
     .await
-    .map_err(|e| RecordError::Usage(e.0))?;
+    .map_err(|e| RecordError::Usage(e.to_string()))?;
     let base = proxy.base_url();
     ready(&base);
     let mut turns = Vec::new();
