@@ -823,8 +823,8 @@ pub(crate) fn builtin_call_fits(tool: &str, args: &serde_json::Value) -> Option<
 }
 
 /// A `volatile` pattern compiled, or why it cannot be.
-pub fn volatile_regex(pattern: &str) -> Result<regex::Regex, String> {
-    regex::RegexBuilder::new(pattern).size_limit(VOLATILE_PATTERN_MAX_BYTES).build().map_err(|e| e.to_string())
+pub(crate) fn volatile_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern).size_limit(VOLATILE_PATTERN_MAX_BYTES).build()
 }
 
 /// The exact content of one message of a request, by its position.
@@ -2095,7 +2095,7 @@ fn check_text(text: &Text, max: usize, place: &dyn fmt::Display) -> Result<(), P
 }
 
 /// A time limit in seconds given in a file (a profile's `timeout_seconds`).
-pub fn check_seconds(seconds: f64) -> Result<(), String> {
+pub(crate) fn check_seconds(seconds: f64) -> Result<(), String> {
     if !(seconds.is_finite() && seconds >= 0.0) {
         return Err(format!("must be a number of seconds, 0 or more (got {seconds})"));
     }
@@ -2110,7 +2110,7 @@ pub fn check_seconds(seconds: f64) -> Result<(), String> {
 
 /// A text of a check or an expectation with each `$taskN` in it (`$task` and a number from
 /// 1) replaced by the N-th task id of `ids`. The error names the reference no id answers.
-pub fn with_task_ids<'t>(text: &'t str, ids: &[String]) -> Result<std::borrow::Cow<'t, str>, String> {
+pub(crate) fn with_task_ids<'t>(text: &'t str, ids: &[String]) -> Result<std::borrow::Cow<'t, str>, String> {
     if !text.contains("$task") {
         return Ok(std::borrow::Cow::Borrowed(text));
     }
