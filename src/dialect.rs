@@ -216,17 +216,76 @@ pub struct Notified<'a> {
     pub body: &'a str,
 }
 
-/// A dialect file that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DialectError(pub String);
+/// A dialect file that could not be read: which file, and what in it.
+#[derive(Debug)]
+pub enum DialectError {
+    /// `name_or_path` is neither a built-in dialect nor a file that could be read.
+    Unreadable {
+        /// The name or path given.
+        name_or_path: String,
+        /// The built-in dialects ([`BUILTIN`]).
+        builtins: &'static [&'static str],
+        /// Why the file could not be read.
+        source: std::io::Error,
+    },
+    /// The file is not a dialect in JSON (a syntax error, an unknown or missing field).
+    NotADialect {
+        /// The file.
+        file: String,
+        /// The line (from 1) the parser stopped at.
+        line: usize,
+        /// The column (from 1) the parser stopped at.
+        column: usize,
+        /// The parser's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// `spawn` is empty.
+    NoSpawnTool {
+        /// The file.
+        file: String,
+    },
+    /// An asynchronous spawn tool without a `task_id_field`.
+    AsyncWithoutTaskId {
+        /// The file.
+        file: String,
+        /// Its place in `spawn`.
+        index: usize,
+        /// The tool's name.
+        tool: String,
+    },
+}
 
 impl std::fmt::Display for DialectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            DialectError::Unreadable { name_or_path, builtins, source } => write!(
+                f,
+                "{name_or_path}: neither a built-in dialect ({}) nor a readable file: {source}",
+                builtins.join(", ")
+            ),
+            DialectError::NotADialect { file, line, column, source } => {
+                write!(f, "{file}:{line}:{column}: not a dialect: {source}")
+            }
+            DialectError::NoSpawnTool { file } => {
+                write!(f, "{file}: `spawn` names no tool; a dialect needs at least one")
+            }
+            DialectError::AsyncWithoutTaskId { file, index, tool } => write!(
+                f,
+                "{file}: spawn[{index}] ({tool}) is async but has no `task_id_field`: its results could not be told apart"
+            ),
+        }
     }
 }
 
-impl std::error::Error for DialectError {}
+impl std::error::Error for DialectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DialectError::Unreadable { source, .. } => Some(source),
+            DialectError::NotADialect { source, .. } => Some(&**source),
+            DialectError::NoSpawnTool { .. } | DialectError::AsyncWithoutTaskId { .. } => None,
+        }
+    }
+}
 
 /// The names of the built-in dialects.
 pub const BUILTIN: [&str; 5] = ["roku", "bub", "rehearsal", "bub-0.5.1", "generic"];
@@ -418,17 +477,22 @@ impl Dialect {
 
     /// A dialect written as JSON; `file` names it in errors.
     pub fn from_json(text: &str, file: &str) -> Result<Dialect, DialectError> {
-        let dialect: Dialect = serde_json::from_str(text)
-            .map_err(|e| DialectError(format!("{file}:{}:{}: not a dialect: {e}", e.line(), e.column())))?;
+        let dialect: Dialect = serde_json::from_str(text).map_err(|e| DialectError::NotADialect {
+            file: file.to_string(),
+            line: e.line(),
+            column: e.column(),
+            source: Box::new(e),
+        })?;
         if dialect.spawn.is_empty() {
-            return Err(DialectError(format!("{file}: `spawn` names no tool; a dialect needs at least one")));
+            return Err(DialectError::NoSpawnTool { file: file.to_string() });
         }
-        for (i, tool) in dialect.spawn.iter().enumerate() {
+        for (index, tool) in dialect.spawn.iter().enumerate() {
             if tool.result == ResultMode::Async && tool.task_id_field.is_none() {
-                return Err(DialectError(format!(
-                    "{file}: spawn[{i}] ({}) is async but has no `task_id_field`: its results could not be told apart",
-                    tool.name
-                )));
+                return Err(DialectError::AsyncWithoutTaskId {
+                    file: file.to_string(),
+                    index,
+                    tool: tool.name.clone(),
+                });
             }
         }
         Ok(dialect)
@@ -440,11 +504,10 @@ impl Dialect {
             return Ok(dialect);
         }
         let path = Path::new(name_or_path);
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            DialectError(format!(
-                "{name_or_path}: neither a built-in dialect ({}) nor a readable file: {e}",
-                BUILTIN.join(", ")
-            ))
+        let text = std::fs::read_to_string(path).map_err(|source| DialectError::Unreadable {
+            name_or_path: name_or_path.to_string(),
+            builtins: &BUILTIN,
+            source,
         })?;
         Dialect::from_json(&text, name_or_path)
     }
@@ -605,10 +668,41 @@ mod tests {
     #[test]
     fn a_bad_dialect_file_names_line_and_column() {
         let err = Dialect::from_json("{\n  \"name\": \"x\",\n  \"spawns\": []\n}", "my.json").unwrap_err();
-        assert!(err.0.starts_with("my.json:3:"), "{err}");
-        assert!(err.0.contains("spawns"), "{err}");
+        assert!(err.to_string().starts_with("my.json:3:"), "{err}");
+        assert!(err.to_string().contains("spawns"), "{err}");
+        let DialectError::NotADialect { file, line, column, .. } = &err else { panic!("{err:?}") };
+        assert_eq!((file.as_str(), *line, *column), ("my.json", 3, 10), "{err}");
+        assert!(std::error::Error::source(&err).is_some(), "{err}");
         let err = Dialect::from_json(r#"{"name":"x","spawn":[]}"#, "my.json").unwrap_err();
-        assert!(err.0.contains("at least one"), "{err}");
+        assert!(err.to_string().contains("at least one"), "{err}");
+        assert!(matches!(&err, DialectError::NoSpawnTool { file } if file == "my.json"), "{err:?}");
+    }
+
+    #[test]
+    fn an_async_spawn_tool_without_a_task_id_field_is_named_by_its_place() {
+        let mut dialect = Dialect::builtin("bub").unwrap();
+        dialect.spawn[0].result = ResultMode::Async;
+        dialect.spawn[0].task_id_field = None;
+        let text = serde_json::to_string(&dialect).unwrap();
+        let err = Dialect::from_json(&text, "a.json").unwrap_err();
+        assert!(
+            matches!(&err, DialectError::AsyncWithoutTaskId { file, index: 0, tool } if file == "a.json" && tool == "subagent"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "a.json: spawn[0] (subagent) is async but has no `task_id_field`: its results could not be told apart"
+        );
+    }
+
+    #[test]
+    fn a_dialect_neither_built_in_nor_readable_carries_the_name_and_the_io_error() {
+        let err = Dialect::load("no/such/dialect.json").unwrap_err();
+        let DialectError::Unreadable { name_or_path, builtins, source } = &err else { panic!("{err:?}") };
+        assert_eq!(name_or_path, "no/such/dialect.json");
+        assert_eq!(*builtins, &BUILTIN[..]);
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert!(err.to_string().starts_with("no/such/dialect.json: neither a built-in dialect (roku, bub,"), "{err}");
     }
 
     #[test]

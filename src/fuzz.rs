@@ -191,13 +191,13 @@ impl Shard {
     pub const WHOLE: Shard = Shard { index: 1, count: 1 };
 
     /// Shard `index` of `count` (`1 <= index <= count`).
-    pub fn new(index: u64, count: u64) -> Result<Shard, String> {
+    pub fn new(index: u64, count: u64) -> Result<Shard, ShardError> {
         if count == 0 {
-            Err(format!("shard {index}/{count}: there must be at least one shard (N >= 1)"))
+            Err(ShardError::NoShards { index })
         } else if index == 0 {
-            Err(format!("shard {index}/{count}: shards count from 1 (I/N with 1 <= I <= N)"))
+            Err(ShardError::FromZero { count })
         } else if index > count {
-            Err(format!("shard {index}/{count}: there are only {count} shards (I/N with 1 <= I <= N)"))
+            Err(ShardError::PastCount { index, count })
         } else {
             Ok(Shard { index, count })
         }
@@ -257,9 +257,47 @@ impl std::str::FromStr for Shard {
                 .map_err(|_| format!("`{text}`: {what} is not a whole number (write I/N, e.g. 2/4)"))
         };
         let (index, count) = text.split_once('/').ok_or_else(|| format!("`{text}`: write I/N, e.g. 2/4"))?;
-        Shard::new(number(index, "I")?, number(count, "N")?)
+        Shard::new(number(index, "I")?, number(count, "N")?).map_err(|e| e.to_string())
     }
 }
+
+/// A shard `I/N` that names no shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardError {
+    /// `N` is 0.
+    NoShards {
+        /// `I`.
+        index: u64,
+    },
+    /// `I` is 0.
+    FromZero {
+        /// `N`.
+        count: u64,
+    },
+    /// `I` is past `N`.
+    PastCount {
+        /// `I`.
+        index: u64,
+        /// `N`.
+        count: u64,
+    },
+}
+
+impl std::fmt::Display for ShardError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShardError::NoShards { index } => {
+                write!(f, "shard {index}/0: there must be at least one shard (N >= 1)")
+            }
+            ShardError::FromZero { count } => write!(f, "shard 0/{count}: shards count from 1 (I/N with 1 <= I <= N)"),
+            ShardError::PastCount { index, count } => {
+                write!(f, "shard {index}/{count}: there are only {count} shards (I/N with 1 <= I <= N)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ShardError {}
 
 /// Why a campaign stops starting cases before it has run them all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -397,12 +435,12 @@ fn run_case(
 /// Case `case` of the campaign `options` describes, alone, on the built-in core, in every tie
 /// order the campaign checks it in: `Ok` when it holds (or is skipped), else what it showed,
 /// unshrunk. A campaign's finding, kept as a regression by its case number.
-pub fn replay_case(options: &Options, case: u64) -> Result<(), String> {
+pub fn replay_case(options: &Options, case: u64) -> Result<(), ReplayError> {
     let sut = runner::Runner::new().sut();
     let strategy = generate::scenario_for(options.family, sut.capabilities());
     match run_case(sut, &strategy, options, case) {
         Outcome::Holds(_) | Outcome::Skipped(_) => Ok(()),
-        Outcome::Invalid(reason) => Err(format!("case {case} is invalid: {reason}")),
+        Outcome::Invalid(reason) => Err(ReplayError::Invalid { case, reason }),
         Outcome::Violates(schedule) => {
             let scenario = strategy.new_tree(&mut case_runner(options.seed, case)).expect("never rejects").current();
             let profiles = case_profiles(sut, &scenario).unwrap_or_default();
@@ -413,10 +451,44 @@ pub fn replay_case(options: &Options, case: u64) -> Result<(), String> {
                 CaseResult::Panics(panics) => panics,
                 other => vec![format!("{other:?}")],
             };
-            Err(format!("case {case} in tie order {schedule:?}: {}", shown.join("; ")))
+            Err(ReplayError::Violates { case, schedule, shown })
         }
     }
 }
+
+/// What a replayed case showed.
+#[derive(Clone, Debug)]
+pub enum ReplayError {
+    /// The case drawn is not a valid scenario (a bug of the generator).
+    Invalid {
+        /// The case number.
+        case: u64,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The case breaks a rule in a tie order.
+    Violates {
+        /// The case number.
+        case: u64,
+        /// The tie order.
+        schedule: Schedule,
+        /// What it showed: each violation or panic.
+        shown: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayError::Invalid { case, reason } => write!(f, "case {case} is invalid: {reason}"),
+            ReplayError::Violates { case, schedule, shown } => {
+                write!(f, "case {case} in tie order {schedule:?}: {}", shown.join("; "))
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReplayError {}
 
 /// Runs the cases on `options.jobs` threads, calling `progress` with the number of cases
 /// done; stops at the first finding (the failing case with the lowest number) and shrinks it.
@@ -446,7 +518,7 @@ pub fn run_campaign(
 /// to the one family the core implements (so fewer cases are skipped); a family the core
 /// lacks entirely is refused, since every case would be skipped.
 #[cfg(feature = "cli")]
-pub fn family_for(asked: Family, capabilities: crate::sut::Capabilities) -> Result<Family, String> {
+pub(crate) fn family_for(asked: Family, capabilities: crate::sut::Capabilities) -> Result<Family, String> {
     match (asked, capabilities.foreground, capabilities.background) {
         (_, false, false) => {
             Err("the core implements neither Roku's `Agent` nor Bub's `subagent`: nothing to fuzz".into())

@@ -26,8 +26,8 @@ pub mod evidence {
 pub mod fuzz {
     //! `rehearsal fuzz`: generated cases against every oracle, shrunk to a file.
     pub use crate::fuzz::{
-        CaseResult, Ended, Options, Report, Shard, Stop, case_plan, check, check_on, replay_case, run, run_campaign,
-        run_campaign_on, shrink,
+        CaseResult, Ended, Options, ReplayError, Report, Shard, ShardError, Stop, case_plan, check, check_on,
+        replay_case, run, run_campaign, run_campaign_on, shrink,
     };
 }
 

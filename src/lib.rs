@@ -162,5 +162,5 @@ pub mod internals;
 
 pub use crate::judge::{Failure, FailureKind, Judgement, Served, Subject, Verdict};
 pub use crate::run::Run;
-pub use crate::runner::{Prepared, Runner};
+pub use crate::runner::{Prepared, Runner, Unsupported};
 pub use crate::scenario::{Lane, Reply, Scenario, ScenarioBuilder, ScenarioError, Turn};

@@ -31,6 +31,24 @@ use crate::scenario::{Scenario, ScenarioError};
 use crate::sut::{AgentId, Profile, SystemUnderTest};
 use crate::trace::What;
 
+/// A scenario a core cannot run: what it needs and the core lacks ([`Runner::applies`]). A
+/// caller that sweeps cores skips the scenario rather than failing it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported {
+    /// The core's name (`SystemUnderTest::name`).
+    pub core: String,
+    /// What the scenario needs and the core lacks (`background \`subagent\``, ...).
+    pub missing: Vec<&'static str>,
+}
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the core `{}` does not implement {}", self.core, self.missing.join(", "))
+    }
+}
+
+impl std::error::Error for Unsupported {}
+
 /// How scenarios are run and verified: on which core, and whether the two runs of a
 /// verification may use two threads.
 ///
@@ -109,13 +127,9 @@ impl<'a> Runner<'a> {
 
     /// Whether this runner's core implements everything `scenario` needs; the error names
     /// what is missing (the scenario is then skipped, not failed).
-    pub fn applies(&self, scenario: &Scenario) -> Result<(), String> {
+    pub fn applies(&self, scenario: &Scenario) -> Result<(), Unsupported> {
         let missing = load::unsupported(self.sut, scenario);
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("the core `{}` does not implement {}", self.sut.name(), missing.join(", ")))
-        }
+        if missing.is_empty() { Ok(()) } else { Err(Unsupported { core: self.sut.name().to_string(), missing }) }
     }
 
     /// The one entry for a scenario built in code: loads it through the front door

@@ -34,18 +34,18 @@ pub use lanes::{Call, Check, Lane, NthMessage, Reply, ReplyFn, When};
 pub use limits::{CEILINGS, Ceilings, Limits, MAX_DEPTH, MAX_VIRTUAL_MS, ceilings, lower_ceilings, raise_ceilings};
 pub use parse::parse;
 pub use place::Place;
-pub use recorded::{
-    RecordedCall, RecordedMessage, RecordedRequest, RecordedRole, VOLATILE_PATTERN_MAX_BYTES, volatile_regex,
-};
+pub(crate) use recorded::volatile_regex;
+pub use recorded::{RecordedCall, RecordedMessage, RecordedRequest, RecordedRole, VOLATILE_PATTERN_MAX_BYTES};
 pub use schema::schema;
 #[cfg(feature = "profile-files")]
 pub(crate) use suggest::hint_for_serde;
 pub(crate) use suggest::{did_you_mean, nearest as nearest_name};
-pub use task_refs::with_task_ids;
+pub(crate) use task_refs::with_task_ids;
 pub(crate) use task_refs::{task_number, task_reference};
 pub use text::Text;
 #[cfg(feature = "wire")]
 pub(crate) use tools::builtin_call_fits;
 pub use tools::{RiskTag, ToolFn, ToolResult, ToolSpec};
-pub use validate::{check_profile_names, check_seconds, validate};
+pub(crate) use validate::check_seconds;
+pub use validate::{check_profile_names, validate};
 pub use version::FORMAT;

@@ -19,7 +19,7 @@ use crate::golden::{self, Store};
 use crate::jobs;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::trace::printable;
-use crate::wire::drive::{DriveError, DriveOptions, Driven, Exited};
+use crate::wire::drive::{DriveOptions, Driven, Exited};
 use crate::wire::runtime::RuntimeDescription;
 
 /// The options of `rehearsal drive`.
@@ -280,8 +280,8 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
                             break;
                         }
                     }
-                    Err(DriveError::NotRun(why)) => return Checked::NotRun(why),
-                    Err(DriveError::Setup(why)) => return Checked::Setup(why),
+                    Err(e) if e.is_not_run() => return Checked::NotRun(e.to_string()),
+                    Err(e) => return Checked::Setup(e.to_string()),
                 }
             }
             let driven = first.expect("at least the default order runs");

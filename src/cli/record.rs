@@ -181,9 +181,13 @@ pub(super) fn record(args: &RecordArgs, out: &mut dyn Write, err: &mut dyn Write
         Err(e) => {
             reporter.error(err, &e.to_string());
             return match e {
-                RecordError::Usage(_) => Exit::BadInput,
-                RecordError::NotRun(_) => Exit::NotRun,
-                RecordError::Setup(_) | RecordError::Written(_) | RecordError::Inconsistent { .. } => Exit::Internal,
+                RecordError::Pattern { .. } | RecordError::Proxy(_) => Exit::BadInput,
+                RecordError::Run(e) if e.is_not_run() => Exit::NotRun,
+                RecordError::NothingRecorded { .. } => Exit::NotRun,
+                RecordError::Run(_)
+                | RecordError::Write { .. }
+                | RecordError::Written(_)
+                | RecordError::Inconsistent { .. } => Exit::Internal,
             };
         }
     };

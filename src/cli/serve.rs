@@ -180,7 +180,7 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
             Some(_) => Some(
                 ClockEndpoint::bind(ClockOptions::default())
                     .await
-                    .map_err(|e| wire::ServeError(format!("cannot bind the clock endpoint: {e}")))?,
+                    .map_err(|source| wire::ServeError::ClockEndpoint { source })?,
             ),
             None => None,
         };
@@ -226,10 +226,8 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         }
         let _ = err.flush();
         if let Some(path) = &args.ready_file {
-            write_ready(path, &base, &env).map_err(|e| {
-                let shown = crate::trace::printable(&path.to_string_lossy()).into_owned();
-                wire::ServeError(format!("--ready-file {shown}: cannot write it: {e}"))
-            })?;
+            write_ready(path, &base, &env)
+                .map_err(|source| wire::ServeError::ReadyFile { path: path.clone(), source })?;
         }
         let clock = endpoint.as_ref().map(ClockEndpoint::clock);
         // A clock that ends by itself no longer moves the runtime: the run is over.

@@ -68,6 +68,6 @@ pub struct RecordedCall {
 pub const VOLATILE_PATTERN_MAX_BYTES: usize = 1 << 20;
 
 /// A `volatile` pattern compiled, or why it cannot be.
-pub fn volatile_regex(pattern: &str) -> Result<regex::Regex, String> {
-    regex::RegexBuilder::new(pattern).size_limit(VOLATILE_PATTERN_MAX_BYTES).build().map_err(|e| e.to_string())
+pub(crate) fn volatile_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern).size_limit(VOLATILE_PATTERN_MAX_BYTES).build()
 }

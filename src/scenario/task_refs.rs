@@ -9,7 +9,7 @@ use super::error::Problem;
 
 /// A text of a check or an expectation with each `$taskN` in it (`$task` and a number from
 /// 1) replaced by the N-th task id of `ids`. The error names the reference no id answers.
-pub fn with_task_ids<'t>(text: &'t str, ids: &[String]) -> Result<std::borrow::Cow<'t, str>, String> {
+pub(crate) fn with_task_ids<'t>(text: &'t str, ids: &[String]) -> Result<std::borrow::Cow<'t, str>, String> {
     if !text.contains("$task") {
         return Ok(std::borrow::Cow::Borrowed(text));
     }

@@ -527,7 +527,7 @@ fn check_text(text: &Text, max: usize, place: &dyn fmt::Display) -> Result<(), P
 }
 
 /// A time limit in seconds given in a file (a profile's `timeout_seconds`).
-pub fn check_seconds(seconds: f64) -> Result<(), String> {
+pub(crate) fn check_seconds(seconds: f64) -> Result<(), String> {
     if !(seconds.is_finite() && seconds >= 0.0) {
         return Err(format!("must be a number of seconds, 0 or more (got {seconds})"));
     }

@@ -139,7 +139,7 @@ impl ChatRequest {
     }
 
     /// The request as conversation types, or what is wrong with it (`messages[3].role: …`).
-    pub fn convert(&self) -> Result<Converted, String> {
+    pub(crate) fn convert(&self) -> Result<Converted, String> {
         let mut system = Vec::new();
         let mut messages = Vec::with_capacity(self.messages.len());
         for (i, m) in self.messages.iter().enumerate() {

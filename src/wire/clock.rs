@@ -412,9 +412,180 @@ pub enum Step {
     Ended(ClockEnd),
 }
 
-/// A protocol error: what the runtime did wrong (the line number is the endpoint's).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProtocolError(pub String);
+/// A protocol error: what the runtime did wrong, or why its hello is refused (the line number
+/// is the endpoint's, in [`ClockEnd::ProtocolError`]).
+#[derive(Debug)]
+pub enum ProtocolError {
+    /// A line that is not UTF-8.
+    NotUtf8,
+    /// A line longer than the limit ([`LINE_BYTES_MAX`]).
+    LineTooLong {
+        /// The limit.
+        bytes_max: usize,
+    },
+    /// A connection that said nothing within the limit.
+    NoHello {
+        /// The limit.
+        wall: Duration,
+    },
+    /// A hello while another runtime process follows the clock.
+    AnotherRuntime,
+    /// A first message other than hello.
+    FirstNotHello {
+        /// The line.
+        line: String,
+    },
+    /// A first line that is not a clock message.
+    FirstNotAMessage {
+        /// The parser's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A hello after the clock ended.
+    Ended {
+        /// How it ended.
+        end: ClockEnd,
+    },
+    /// A hello in a protocol other than [`PROTOCOL`].
+    UnknownProtocol {
+        /// The protocol the runtime speaks.
+        protocol: u32,
+    },
+    /// A line that is not a clock message.
+    NotAMessage {
+        /// The line (shown shortened).
+        line: String,
+        /// The parser's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A hello on a connection already greeted.
+    SecondHello,
+    /// An idle report while the runtime is not running.
+    IdleWhile {
+        /// The report's number.
+        seq: u64,
+        /// What the clock was waiting for, in words.
+        phase: String,
+    },
+    /// An idle report whose number is not the one after the last.
+    IdleOutOfOrder {
+        /// The report's number.
+        seq: u64,
+        /// The last report's number.
+        previous: u64,
+    },
+    /// An idle report whose time is not the harness's.
+    IdleNow {
+        /// The time it says.
+        now_ns: u64,
+        /// The report's number.
+        seq: u64,
+        /// The harness's time.
+        harness_ns: u64,
+    },
+    /// An idle report with a timer due now or earlier.
+    IdleDue {
+        /// The report's number.
+        seq: u64,
+        /// When the timer is due.
+        due_ns: u64,
+        /// Virtual now.
+        now_ns: u64,
+    },
+    /// An idle report whose byte counts of a connection went down.
+    CountsDown {
+        /// The report's number.
+        seq: u64,
+        /// The connection (its address).
+        conn: String,
+        /// Bytes sent, as reported now.
+        sent: u64,
+        /// Bytes sent, as reported before.
+        sent_before: u64,
+        /// Bytes read, as reported now.
+        read: u64,
+        /// Bytes read, as reported before.
+        read_before: u64,
+    },
+    /// A busy report that answers no idle report or advance.
+    BusyWhile {
+        /// The idle report it names.
+        seq: u64,
+        /// What the clock was waiting for, in words.
+        phase: String,
+    },
+    /// An advance confirmed at a time other than the advance's.
+    AtElsewhere {
+        /// The advance's number.
+        seq: u64,
+        /// The time it says.
+        now_ns: u64,
+        /// The advance's time.
+        to_ns: u64,
+    },
+    /// An advance confirmed that is not the one unconfirmed.
+    AtWhile {
+        /// The advance's number.
+        seq: u64,
+        /// What the clock was waiting for, in words.
+        phase: String,
+    },
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolError::NotUtf8 => f.write_str("a line that is not UTF-8"),
+            ProtocolError::LineTooLong { bytes_max } => write!(f, "a line longer than {bytes_max} bytes"),
+            ProtocolError::NoHello { wall } => write!(f, "no hello within {} ms", wall.as_millis()),
+            ProtocolError::AnotherRuntime => {
+                f.write_str("another runtime process is connected to this clock: one process at a time follows it")
+            }
+            ProtocolError::FirstNotHello { line } => {
+                write!(f, "the first message must be hello (protocol {PROTOCOL}), not {line}")
+            }
+            ProtocolError::FirstNotAMessage { source } => write!(f, "the first line is not a clock message: {source}"),
+            ProtocolError::Ended { end } => write!(f, "the clock has ended ({end})"),
+            ProtocolError::UnknownProtocol { protocol } => {
+                write!(f, "protocol {protocol} is not spoken here; this harness speaks protocol {PROTOCOL}")
+            }
+            ProtocolError::NotAMessage { line, source } => {
+                write!(f, "not a clock message ({source}): {}", endpoint::shorten(line))
+            }
+            ProtocolError::SecondHello => f.write_str("a second hello on one connection"),
+            ProtocolError::IdleWhile { seq, phase } => write!(f, "idle report #{seq} while {phase}"),
+            ProtocolError::IdleOutOfOrder { seq, previous } => write!(
+                f,
+                "idle report #{seq} out of order: the previous one was #{previous}, so this one is #{}",
+                previous + 1
+            ),
+            ProtocolError::IdleNow { seq, now_ns, harness_ns } => {
+                write!(f, "idle report #{seq} says now is {now_ns} ns; the harness's time is {harness_ns} ns")
+            }
+            ProtocolError::IdleDue { seq, due_ns, now_ns } => write!(
+                f,
+                "idle report #{seq} has a timer due at {due_ns} ns, not after now ({now_ns} ns): a runtime is idle only when nothing is due"
+            ),
+            ProtocolError::CountsDown { seq, conn, sent, sent_before, read, read_before } => write!(
+                f,
+                "idle report #{seq}: the counts of {conn} went down (sent {sent} after {sent_before}, read {read} after {read_before})"
+            ),
+            ProtocolError::BusyWhile { seq, phase } => write!(f, "busy #{seq} while {phase}"),
+            ProtocolError::AtElsewhere { seq, now_ns, to_ns } => {
+                write!(f, "at #{seq} says {now_ns} ns; the advance was to {to_ns} ns")
+            }
+            ProtocolError::AtWhile { seq, phase } => write!(f, "at #{seq} while {phase}"),
+        }
+    }
+}
+
+impl std::error::Error for ProtocolError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProtocolError::FirstNotAMessage { source } | ProtocolError::NotAMessage { source, .. } => Some(&**source),
+            _ => None,
+        }
+    }
+}
 
 /// Something the model endpoint saw, in the order it saw it.
 ///
@@ -665,17 +836,15 @@ impl VirtualClock {
     }
 
     /// A runtime says hello: `Ok` with the welcome's virtual now, or why it is refused.
-    pub fn connect(&mut self, protocol: u32, runtime: &str) -> Result<u64, String> {
+    pub fn connect(&mut self, protocol: u32, runtime: &str) -> Result<u64, ProtocolError> {
         if let Some(end) = &self.ended {
-            return Err(format!("the clock has ended ({end})"));
+            return Err(ProtocolError::Ended { end: end.clone() });
         }
         if protocol != PROTOCOL {
-            return Err(format!("protocol {protocol} is not spoken here; this harness speaks protocol {PROTOCOL}"));
+            return Err(ProtocolError::UnknownProtocol { protocol });
         }
         if self.phase != Phase::NoRuntime {
-            return Err(
-                "another runtime process is connected to this clock: one process at a time follows it".to_string()
-            );
+            return Err(ProtocolError::AnotherRuntime);
         }
         self.phase = Phase::Busy;
         self.last_seq = 0;
@@ -863,29 +1032,18 @@ impl VirtualClock {
     /// Takes an idle report.
     pub fn idle(&mut self, report: IdleReport) -> Result<(), ProtocolError> {
         if self.phase != Phase::Busy {
-            return Err(ProtocolError(format!("idle report #{} while {}", report.seq, self.phase_text())));
+            return Err(ProtocolError::IdleWhile { seq: report.seq, phase: self.phase_text() });
         }
         if report.seq != self.last_seq + 1 {
-            return Err(ProtocolError(format!(
-                "idle report #{} out of order: the previous one was #{}, so this one is #{}",
-                report.seq,
-                self.last_seq,
-                self.last_seq + 1
-            )));
+            return Err(ProtocolError::IdleOutOfOrder { seq: report.seq, previous: self.last_seq });
         }
         if report.now_ns != self.now_ns {
-            return Err(ProtocolError(format!(
-                "idle report #{} says now is {} ns; the harness's time is {} ns",
-                report.seq, report.now_ns, self.now_ns
-            )));
+            return Err(ProtocolError::IdleNow { seq: report.seq, now_ns: report.now_ns, harness_ns: self.now_ns });
         }
         if let Some(due) = report.next_due_ns
             && due <= self.now_ns
         {
-            return Err(ProtocolError(format!(
-                "idle report #{} has a timer due at {due} ns, not after now ({} ns): a runtime is idle only when nothing is due",
-                report.seq, self.now_ns
-            )));
+            return Err(ProtocolError::IdleDue { seq: report.seq, due_ns: due, now_ns: self.now_ns });
         }
         for reported in &report.conns {
             let entry = self.conn(&reported.conn);
@@ -895,10 +1053,14 @@ impl VirtualClock {
                 *entry = Conn { name: entry.name.take(), ..fresh_counts() };
             }
             if reported.sent < entry.sent || reported.read < entry.read {
-                return Err(ProtocolError(format!(
-                    "idle report #{}: the counts of {} went down (sent {} after {}, read {} after {})",
-                    report.seq, reported.conn, reported.sent, entry.sent, reported.read, entry.read
-                )));
+                return Err(ProtocolError::CountsDown {
+                    seq: report.seq,
+                    conn: reported.conn.clone(),
+                    sent: reported.sent,
+                    sent_before: entry.sent,
+                    read: reported.read,
+                    read_before: entry.read,
+                });
             }
             entry.sent = reported.sent;
             entry.read = reported.read;
@@ -918,7 +1080,7 @@ impl VirtualClock {
             Phase::Advancing { seq: advancing, to_ns } if advancing == seq => {
                 self.note(format!("advance to {} void: the runtime woke by itself", seconds(to_ns)));
             }
-            _ => return Err(ProtocolError(format!("busy #{seq} while {}", self.phase_text()))),
+            _ => return Err(ProtocolError::BusyWhile { seq, phase: self.phase_text() }),
         }
         self.phase = Phase::Busy;
         self.apply_deferred();
@@ -966,9 +1128,9 @@ impl VirtualClock {
                 Ok(())
             }
             Phase::Advancing { seq: advancing, to_ns } if advancing == seq => {
-                Err(ProtocolError(format!("at #{seq} says {now_ns} ns; the advance was to {to_ns} ns")))
+                Err(ProtocolError::AtElsewhere { seq, now_ns, to_ns })
             }
-            _ => Err(ProtocolError(format!("at #{seq} while {}", self.phase_text()))),
+            _ => Err(ProtocolError::AtWhile { seq, phase: self.phase_text() }),
         }
     }
 
@@ -1127,7 +1289,7 @@ mod tests {
 
     fn connected() -> VirtualClock {
         let mut clock = VirtualClock::new(ClockLimits::default(), None);
-        assert_eq!(clock.connect(PROTOCOL, "test"), Ok(0));
+        assert_eq!(clock.connect(PROTOCOL, "test").unwrap(), 0);
         clock
     }
 
@@ -1209,12 +1371,17 @@ mod tests {
     fn bad_reports_are_protocol_errors_that_say_what() {
         let mut clock = connected();
         let error = clock.idle(idle(2, 0, None, vec![])).unwrap_err();
-        assert!(error.0.contains("out of order"), "{error:?}");
+        assert!(error.to_string().contains("out of order"), "{error:?}");
+        assert!(matches!(error, ProtocolError::IdleOutOfOrder { seq: 2, previous: 0 }), "{error:?}");
         let error = clock.idle(idle(1, 0, Some(0), vec![])).unwrap_err();
-        assert!(error.0.contains("not after now"), "{error:?}");
+        assert!(error.to_string().contains("not after now"), "{error:?}");
+        assert!(matches!(error, ProtocolError::IdleDue { seq: 1, due_ns: 0, now_ns: 0 }), "{error:?}");
         let error = clock.idle(idle(1, 7, None, vec![])).unwrap_err();
-        assert!(error.0.contains("harness's time is 0 ns"), "{error:?}");
-        assert!(clock.busy(1).unwrap_err().0.contains("running"));
+        assert!(error.to_string().contains("harness's time is 0 ns"), "{error:?}");
+        assert!(matches!(error, ProtocolError::IdleNow { seq: 1, now_ns: 7, harness_ns: 0 }), "{error:?}");
+        let error = clock.busy(1).unwrap_err();
+        assert!(error.to_string().contains("running"));
+        assert!(matches!(error, ProtocolError::BusyWhile { seq: 1, .. }), "{error:?}");
     }
 
     #[test]
@@ -1252,16 +1419,31 @@ mod tests {
     }
 
     #[test]
+    fn a_line_that_is_not_a_clock_message_keeps_the_line_and_the_parsers_error() {
+        let line = format!("{{\"type\":\"nope\",\"pad\":\"{}\"}}", "x".repeat(200));
+        let source = serde_json::from_str::<FromRuntime>(&line).unwrap_err();
+        let error = ProtocolError::NotAMessage { line: line.clone(), source: Box::new(source) };
+        assert!(std::error::Error::source(&error).is_some());
+        let shown = error.to_string();
+        assert!(shown.starts_with("not a clock message (missing field `op`"), "{shown}");
+        assert!(shown.ends_with("xxx…") && shown.len() < line.len(), "{shown}");
+    }
+
+    #[test]
     fn a_second_runtime_is_refused_and_a_later_one_continues_at_the_same_time() {
         let mut clock = connected();
-        assert!(clock.connect(PROTOCOL, "").unwrap_err().contains("one process at a time"));
+        let refused = clock.connect(PROTOCOL, "").unwrap_err();
+        assert!(refused.to_string().contains("one process at a time"));
+        assert!(matches!(refused, ProtocolError::AnotherRuntime), "{refused:?}");
         clock.idle(idle(1, 0, Some(3 * S), vec![])).unwrap();
         clock.next_step();
         clock.at(1, 3 * S).unwrap();
         clock.disconnect();
         assert_eq!(clock.next_step(), Step::Wait(Waiting::Runtime));
-        assert_eq!(clock.connect(PROTOCOL, "turn 2"), Ok(3 * S));
-        assert!(clock.connect(2, "").is_err());
+        assert_eq!(clock.connect(PROTOCOL, "turn 2").unwrap(), 3 * S);
+        let refused = clock.connect(2, "").unwrap_err();
+        assert!(matches!(refused, ProtocolError::UnknownProtocol { protocol: 2 }), "{refused:?}");
+        assert_eq!(refused.to_string(), "protocol 2 is not spoken here; this harness speaks protocol 1");
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::wire::clock::{ClockEnd, ClockEndpoint, ClockLimits, ClockOptions, Clo
 pub use crate::wire::process::{Exited, TurnRun, become_subreaper, find_clock_shim};
 use crate::wire::process::{TempDir, Watch, clock_env, run_turn};
 use crate::wire::runtime::RuntimeDescription;
-use crate::wire::{self, End, ServeOptions, Server, WireRun};
+use crate::wire::{self, End, ServeError, ServeOptions, Server, WireRun};
 
 /// How a scenario is driven on virtual time. Every limit is named here with its default.
 #[derive(Clone, Debug)]
@@ -109,24 +109,115 @@ impl Default for DriveOptions {
     }
 }
 
-/// Why a scenario could not be driven at all.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a scenario could not be driven at all: the system under test could not be run
+/// ([`DriveError::is_not_run`]), or the harness could not set up around it.
+#[derive(Debug)]
 pub enum DriveError {
-    /// The command was not found, or failed to start: the system under test could not be run.
-    NotRun(String),
-    /// The server could not start, or the temp folders could not be made.
-    Setup(String),
+    /// No command was given (after `--`).
+    NoCommand,
+    /// The runtime's command was not found.
+    CommandNotFound {
+        /// The command, as resolved.
+        program: PathBuf,
+    },
+    /// The runtime's command failed to start.
+    CommandFailed {
+        /// The command, as resolved.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No clock shim was found (a folder with `sitecustomize.py` and `rehearsal_clock/`).
+    NoClockShim {
+        /// Each place looked in: where it came from (`--clock-shim`, `$REHEARSAL_CLOCK_SHIM`,
+        /// the crate's `shims/python`) and the folder.
+        tried: Vec<(&'static str, PathBuf)>,
+    },
+    /// The temp folder could not be made.
+    TempFolder {
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A folder could not be made.
+    MakeFolder {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file could not be written (a scenario's `profile_files`).
+    WriteFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A `profile_files` name is not a plain file name.
+    ProfileFileName {
+        /// The name.
+        name: String,
+    },
+    /// The clock endpoint could not be bound.
+    ClockEndpoint {
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The server could not start.
+    Serve(ServeError),
+}
+
+impl DriveError {
+    /// Whether the system under test could not be run (no command, or one not found or that
+    /// failed to start), rather than the harness failing around it.
+    pub fn is_not_run(&self) -> bool {
+        matches!(self, DriveError::NoCommand | DriveError::CommandNotFound { .. } | DriveError::CommandFailed { .. })
+    }
 }
 
 impl std::fmt::Display for DriveError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DriveError::NotRun(why) | DriveError::Setup(why) => f.write_str(why),
+            DriveError::NoCommand => f.write_str("no command given after `--`"),
+            DriveError::CommandNotFound { program } => {
+                write!(f, "the runtime's command `{}` was not found", program.display())
+            }
+            DriveError::CommandFailed { program, source } => {
+                write!(f, "the runtime's command `{}` failed to start: {source}", program.display())
+            }
+            DriveError::NoClockShim { tried } => {
+                let tried: Vec<String> = tried.iter().map(|(from, dir)| format!("{from} {}", dir.display())).collect();
+                write!(
+                    f,
+                    "no clock shim (a folder with sitecustomize.py and rehearsal_clock/) at {}; give one with --clock-shim DIR or REHEARSAL_CLOCK_SHIM",
+                    tried.join(", ")
+                )
+            }
+            DriveError::TempFolder { source } => write!(f, "cannot make a temp folder: {source}"),
+            DriveError::MakeFolder { path, source } => write!(f, "cannot make {}: {source}", path.display()),
+            DriveError::WriteFile { path, source } => write!(f, "cannot write {}: {source}", path.display()),
+            DriveError::ProfileFileName { name } => write!(f, "profile_files: `{name}` is not a plain file name"),
+            DriveError::ClockEndpoint { source } => write!(f, "cannot bind the clock endpoint: {source}"),
+            DriveError::Serve(e) => e.fmt(f),
         }
     }
 }
 
-impl std::error::Error for DriveError {}
+impl std::error::Error for DriveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DriveError::CommandFailed { source, .. }
+            | DriveError::TempFolder { source }
+            | DriveError::MakeFolder { source, .. }
+            | DriveError::WriteFile { source, .. }
+            | DriveError::ClockEndpoint { source } => Some(source),
+            DriveError::Serve(e) => Some(e),
+            DriveError::NoCommand
+            | DriveError::CommandNotFound { .. }
+            | DriveError::NoClockShim { .. }
+            | DriveError::ProfileFileName { .. } => None,
+        }
+    }
+}
 
 /// A driven scenario: the verdict and what it was made of.
 #[derive(Debug)]
@@ -181,16 +272,15 @@ pub async fn drive(
     options: &DriveOptions,
 ) -> Result<Driven, DriveError> {
     let Some(program) = options.command.first() else {
-        return Err(DriveError::NotRun("no command given after `--`".into()));
+        return Err(DriveError::NoCommand);
     };
-    let temp = TempDir::new(options.temp_root.as_deref())
-        .map_err(|e| DriveError::Setup(format!("cannot make a temp folder: {e}")))?;
+    let temp = TempDir::new(options.temp_root.as_deref()).map_err(|source| DriveError::TempFolder { source })?;
     let home = temp.0.join("home");
     let workdir = temp.0.join("work");
     for dir in [&home, &workdir] {
-        std::fs::create_dir_all(dir).map_err(|e| DriveError::Setup(format!("cannot make {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|source| DriveError::MakeFolder { path: dir.clone(), source })?;
     }
-    seed_files(scenario, &workdir).map_err(DriveError::Setup)?;
+    seed_files(scenario, &workdir)?;
     let endpoint = match &options.clock {
         Some(setup) => {
             let clock = ClockOptions {
@@ -199,11 +289,7 @@ pub async fn drive(
                 limits: setup.limits.clone(),
                 ..ClockOptions::default()
             };
-            Some(
-                ClockEndpoint::bind(clock)
-                    .await
-                    .map_err(|e| DriveError::Setup(format!("cannot bind the clock endpoint: {e}")))?,
-            )
+            Some(ClockEndpoint::bind(clock).await.map_err(|source| DriveError::ClockEndpoint { source })?)
         }
         None => None,
     };
@@ -218,8 +304,7 @@ pub async fn drive(
         barrier: options.barrier,
         ..ServeOptions::default()
     };
-    let server =
-        Server::start(scenario, description.dialect(), serve).await.map_err(|e| DriveError::Setup(e.to_string()))?;
+    let server = Server::start(scenario, description.dialect(), serve).await.map_err(DriveError::Serve)?;
     let base = server.base_url();
     let model = scenario.session.model.clone().unwrap_or_else(|| "rehearsal".to_string());
     let mut env = description.env_for(&base, &model, &home, &workdir);
@@ -245,7 +330,7 @@ pub async fn drive(
                 if let Some(endpoint) = endpoint {
                     endpoint.finish().await;
                 }
-                return Err(DriveError::NotRun(e));
+                return Err(e);
             }
         }
     }
@@ -416,18 +501,18 @@ fn judge_turn(i: usize, turn: &crate::scenario::Turn, run: &TurnRun) -> Vec<Fail
 
 /// Writes the scenario's profile files where a runtime looks for them:
 /// `.agents/agents/NAME` in the working directory.
-fn seed_files(scenario: &Scenario, workdir: &Path) -> Result<(), String> {
+fn seed_files(scenario: &Scenario, workdir: &Path) -> Result<(), DriveError> {
     if scenario.profile_files.is_empty() {
         return Ok(());
     }
     let dir = workdir.join(".agents").join("agents");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|source| DriveError::MakeFolder { path: dir.clone(), source })?;
     for (name, text) in &scenario.profile_files {
         if name.contains('/') || name.contains('\\') || name.starts_with('.') {
-            return Err(format!("profile_files: `{name}` is not a plain file name"));
+            return Err(DriveError::ProfileFileName { name: name.clone() });
         }
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, text).map_err(|source| DriveError::WriteFile { path: path.clone(), source })?;
     }
     Ok(())
 }
@@ -443,5 +528,47 @@ mod tests {
         assert_eq!(got, "t=2 m=say {turn} s=s-1");
         assert_eq!(substitute("{home}/{workdir}", "", 1, "", Path::new("/h"), Path::new("/w")), "/h//w");
         assert_eq!(substitute("héllo {x}", "", 1, "", Path::new("/h"), Path::new("/w")), "héllo {x}");
+    }
+
+    #[tokio::test]
+    async fn a_command_that_is_not_there_is_not_run_and_named() {
+        let scenario: Scenario = serde_json::from_str(r#"{"name":"s","lanes":[],"turns":[{"user":"hi"}]}"#).unwrap();
+        let generic = RuntimeDescription::builtin("generic").unwrap();
+        let err = drive(&scenario, &generic, &DriveOptions::default()).await.unwrap_err();
+        assert!(matches!(err, DriveError::NoCommand) && err.is_not_run(), "{err:?}");
+        let temp = std::env::temp_dir();
+        let watch = DriveOptions::default().watch();
+        let args = vec!["/no/such/runtime".to_string()];
+        let err = run_turn("/no/such/runtime", &args, &[], &temp, &temp, &watch, None).await.unwrap_err();
+        assert!(
+            matches!(&err, DriveError::CommandNotFound { program } if program == Path::new("/no/such/runtime")),
+            "{err:?}"
+        );
+        assert!(err.is_not_run());
+        assert_eq!(err.to_string(), "the runtime's command `/no/such/runtime` was not found");
+    }
+
+    #[test]
+    fn a_clock_shim_not_found_names_every_place_tried() {
+        let err = find_clock_shim(Some(Path::new("/no/such/shim"))).unwrap_err();
+        let DriveError::NoClockShim { tried } = &err else { panic!("{err:?}") };
+        assert_eq!(tried, &vec![("--clock-shim", PathBuf::from("/no/such/shim"))]);
+        assert!(!err.is_not_run());
+        assert_eq!(
+            err.to_string(),
+            "no clock shim (a folder with sitecustomize.py and rehearsal_clock/) at --clock-shim /no/such/shim; give one with --clock-shim DIR or REHEARSAL_CLOCK_SHIM"
+        );
+    }
+
+    #[test]
+    fn a_profile_file_outside_its_folder_is_refused_by_name() {
+        let mut scenario: Scenario =
+            serde_json::from_str(r#"{"name":"s","lanes":[],"turns":[{"user":"hi"}]}"#).unwrap();
+        scenario.profile_files.insert("../x.md".into(), "x".into());
+        let dir = std::env::temp_dir().join(format!("rehearsal-seed-{}", std::process::id()));
+        let err = seed_files(&scenario, &dir).unwrap_err();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(matches!(&err, DriveError::ProfileFileName { name } if name == "../x.md"), "{err:?}");
+        assert_eq!(err.to_string(), "profile_files: `../x.md` is not a plain file name");
     }
 }

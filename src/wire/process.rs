@@ -28,6 +28,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 use crate::wire::clock::Clock;
+use crate::wire::drive::DriveError;
 
 /// How one turn's command is watched: its limits and what may stop it from outside.
 #[derive(Clone, Debug)]
@@ -122,19 +123,16 @@ pub(crate) fn clock_env(env: &mut Vec<(String, String)>, clock: &str, shim: &Pat
 
 /// The folder of the clock shim: `--clock-shim DIR` if given, else `$REHEARSAL_CLOCK_SHIM`,
 /// else the crate's own `shims/python` (where it was built). `Err` names every place tried.
-pub fn find_clock_shim(given: Option<&Path>) -> Result<PathBuf, String> {
+pub fn find_clock_shim(given: Option<&Path>) -> Result<PathBuf, DriveError> {
     let mut tried = Vec::new();
-    let candidates: Vec<(String, PathBuf)> = match given {
-        Some(dir) => vec![("--clock-shim".to_string(), dir.to_path_buf())],
+    let candidates: Vec<(&'static str, PathBuf)> = match given {
+        Some(dir) => vec![("--clock-shim", dir.to_path_buf())],
         None => {
             let mut out = Vec::new();
             if let Some(dir) = std::env::var_os("REHEARSAL_CLOCK_SHIM").filter(|d| !d.is_empty()) {
-                out.push(("$REHEARSAL_CLOCK_SHIM".to_string(), PathBuf::from(dir)));
+                out.push(("$REHEARSAL_CLOCK_SHIM", PathBuf::from(dir)));
             }
-            out.push((
-                "the crate's shims/python".to_string(),
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("shims").join("python"),
-            ));
+            out.push(("the crate's shims/python", Path::new(env!("CARGO_MANIFEST_DIR")).join("shims").join("python")));
             out
         }
     };
@@ -142,12 +140,9 @@ pub fn find_clock_shim(given: Option<&Path>) -> Result<PathBuf, String> {
         if dir.join("sitecustomize.py").is_file() && dir.join("rehearsal_clock").is_dir() {
             return Ok(std::fs::canonicalize(&dir).unwrap_or(dir));
         }
-        tried.push(format!("{from} {}", dir.display()));
+        tried.push((from, dir));
     }
-    Err(format!(
-        "no clock shim (a folder with sitecustomize.py and rehearsal_clock/) at {}; give one with --clock-shim DIR or REHEARSAL_CLOCK_SHIM",
-        tried.join(", ")
-    ))
+    Err(DriveError::NoClockShim { tried })
 }
 
 /// Resolves once `flag` is set (Ctrl-C), looked at every 50 ms; never without a flag.
@@ -172,7 +167,7 @@ pub(crate) async fn run_turn(
     workdir: &Path,
     watch: &Watch,
     clock: Option<&Clock>,
-) -> Result<TurnRun, String> {
+) -> Result<TurnRun, DriveError> {
     // A relative path with a separator would be resolved against the working directory set
     // below: resolve it against drive's own, as a shell would.
     let program: PathBuf = match Path::new(program) {
@@ -197,9 +192,9 @@ pub(crate) async fn run_turn(
     let tag = run_tag();
     command.env(&tag, "1");
     let started = tokio::time::Instant::now();
-    let mut child = command.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("the runtime's command `{}` was not found", program.display()),
-        _ => format!("the runtime's command `{}` failed to start: {e}", program.display()),
+    let mut child = command.spawn().map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => DriveError::CommandNotFound { program: program.to_path_buf() },
+        _ => DriveError::CommandFailed { program: program.to_path_buf(), source },
     })?;
     let pid = child.id();
     let max = watch.output_max_bytes;

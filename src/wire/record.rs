@@ -33,10 +33,11 @@ use serde_json::{Map, Value, json};
 
 use crate::evidence::attribution::{Attribution, Attributor};
 use crate::judge::Verdict;
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, ScenarioError};
 use crate::sut::llm::Role;
+use crate::wire::ServeError;
 use crate::wire::WireRun;
-use crate::wire::drive::DriveOptions;
+use crate::wire::drive::{DriveError, DriveOptions};
 use crate::wire::process::{Exited, TempDir, TurnRun};
 use crate::wire::runtime::RuntimeDescription;
 use proxy::{Event, Outcome, Proxy, ProxyOptions, Recording};
@@ -129,16 +130,36 @@ impl Default for RecordOptions {
 }
 
 /// Why a run could not be recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum RecordError {
-    /// Bad options: an unusable pattern, an https upstream, a port that cannot be bound.
-    Usage(String),
-    /// The command was not found or failed to start.
-    NotRun(String),
-    /// The temp folders could not be made, or the file could not be written.
-    Setup(String),
+    /// A `--redact` or `--volatile` pattern is not a regular expression (or too big).
+    Pattern {
+        /// The flag (`--redact`, `--volatile`).
+        flag: &'static str,
+        /// The pattern.
+        pattern: String,
+        /// The regular expression's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The proxy could not start: an unusable `--upstream`, a port that cannot be bound.
+    Proxy(ServeError),
+    /// The runtime's command was not found or failed to start
+    /// ([`DriveError::is_not_run`]), or its temp folders could not be made.
+    Run(DriveError),
+    /// No chat request came through the proxy: nothing to record.
+    NothingRecorded {
+        /// The last lines (at most 5) of each turn's stderr, in order: the runtime's own words.
+        stderr_tail: Vec<String>,
+    },
+    /// The file could not be written.
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The file written is not a scenario the front door accepts (a bug of the writer).
-    Written(String),
+    Written(ScenarioError),
     /// The file's script, fed the recording it was written from, does not give back what was
     /// recorded: the writer and the recording differ, which is rehearsal's own bug, never the
     /// runtime's. Each entry names an exchange and the difference.
@@ -153,8 +174,17 @@ pub enum RecordError {
 impl std::fmt::Display for RecordError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RecordError::Usage(why) | RecordError::NotRun(why) | RecordError::Setup(why) => f.write_str(why),
-            RecordError::Written(why) => write!(f, "the recording written is not a valid scenario: {why}"),
+            RecordError::Pattern { flag, pattern, source } => write!(f, "{flag} {pattern:?}: {source}"),
+            RecordError::Proxy(e) => e.fmt(f),
+            RecordError::Run(e) => e.fmt(f),
+            RecordError::NothingRecorded { stderr_tail } => {
+                f.write_str(
+                    "no chat request came through the proxy: nothing to record (is the runtime's base URL the proxy's?)",
+                )?;
+                stderr_tail.iter().try_for_each(|line| write!(f, "\n  stderr: {line}"))
+            }
+            RecordError::Write { path, source } => write!(f, "cannot write {}: {source}", path.display()),
+            RecordError::Written(e) => write!(f, "the recording written is not a valid scenario: {e}"),
             RecordError::Inconsistent { file, differences } => write!(
                 f,
                 "internal error: {} does not play back the run it was written from (a bug of rehearsal's recording writer, not of the runtime; the file is kept for a bug report): {}",
@@ -165,7 +195,18 @@ impl std::fmt::Display for RecordError {
     }
 }
 
-impl std::error::Error for RecordError {}
+impl std::error::Error for RecordError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RecordError::Pattern { source, .. } => Some(&**source),
+            RecordError::Proxy(e) => Some(e),
+            RecordError::Run(e) => Some(e),
+            RecordError::Write { source, .. } => Some(source),
+            RecordError::Written(e) => Some(e),
+            RecordError::NothingRecorded { .. } | RecordError::Inconsistent { .. } => None,
+        }
+    }
+}
 
 /// A recorded run.
 #[derive(Debug)]
@@ -209,7 +250,7 @@ pub async fn record(
         ..ProxyOptions::default()
     })
     .await
-    .map_err(|e| RecordError::Usage(e.0))?;
+    .map_err(RecordError::Proxy)?;
     let base = proxy.base_url();
     ready(&base);
     let mut turns = Vec::new();
@@ -221,11 +262,11 @@ pub async fn record(
         }
     } else {
         let temp = TempDir::new(options.temp_root.as_deref())
-            .map_err(|e| RecordError::Setup(format!("cannot make a temp folder: {e}")))?;
+            .map_err(|source| RecordError::Run(DriveError::TempFolder { source }))?;
         let (home, workdir) = (temp.0.join("home"), temp.0.join("work"));
         for dir in [&home, &workdir] {
             std::fs::create_dir_all(dir)
-                .map_err(|e| RecordError::Setup(format!("cannot make {}: {e}", dir.display())))?;
+                .map_err(|source| RecordError::Run(DriveError::MakeFolder { path: dir.clone(), source }))?;
         }
         let model = "rehearsal";
         let env = description.env_for(&base, model, &home, &workdir);
@@ -246,9 +287,9 @@ pub async fn record(
                 .collect();
             match crate::wire::process::run_turn(&args[0], &args, &env, &home, &workdir, &drive.watch(), None).await {
                 Ok(run) => turns.push(run),
-                Err(why) => {
+                Err(e) => {
                     let _ = proxy.finish(Duration::ZERO).await;
-                    return Err(RecordError::NotRun(why));
+                    return Err(RecordError::Run(e));
                 }
             }
         }
@@ -258,15 +299,12 @@ pub async fn record(
     let recording = proxy.finish(Duration::from_millis(200)).await;
     if recording.exchanges.is_empty() {
         // Nothing to write: a scenario needs its root's lane. The runtime's own words say why.
-        let tail: Vec<String> = turns
+        let stderr_tail: Vec<String> = turns
             .iter()
             .flat_map(|t| t.stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev())
-            .map(|l| format!("\n  stderr: {l}"))
+            .map(str::to_string)
             .collect();
-        return Err(RecordError::NotRun(format!(
-            "no chat request came through the proxy: nothing to record (is the runtime's base URL the proxy's?){}",
-            tail.concat()
-        )));
+        return Err(RecordError::NothingRecorded { stderr_tail });
     }
     let mut notes = recording.notes.clone();
     // The upstream's own failures are counted: the runtime got a 502 error object for each,
@@ -297,8 +335,8 @@ pub async fn record(
     let value = scenario_value(description, options, &recording, &turns, &secrets, &mut notes);
     let value = redacted(value, &secrets, &redact);
     let text = layout(&value);
-    std::fs::write(out, &text).map_err(|e| RecordError::Setup(format!("cannot write {}: {e}", out.display())))?;
-    let scenario = crate::load::outside(out).map_err(|e| RecordError::Written(e.to_string()))?.into_parts().0;
+    std::fs::write(out, &text).map_err(|source| RecordError::Write { path: out.to_path_buf(), source })?;
+    let scenario = crate::load::outside(out).map_err(RecordError::Written)?.into_parts().0;
     // The writer's own guard: the file's script fed the recording as the file holds it
     // (secrets blanked the same way) must give back every reply recorded and pass every
     // request check it wrote. A difference is the writer's bug, reported as such, never a
@@ -347,9 +385,12 @@ pub async fn record(
     Ok(Recorded { scenario, text, verdict, notes, turns, recording, wire })
 }
 
-fn patterns(list: impl Iterator<Item = String>, flag: &str) -> Result<Vec<regex::Regex>, RecordError> {
-    list.map(|p| crate::scenario::volatile_regex(&p).map_err(|e| RecordError::Usage(format!("{flag} {p:?}: {e}"))))
-        .collect()
+fn patterns(list: impl Iterator<Item = String>, flag: &'static str) -> Result<Vec<regex::Regex>, RecordError> {
+    list.map(|pattern| match crate::scenario::volatile_regex(&pattern) {
+        Ok(regex) => Ok(regex),
+        Err(e) => Err(RecordError::Pattern { flag, pattern, source: Box::new(e) }),
+    })
+    .collect()
 }
 
 fn round(ms: u128, to: u64) -> u64 {
@@ -955,6 +996,24 @@ mod tests {
         assert_eq!(blank("key is Qw8rTy6"), json!("key is [redacted]"));
         assert_eq!(blank("key is Qw8rTy6uIo4pAs, ok"), json!("key is [redacted], ok"));
         assert_eq!(blank("key is Qw8"), json!("key is Qw8"), "3 characters are not a start worth blanking");
+    }
+
+    #[test]
+    fn a_bad_pattern_names_its_flag_and_itself() {
+        let err = patterns(["ok".to_string(), "(unclosed".to_string()].into_iter(), "--volatile").unwrap_err();
+        let RecordError::Pattern { flag, pattern, .. } = &err else { panic!("{err:?}") };
+        assert_eq!((*flag, pattern.as_str()), ("--volatile", "(unclosed"));
+        assert!(err.to_string().starts_with("--volatile \"(unclosed\": regex parse error"), "{err}");
+        assert!(std::error::Error::source(&err).is_some());
+    }
+
+    #[test]
+    fn nothing_recorded_quotes_the_runtimes_last_words() {
+        let err = RecordError::NothingRecorded { stderr_tail: vec!["boom".into(), "bye".into()] };
+        assert_eq!(
+            err.to_string(),
+            "no chat request came through the proxy: nothing to record (is the runtime's base URL the proxy's?)\n  stderr: boom\n  stderr: bye"
+        );
     }
 
     #[test]

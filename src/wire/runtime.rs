@@ -131,17 +131,89 @@ impl Default for Features {
     }
 }
 
-/// A description that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeError(pub String);
+/// A runtime description that could not be read: which file or name, and what in it.
+#[derive(Debug)]
+pub enum RuntimeError {
+    /// Neither a built-in name nor a `.json` file.
+    UnknownRuntime {
+        /// The name given.
+        name: String,
+        /// The built-in descriptions ([`BUILTIN`]).
+        builtins: &'static [&'static str],
+    },
+    /// The `.json` file could not be read.
+    Unreadable {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a description in JSON (a syntax error, an unknown or missing field).
+    NotADescription {
+        /// The file.
+        file: String,
+        /// The line (from 1) the parser stopped at.
+        line: usize,
+        /// The column (from 1) the parser stopped at.
+        column: usize,
+        /// The field the parser was in, as a path (`limits.max_concurrency`).
+        field: String,
+        /// The parser's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// `oracles_off` names an oracle that is not a model-side oracle.
+    UnknownOracle {
+        /// The file.
+        file: String,
+        /// The name given.
+        oracle: String,
+        /// The model-side oracles.
+        known: &'static [&'static str],
+    },
+    /// `dialect` is not a built-in dialect.
+    UnknownDialect {
+        /// The file.
+        file: String,
+        /// The name given.
+        dialect: String,
+        /// The built-in dialects.
+        known: &'static [&'static str],
+    },
+}
 
 impl std::fmt::Display for RuntimeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            RuntimeError::UnknownRuntime { name, builtins } => write!(
+                f,
+                "unknown runtime `{name}`: a built-in is one of {}, or give a description `.json` file",
+                builtins.join(", ")
+            ),
+            RuntimeError::Unreadable { file, source } => write!(f, "{file}: cannot read: {source}"),
+            RuntimeError::NotADescription { file, line, column, field, source } => {
+                write!(f, "{file}:{line}:{column}: at `{field}`: {source}")
+            }
+            RuntimeError::UnknownOracle { file, oracle, known } => {
+                write!(f, "{file}: oracles_off: `{oracle}` is not a model-side oracle (one of {})", known.join(", "))
+            }
+            RuntimeError::UnknownDialect { file, dialect, known } => {
+                write!(f, "{file}: dialect `{dialect}` is not a built-in dialect (one of {})", known.join(", "))
+            }
+        }
     }
 }
 
-impl std::error::Error for RuntimeError {}
+impl std::error::Error for RuntimeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RuntimeError::Unreadable { source, .. } => Some(source),
+            RuntimeError::NotADescription { source, .. } => Some(&**source),
+            RuntimeError::UnknownRuntime { .. }
+            | RuntimeError::UnknownOracle { .. }
+            | RuntimeError::UnknownDialect { .. } => None,
+        }
+    }
+}
 
 /// The names of the built-in descriptions.
 pub const BUILTIN: [&str; 4] = ["bub", "py-runtime", "roku", "generic"];
@@ -278,24 +350,31 @@ impl RuntimeDescription {
     pub fn from_json(text: &str, file: &str) -> Result<RuntimeDescription, RuntimeError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         let description: RuntimeDescription = serde_path_to_error::deserialize(de).map_err(|e| {
-            let inner = e.inner();
-            RuntimeError(format!("{file}:{}:{}: at `{}`: {inner}", inner.line(), inner.column(), e.path()))
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            RuntimeError::NotADescription {
+                file: file.to_string(),
+                line: inner.line(),
+                column: inner.column(),
+                field,
+                source: Box::new(inner),
+            }
         })?;
         for off in &description.oracles_off {
             if !crate::oracles::model_side::ORACLES.contains(&off.oracle.as_str()) {
-                return Err(RuntimeError(format!(
-                    "{file}: oracles_off: `{}` is not a model-side oracle (one of {})",
-                    off.oracle,
-                    crate::oracles::model_side::ORACLES.join(", ")
-                )));
+                return Err(RuntimeError::UnknownOracle {
+                    file: file.to_string(),
+                    oracle: off.oracle.clone(),
+                    known: &crate::oracles::model_side::ORACLES,
+                });
             }
         }
         if Dialect::builtin(&description.dialect).is_none() {
-            return Err(RuntimeError(format!(
-                "{file}: dialect `{}` is not a built-in dialect (one of {})",
-                description.dialect,
-                crate::dialect::BUILTIN.join(", ")
-            )));
+            return Err(RuntimeError::UnknownDialect {
+                file: file.to_string(),
+                dialect: description.dialect.clone(),
+                known: &crate::dialect::BUILTIN,
+            });
         }
         Ok(description)
     }
@@ -306,13 +385,10 @@ impl RuntimeDescription {
             return Ok(d);
         }
         if !name_or_path.ends_with(".json") {
-            return Err(RuntimeError(format!(
-                "unknown runtime `{name_or_path}`: a built-in is one of {}, or give a description `.json` file",
-                BUILTIN.join(", ")
-            )));
+            return Err(RuntimeError::UnknownRuntime { name: name_or_path.to_string(), builtins: &BUILTIN });
         }
         let text = std::fs::read_to_string(Path::new(name_or_path))
-            .map_err(|e| RuntimeError(format!("{name_or_path}: cannot read: {e}")))?;
+            .map_err(|source| RuntimeError::Unreadable { file: name_or_path.to_string(), source })?;
         RuntimeDescription::from_json(&text, name_or_path)
     }
 
@@ -450,18 +526,51 @@ mod tests {
             "d.json",
         )
         .unwrap_err();
-        assert!(bad.0.starts_with("d.json:2:"), "{bad}");
-        assert!(bad.0.contains("limts"), "{bad}");
+        assert!(bad.to_string().starts_with("d.json:2:"), "{bad}");
+        assert!(bad.to_string().contains("limts"), "{bad}");
+        let RuntimeError::NotADescription { file, line, column, field, .. } = &bad else { panic!("{bad:?}") };
+        assert_eq!((file.as_str(), *line, *column, field.as_str()), ("d.json", 2, 8, "limts"), "{bad}");
+        assert!(std::error::Error::source(&bad).is_some());
+        let deep = RuntimeDescription::from_json(
+            "{\"name\":\"x\",\"dialect\":\"generic\",\"preset\":\"bub\",\"limits\":{\"max_concurency\":1}}",
+            "d.json",
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&deep, RuntimeError::NotADescription { field, .. } if field == "limits.max_concurency"),
+            "{deep:?}"
+        );
         let dialect =
             RuntimeDescription::from_json("{\"name\":\"x\",\"dialect\":\"nope\",\"preset\":\"bub\"}", "d.json")
                 .unwrap_err();
-        assert!(dialect.0.contains("`nope` is not a built-in dialect"), "{dialect}");
+        assert!(dialect.to_string().contains("`nope` is not a built-in dialect"), "{dialect}");
+        assert!(matches!(&dialect, RuntimeError::UnknownDialect { dialect, .. } if dialect == "nope"), "{dialect:?}");
         let off = RuntimeDescription::from_json(
             "{\"name\":\"x\",\"dialect\":\"bub\",\"preset\":\"bub\",\"oracles_off\":[{\"oracle\":\"trunc\",\"why\":\"w\"}]}",
             "d.json",
         )
         .unwrap_err();
-        assert!(off.0.contains("`trunc` is not a model-side oracle"), "{off}");
+        assert!(off.to_string().contains("`trunc` is not a model-side oracle"), "{off}");
+        let RuntimeError::UnknownOracle { oracle, known, .. } = &off else { panic!("{off:?}") };
+        assert_eq!(oracle, "trunc");
+        assert_eq!(*known, &crate::oracles::model_side::ORACLES[..]);
+    }
+
+    #[test]
+    fn an_unknown_runtime_and_an_unreadable_file_say_which() {
+        let err = RuntimeDescription::load("nope").unwrap_err();
+        assert!(
+            matches!(&err, RuntimeError::UnknownRuntime { name, builtins } if name == "nope" && *builtins == &BUILTIN[..])
+        );
+        assert_eq!(
+            err.to_string(),
+            "unknown runtime `nope`: a built-in is one of bub, py-runtime, roku, generic, or give a description `.json` file"
+        );
+        let err = RuntimeDescription::load("no/such/runtime.json").unwrap_err();
+        let RuntimeError::Unreadable { file, source } = &err else { panic!("{err:?}") };
+        assert_eq!(file, "no/such/runtime.json");
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert!(err.to_string().starts_with("no/such/runtime.json: cannot read: "), "{err}");
     }
 
     #[test]

@@ -87,17 +87,165 @@ impl Default for ServeOptions {
     }
 }
 
-/// A server that could not start.
+/// A server (or a recording proxy) that could not start: which option, address or file, and
+/// why.
 #[derive(Debug)]
-pub struct ServeError(pub String);
+pub enum ServeError {
+    /// Both `--barrier` and `--clock` were given.
+    BarrierAndClock,
+    /// `--time-scale` is not a number from 0 to 1000.
+    TimeScale {
+        /// The value given.
+        time_scale: f64,
+    },
+    /// The port could not be bound on 127.0.0.1.
+    Listen {
+        /// The port asked for (0: any).
+        port: u16,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The bound socket has no local address.
+    LocalAddress {
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The clock endpoint could not be bound.
+    ClockEndpoint {
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The `--ready-file` could not be written.
+    ReadyFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `--upstream` is an https:// URL.
+    UpstreamHttps {
+        /// The URL (its scheme lowercased).
+        url: String,
+    },
+    /// `--upstream` is not an http:// URL.
+    UpstreamNotHttp {
+        /// The URL (its scheme lowercased).
+        url: String,
+    },
+    /// `--upstream` holds a character that is not a URL character.
+    UpstreamCharacter {
+        /// The URL (its scheme lowercased).
+        url: String,
+        /// The first such character.
+        character: char,
+    },
+    /// `--upstream` names no host.
+    UpstreamNoHost {
+        /// The URL (its scheme lowercased).
+        url: String,
+    },
+    /// `--upstream` holds credentials (`user:pw@`).
+    UpstreamCredentials {
+        /// The URL (its scheme lowercased).
+        url: String,
+    },
+    /// `--upstream` has a query or a fragment.
+    UpstreamQuery {
+        /// The URL (its scheme lowercased).
+        url: String,
+    },
+    /// `--upstream` has something other than `:port` after a bracketed address.
+    UpstreamAfterBracket {
+        /// The URL (its scheme lowercased).
+        url: String,
+    },
+    /// `--upstream` opens a `[` in the host and never closes it.
+    UpstreamUnclosedBracket {
+        /// The URL (its scheme lowercased).
+        url: String,
+    },
+    /// `--upstream`'s host is not a host name or address.
+    UpstreamHost {
+        /// The URL (its scheme lowercased).
+        url: String,
+        /// The host as read.
+        host: String,
+    },
+    /// `--upstream`'s port is not a port from 1 to 65535.
+    UpstreamPort {
+        /// The URL (its scheme lowercased).
+        url: String,
+        /// The port as read.
+        port: String,
+    },
+}
 
 impl std::fmt::Display for ServeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            ServeError::BarrierAndClock => {
+                f.write_str("--barrier guesses when the runtime is quiet, --clock knows: give one of them")
+            }
+            ServeError::TimeScale { time_scale } => {
+                write!(f, "--time-scale {time_scale} is not a number from 0 to 1000")
+            }
+            ServeError::Listen { port, source } => write!(f, "cannot listen on 127.0.0.1:{port}: {source}"),
+            ServeError::LocalAddress { source } => write!(f, "no local address: {source}"),
+            ServeError::ClockEndpoint { source } => write!(f, "cannot bind the clock endpoint: {source}"),
+            ServeError::ReadyFile { path, source } => {
+                let shown = crate::trace::printable(&path.to_string_lossy()).into_owned();
+                write!(f, "--ready-file {shown}: cannot write it: {source}")
+            }
+            ServeError::UpstreamHttps { url } => write!(
+                f,
+                "--upstream {url}: https is not supported (no TLS stack is linked); run a local TLS-terminating proxy and give its http:// address"
+            ),
+            ServeError::UpstreamNotHttp { url } => {
+                write!(f, "--upstream {url}: expected an http:// URL such as http://127.0.0.1:8080/v1")
+            }
+            // The rest show the URL escaped: it may hold what a terminal should not be sent.
+            ServeError::UpstreamCharacter { url, character } => write!(
+                f,
+                "--upstream {}: {} is not a URL character (percent-encode it)",
+                url.escape_debug(),
+                if *character == ' ' { "a space".to_string() } else { format!("{character:?}") }
+            ),
+            ServeError::UpstreamNoHost { url } => write!(f, "--upstream {}: no host", url.escape_debug()),
+            ServeError::UpstreamCredentials { url } => write!(
+                f,
+                "--upstream {}: credentials in the URL are not sent (give the key with --upstream-key-env)",
+                url.escape_debug()
+            ),
+            ServeError::UpstreamQuery { url } => {
+                write!(f, "--upstream {}: a base URL has no query or fragment", url.escape_debug())
+            }
+            ServeError::UpstreamAfterBracket { url } => {
+                write!(f, "--upstream {}: expected a port after the bracketed address", url.escape_debug())
+            }
+            ServeError::UpstreamUnclosedBracket { url } => {
+                write!(f, "--upstream {}: an unclosed `[` in the host", url.escape_debug())
+            }
+            ServeError::UpstreamHost { url, host } => {
+                write!(f, "--upstream {}: `{host}` is not a host name or address", url.escape_debug())
+            }
+            ServeError::UpstreamPort { url, port } => {
+                write!(f, "--upstream {}: `{port}` is not a port (1 to 65535)", url.escape_debug())
+            }
+        }
     }
 }
 
-impl std::error::Error for ServeError {}
+impl std::error::Error for ServeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServeError::Listen { source, .. }
+            | ServeError::LocalAddress { source }
+            | ServeError::ClockEndpoint { source }
+            | ServeError::ReadyFile { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
 
 /// What the handlers share.
 struct Shared {
@@ -339,19 +487,17 @@ impl Server {
     /// I/O and time enabled.
     pub async fn start(scenario: &Scenario, dialect: Dialect, options: ServeOptions) -> Result<Server, ServeError> {
         if options.barrier.is_some() && options.clock.is_some() {
-            return Err(ServeError(
-                "--barrier guesses when the runtime is quiet, --clock knows: give one of them".to_string(),
-            ));
+            return Err(ServeError::BarrierAndClock);
         }
         // At most a thousand real seconds per scripted second: a scripted latency of an hour
         // (the horizon) then waits at most about six weeks, which a clock can still count.
         if !(options.time_scale.is_finite() && (0.0..=1000.0).contains(&options.time_scale)) {
-            return Err(ServeError(format!("--time-scale {} is not a number from 0 to 1000", options.time_scale)));
+            return Err(ServeError::TimeScale { time_scale: options.time_scale });
         }
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
             .await
-            .map_err(|e| ServeError(format!("cannot listen on 127.0.0.1:{}: {e}", options.port)))?;
-        let addr = listener.local_addr().map_err(|e| ServeError(format!("no local address: {e}")))?;
+            .map_err(|source| ServeError::Listen { port: options.port, source })?;
+        let addr = listener.local_addr().map_err(|source| ServeError::LocalAddress { source })?;
         let created = options.created_s.unwrap_or_else(|| {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
         });

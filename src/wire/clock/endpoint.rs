@@ -522,7 +522,7 @@ impl ClockEndpoint {
 }
 
 /// A line from a connection, or why it could not be read.
-type Line = Result<String, String>;
+type Line = Result<String, ProtocolError>;
 
 /// A connection that has said its first line.
 struct Greeted {
@@ -668,7 +668,7 @@ async fn first_line(stream: TcpStream, greeted: mpsc::Sender<Greeted>, limit: st
     tokio::spawn(read_lines(read, tx));
     let first = tokio::time::timeout(limit, lines.recv())
         .await
-        .unwrap_or_else(|_| Some(Err(format!("no hello within {} ms", limit.as_millis()))));
+        .unwrap_or_else(|_| Some(Err(ProtocolError::NoHello { wall: limit })));
     // Connections wait their turn to be greeted; one that waits past the limit is dropped.
     let _ = greeted.send_timeout(Greeted { writer, lines, first }, limit).await;
 }
@@ -686,12 +686,10 @@ async fn greet(
         None => return None,
         Some(Err(error)) => Err(error),
         Some(Ok(line)) => match serde_json::from_str::<FromRuntime>(&line) {
-            Ok(FromRuntime::Hello { .. }) if busy => {
-                Err("another runtime process is connected to this clock: one process at a time follows it".to_string())
-            }
+            Ok(FromRuntime::Hello { .. }) if busy => Err(ProtocolError::AnotherRuntime),
             Ok(FromRuntime::Hello { protocol, runtime, .. }) => shared.with(|clock| clock.connect(protocol, &runtime)),
-            Ok(_) => Err(format!("the first message must be hello (protocol {PROTOCOL}), not {line}")),
-            Err(error) => Err(format!("the first line is not a clock message: {error}")),
+            Ok(_) => Err(ProtocolError::FirstNotHello { line }),
+            Err(error) => Err(ProtocolError::FirstNotAMessage { source: Box::new(error) }),
         },
     };
     match answer {
@@ -712,7 +710,8 @@ async fn greet(
             Some(Session { writer, lines, line_no: 1 })
         }
         Err(reason) => {
-            let _ = write_line(&mut writer, &ToRuntime::Refused { reason }.line(), write_wall_max).await;
+            let _ = write_line(&mut writer, &ToRuntime::Refused { reason: reason.to_string() }.line(), write_wall_max)
+                .await;
             let _ = tokio::time::timeout(write_wall_max, writer.shutdown()).await;
             None
         }
@@ -729,10 +728,10 @@ fn take_line(shared: &Shared, line_no: u64, line: Line) -> Option<ToRuntime> {
     }
     let mut answer = None;
     let taken = match line {
-        Err(error) => Err(ProtocolError(error)),
+        Err(error) => Err(error),
         Ok(line) => match serde_json::from_str::<FromRuntime>(&line) {
-            Err(error) => Err(ProtocolError(format!("not a clock message ({error}): {}", shorten(&line)))),
-            Ok(FromRuntime::Hello { .. }) => Err(ProtocolError("a second hello on one connection".to_string())),
+            Err(error) => Err(ProtocolError::NotAMessage { line, source: Box::new(error) }),
+            Ok(FromRuntime::Hello { .. }) => Err(ProtocolError::SecondHello),
             Ok(FromRuntime::Now) => {
                 answer = Some(ToRuntime::Now { now_ns: inner.clock.now_ns() });
                 Ok(())
@@ -748,15 +747,15 @@ fn take_line(shared: &Shared, line_no: u64, line: Line) -> Option<ToRuntime> {
             Ok(FromRuntime::At { seq, now_ns }) => inner.clock.at(seq, now_ns),
         },
     };
-    if let Err(ProtocolError(message)) = taken {
+    if let Err(error) = taken {
         let at_ns = inner.clock.now_ns();
-        inner.clock.end(ClockEnd::ProtocolError { at_ns, line: line_no, message });
+        inner.clock.end(ClockEnd::ProtocolError { at_ns, line: line_no, message: error.to_string() });
     }
     shared.pump(&mut inner);
     answer
 }
 
-fn shorten(line: &str) -> String {
+pub(super) fn shorten(line: &str) -> String {
     const KEEP: usize = 120;
     if line.chars().count() <= KEEP {
         line.to_string()
@@ -785,7 +784,7 @@ async fn read_lines(mut read: OwnedReadHalf, tx: mpsc::Sender<Line>) {
                 line.pop();
             }
             scanned = 0;
-            let line = String::from_utf8(line).map_err(|_| "a line that is not UTF-8".to_string());
+            let line = String::from_utf8(line).map_err(|_| ProtocolError::NotUtf8);
             let failed = line.is_err();
             // A full queue holds this reader (and, through TCP, the runtime) back.
             if tx.send(line).await.is_err() || failed {
@@ -794,7 +793,7 @@ async fn read_lines(mut read: OwnedReadHalf, tx: mpsc::Sender<Line>) {
         }
         scanned = buffer.len();
         if buffer.len() > LINE_BYTES_MAX {
-            let _ = tx.send(Err(format!("a line longer than {LINE_BYTES_MAX} bytes"))).await;
+            let _ = tx.send(Err(ProtocolError::LineTooLong { bytes_max: LINE_BYTES_MAX })).await;
             return;
         }
     }

@@ -194,31 +194,24 @@ impl Upstream {
         let lowered = format!("{}{}", url[..scheme_end].to_ascii_lowercase(), &url[scheme_end..]);
         let url = lowered.as_str();
         if url.starts_with("https://") {
-            return Err(ServeError(format!(
-                "--upstream {url}: https is not supported (no TLS stack is linked); run a local TLS-terminating proxy and give its http:// address"
-            )));
+            return Err(ServeError::UpstreamHttps { url: lowered });
         }
         let Some(rest) = url.strip_prefix("http://") else {
-            return Err(ServeError(format!(
-                "--upstream {url}: expected an http:// URL such as http://127.0.0.1:8080/v1"
-            )));
+            return Err(ServeError::UpstreamNotHttp { url: lowered });
         };
-        let bad = |why: &str| Err(ServeError(format!("--upstream {}: {why}", url.escape_debug())));
-        if let Some(c) = url.chars().find(|c| !c.is_ascii_graphic()) {
-            return bad(&format!(
-                "{} is not a URL character (percent-encode it)",
-                if c == ' ' { "a space".to_string() } else { format!("{:?}", c) }
-            ));
+        let url = || lowered.clone();
+        if let Some(character) = rest.chars().find(|c| !c.is_ascii_graphic()) {
+            return Err(ServeError::UpstreamCharacter { url: url(), character });
         }
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         if authority.is_empty() {
-            return bad("no host");
+            return Err(ServeError::UpstreamNoHost { url: url() });
         }
         if authority.contains('@') {
-            return bad("credentials in the URL are not sent (give the key with --upstream-key-env)");
+            return Err(ServeError::UpstreamCredentials { url: url() });
         }
         if path.contains(['?', '#']) || authority.contains(['?', '#']) {
-            return bad("a base URL has no query or fragment");
+            return Err(ServeError::UpstreamQuery { url: url() });
         }
         // `host`, `host:port`, `[v6]` or `[v6]:port`.
         let (host, port) = match authority.strip_prefix('[') {
@@ -226,9 +219,9 @@ impl Upstream {
                 Some((host, "")) => (host, None),
                 Some((host, rest)) => match rest.strip_prefix(':') {
                     Some(port) => (host, Some(port)),
-                    None => return bad("expected a port after the bracketed address"),
+                    None => return Err(ServeError::UpstreamAfterBracket { url: url() }),
                 },
-                None => return bad("an unclosed `[` in the host"),
+                None => return Err(ServeError::UpstreamUnclosedBracket { url: url() }),
             },
             None => match authority.rsplit_once(':') {
                 Some((host, port)) => (host, Some(port)),
@@ -239,12 +232,12 @@ impl Upstream {
             || host.contains([' ', '/', '\\', '[', ']'])
             || (!authority.starts_with('[') && host.contains(':'))
         {
-            return bad(&format!("`{host}` is not a host name or address"));
+            return Err(ServeError::UpstreamHost { url: url(), host: host.to_string() });
         }
         if let Some(port) = port
             && !(port.bytes().all(|b| b.is_ascii_digit()) && matches!(port.parse::<u16>(), Ok(p) if p > 0))
         {
-            return bad(&format!("`{port}` is not a port (1 to 65535)"));
+            return Err(ServeError::UpstreamPort { url: url(), port: port.to_string() });
         }
         let authority = if port.is_some() { authority.to_string() } else { format!("{authority}:80") };
         let base = format!("/{}", path.trim_end_matches('/'));
@@ -324,8 +317,8 @@ impl Proxy {
         let upstream = Upstream::parse(&options.upstream)?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
             .await
-            .map_err(|e| ServeError(format!("cannot listen on 127.0.0.1:{}: {e}", options.port)))?;
-        let addr = listener.local_addr().map_err(|e| ServeError(format!("no local address: {e}")))?;
+            .map_err(|source| ServeError::Listen { port: options.port, source })?;
+        let addr = listener.local_addr().map_err(|source| ServeError::LocalAddress { source })?;
         let (stop_tx, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             upstream,
@@ -1319,7 +1312,18 @@ mod tests {
 
     #[test]
     fn upstream_urls_are_http_only() {
-        assert!(Upstream::parse("https://api.openai.com/v1").unwrap_err().0.contains("https is not supported"));
+        let err = Upstream::parse("HTTPS://api.openai.com/v1").unwrap_err();
+        assert!(matches!(&err, ServeError::UpstreamHttps { url } if url == "https://api.openai.com/v1"), "{err:?}");
+        assert!(err.to_string().contains("https is not supported"), "{err}");
+        let err = Upstream::parse("http://127.0.0.1:99999/v1").unwrap_err();
+        assert!(matches!(&err, ServeError::UpstreamPort { port, .. } if port == "99999"), "{err:?}");
+        assert_eq!(err.to_string(), "--upstream http://127.0.0.1:99999/v1: `99999` is not a port (1 to 65535)");
+        let err = Upstream::parse("http://127.0.0.1:9/v\u{1b}1").unwrap_err();
+        assert!(matches!(&err, ServeError::UpstreamCharacter { character: '\u{1b}', .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "--upstream http://127.0.0.1:9/v\\u{1b}1: '\\u{1b}' is not a URL character (percent-encode it)"
+        );
         let u = Upstream::parse("http://127.0.0.1:9/v1/").unwrap();
         assert_eq!((u.authority.as_str(), u.base.as_str()), ("127.0.0.1:9", "/v1"));
         assert_eq!(Upstream::parse("http://localhost").unwrap().authority, "localhost:80");

@@ -76,6 +76,16 @@ fn shard_reads_i_of_n_from_1_and_rejects_the_rest() {
 }
 
 #[test]
+fn a_shard_that_names_no_shard_says_which_number_is_wrong() {
+    use fuzz::ShardError;
+    assert_eq!(Shard::new(0, 2), Err(ShardError::FromZero { count: 2 }));
+    assert_eq!(Shard::new(3, 2), Err(ShardError::PastCount { index: 3, count: 2 }));
+    assert_eq!(Shard::new(1, 0), Err(ShardError::NoShards { index: 1 }));
+    assert_eq!(Shard::new(3, 2).unwrap_err().to_string(), "shard 3/2: there are only 2 shards (I/N with 1 <= I <= N)");
+    assert_eq!("0/2".parse::<Shard>().unwrap_err(), "shard 0/2: shards count from 1 (I/N with 1 <= I <= N)");
+}
+
+#[test]
 fn sharded_campaigns_run_exactly_the_unsharded_cases_with_the_same_verdicts() {
     let whole = campaign(CASES, Shard::WHOLE);
     assert_eq!((whole.cases, whole.ended), (CASES, Ended::AllCases));

@@ -118,7 +118,8 @@ fn a_core_that_lacks_a_feature_skips_with_the_reason() {
         .build()
         .unwrap();
     let why = runner.applies(&bub).unwrap_err();
-    assert_eq!(why, "the core `nothing` does not implement background `subagent`");
+    assert_eq!(why.to_string(), "the core `nothing` does not implement background `subagent`");
+    assert_eq!((why.core.as_str(), why.missing.as_slice()), ("nothing", &["background `subagent`"][..]));
     let error = runner.check(&bub).unwrap_err().to_string();
     assert!(error.contains("does not implement background `subagent`"), "{error}");
     // A core that refuses the session stops the run with its reason, never a panic.

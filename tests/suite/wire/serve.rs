@@ -395,6 +395,28 @@ async fn a_barrier_and_the_clock_are_refused_together() {
         panic!("a barrier on the clock was accepted");
     };
     assert!(e.to_string().contains("--barrier guesses when the runtime is quiet, --clock knows"), "{e}");
+    assert!(matches!(e, wire::ServeError::BarrierAndClock), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_says_which_option_or_port() {
+    let scenario = load("barrier.json");
+    let roku = || Dialect::builtin("roku").unwrap();
+    let Err(e) = Server::start(&scenario, roku(), ServeOptions { time_scale: -1.0, ..options() }).await else {
+        panic!("a negative time scale was accepted");
+    };
+    assert!(matches!(e, wire::ServeError::TimeScale { time_scale } if time_scale == -1.0), "{e:?}");
+    assert_eq!(e.to_string(), "--time-scale -1 is not a number from 0 to 1000");
+    // A port already taken: the error carries the port and the io error.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let Err(e) = Server::start(&scenario, roku(), ServeOptions { port, ..options() }).await else {
+        panic!("a taken port was bound twice");
+    };
+    let wire::ServeError::Listen { port: said, source } = &e else { panic!("{e:?}") };
+    assert_eq!((*said, source.kind()), (port, std::io::ErrorKind::AddrInUse), "{e}");
+    assert!(e.to_string().starts_with(&format!("cannot listen on 127.0.0.1:{port}: ")), "{e}");
+    assert!(std::error::Error::source(&e).is_some());
 }
 
 #[tokio::test]
