@@ -80,7 +80,7 @@ use crate::evidence::attribution::ModelSide;
 
 pub use barrier::Release;
 pub(crate) use judge::judgement;
-pub use judge::{judge, not_applied};
+pub use judge::{GroundTruth, ground_truth, judge, not_applied};
 pub use server::{ServeError, ServeOptions, Server};
 
 #[cfg(doc)]
@@ -230,6 +230,51 @@ pub struct WireRun {
     /// Per exchange answered without a reply, what it was given instead (`error 429
     /// rate_limit_error`, `a hang`, `a stream dropped after 2 chunks`).
     pub unreplied: std::collections::BTreeMap<usize, String>,
+    /// Per exchange, in arrival order: the value of the runtime's agent header, when the
+    /// request carried it (the ground truth; never read to attribute).
+    pub labels: Vec<Option<String>>,
+    /// Which header that was, and what a request without it means.
+    pub agent_header: AgentHeader,
+}
+
+/// The request header in which a runtime names the agent that sent a request: the ground
+/// truth rehearsal's attribution is measured against (docs/evidence.md, "The ground truth").
+/// The attribution never reads it: a request is put down to an agent from what a model
+/// endpoint sees; afterwards the aliases are compared with the runtime's names, and a
+/// disagreement is rehearsal's own attribution error, never the runtime's.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentHeader {
+    /// The header's name (case does not matter). Default `X-Rehearsal-Agent`.
+    #[serde(default = "AgentHeader::default_name")]
+    pub name: String,
+    /// What a request without it means: `unlabelled` (nothing is compared; the default) or
+    /// `root` (the runtime labels its sub-agents only: such a request is the root's).
+    #[serde(default)]
+    pub absent: Absent,
+}
+
+/// What a request without the agent header means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Absent {
+    /// Nothing: the request is not compared.
+    #[default]
+    Unlabelled,
+    /// The root agent sent it.
+    Root,
+}
+
+impl AgentHeader {
+    fn default_name() -> String {
+        "X-Rehearsal-Agent".to_string()
+    }
+}
+
+impl Default for AgentHeader {
+    fn default() -> AgentHeader {
+        AgentHeader { name: AgentHeader::default_name(), absent: Absent::Unlabelled }
+    }
 }
 
 /// The exchanges of a served run as lines a person reads (`rehearsal serve --trace`): when

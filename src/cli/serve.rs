@@ -166,6 +166,7 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         startup_limit: args.startup_limit.into(),
         side: args.side.clone(),
         barrier: args.barrier.map(Into::into),
+        agent_header: described.as_ref().map(|d| d.agent_header.clone()).unwrap_or_default(),
         ..ServeOptions::default()
     };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {

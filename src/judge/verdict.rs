@@ -303,10 +303,15 @@ impl Verdict {
         self.failures.is_empty()
     }
 
-    /// Whether something panicked inside the run (the core or the harness): a bug to report,
-    /// not a verdict on the scenario.
+    /// Whether the harness failed, not the system under test: something panicked inside an
+    /// in-process run (the core or the harness), or rehearsal's attribution of a served run
+    /// disagreed with the runtime's own names for its agents. A bug to report, not a verdict
+    /// on the scenario.
     pub fn internal_error(&self) -> bool {
-        self.run().is_some_and(|run| !run.internal_errors.is_empty())
+        match &self.subject {
+            Subject::Run(run) => !run.internal_errors.is_empty(),
+            Subject::Served(_) => self.failures.iter().any(|f| f.kind == FailureKind::Internal),
+        }
     }
 
     /// When the run was judged from the model's side: the oracles that judged it (their

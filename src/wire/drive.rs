@@ -302,6 +302,7 @@ pub async fn drive(
         // Under the clock `created` is the clock's epoch, so answers are the same in every run.
         created_s: endpoint.as_ref().map(|_| crate::wire::clock::endpoint::DEFAULT_EPOCH_NS / 1_000_000_000),
         barrier: options.barrier,
+        agent_header: description.agent_header.clone(),
         ..ServeOptions::default()
     };
     let server = Server::start(scenario, description.dialect(), serve).await.map_err(DriveError::Serve)?;
@@ -406,6 +407,17 @@ pub(crate) fn judged(
     }
     // The command's end is the likely cause of the rest: first.
     let judgement = judgement.elapsed(elapsed).first(turn_failures);
+    let truth = wire::ground_truth(&wire.side, &wire.labels, &wire.agent_header);
+    if truth.compared() {
+        notes.push(format!(
+            "attribution against the runtime's {} header: {} requests right, {} wrong, {} unattributed, {} unlabelled",
+            wire.agent_header.name,
+            truth.right,
+            truth.wrong.len(),
+            truth.unattributed,
+            truth.unlabelled
+        ));
+    }
     for place in wire::not_applied(scenario) {
         let judged_here = [".message:", ".message_contains:", ".status:"];
         if !judged_here.iter().any(|f| place.contains(f)) {

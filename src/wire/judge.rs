@@ -9,7 +9,8 @@ use crate::judge::{Failure, FailureKind, Judgement, Served, Subject, Verdict};
 use crate::oracles::model_side;
 use crate::scenario::Scenario;
 
-use super::{End, FindingKind, WireRun};
+use super::{Absent, AgentHeader, End, FindingKind, WireRun};
+use crate::evidence::attribution::{Attribution, ModelSide};
 
 /// Judges a served run of `scenario`: what decides its verdict, on the record the model side
 /// saw (a runtime in another process reports no events), with its wall time.
@@ -60,6 +61,11 @@ pub(crate) fn judgement(scenario: &Scenario, wire: &WireRun) -> Judgement {
     if wire.halts.is_empty() {
         failures.extend(unused(scenario, wire));
         failures.extend(users(scenario, wire));
+    }
+    // rehearsal's own attribution errors come first: every finding above stands on it.
+    for wrong in ground_truth(&wire.side, &wire.labels, &wire.agent_header).wrong {
+        causes
+            .push(Failure::new(FailureKind::Internal, wrong, Vec::new()).of_rule("rehearsal.attribution", "rehearsal"));
     }
     causes.extend(failures);
     let served = Served {
@@ -188,6 +194,91 @@ pub fn not_applied(scenario: &Scenario) -> Vec<String> {
     }
     if !scenario.steer.is_empty() {
         out.push("steer: steering is sent by the runtime's user, not the model".to_string());
+    }
+    out
+}
+
+/// How a served run's attribution compares with the runtime's own names for its agents (the
+/// agent header, [`AgentHeader`]): one alias per name and one name per alias, from the first
+/// request of each.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroundTruth {
+    /// Agents' requests whose alias and label agree.
+    pub right: usize,
+    /// Requests whose alias and label disagree: rehearsal's attribution errors, each told.
+    pub wrong: Vec<String>,
+    /// Labelled requests put down to no agent (refused as unattributed).
+    pub unattributed: usize,
+    /// Agents' requests with no label to compare.
+    pub unlabelled: usize,
+}
+
+impl GroundTruth {
+    /// Whether any request was compared at all.
+    pub fn compared(&self) -> bool {
+        self.right + self.wrong.len() + self.unattributed > 0
+    }
+}
+
+/// The name a request without the header stands for, when it means the root.
+const ROOT_LABEL: &str = "(no header: the root)";
+
+/// Compares each attributed request's alias with the runtime's label for it. The first request
+/// of a label fixes its alias, and the first of an alias its label; a request that pairs either
+/// otherwise is an attribution error of rehearsal's, told with both requests.
+pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentHeader) -> GroundTruth {
+    use std::collections::BTreeMap;
+    let mut out = GroundTruth::default();
+    // label -> (alias, exchange), alias -> (label, exchange)
+    let mut alias_of: BTreeMap<String, (String, usize)> = BTreeMap::new();
+    let mut label_of: BTreeMap<String, (String, usize)> = BTreeMap::new();
+    let root = crate::sut::AgentId::root().to_string();
+    if header.absent == Absent::Root {
+        alias_of.insert(ROOT_LABEL.to_string(), (root.clone(), usize::MAX));
+        label_of.insert(root.clone(), (ROOT_LABEL.to_string(), usize::MAX));
+    }
+    let name = &header.name;
+    for (i, attribution) in side.attributions.iter().enumerate() {
+        let label = match (labels.get(i).cloned().flatten(), header.absent) {
+            (Some(label), _) => Some(label),
+            (None, Absent::Root) => Some(ROOT_LABEL.to_string()),
+            (None, Absent::Unlabelled) => None,
+        };
+        let agent = match attribution {
+            Attribution::Side(_) => continue,
+            Attribution::Unattributed(_) => {
+                out.unattributed += usize::from(label.is_some());
+                continue;
+            }
+            Attribution::Agent(agent) => agent,
+        };
+        let Some(label) = label else {
+            out.unlabelled += 1;
+            continue;
+        };
+        let alias = agent.alias.to_string();
+        let seen =
+            |at: usize| if at == usize::MAX { "by the header's rule".to_string() } else { format!("at exchange {at}") };
+        let said = match (alias_of.get(&label), label_of.get(&alias)) {
+            (None, None) => {
+                alias_of.insert(label.clone(), (alias.clone(), i));
+                label_of.insert(alias.clone(), (label.clone(), i));
+                None
+            }
+            (Some((a, _)), Some((l, _))) if *a == alias && *l == label => None,
+            (Some((a, at)), _) if *a != alias => {
+                Some(format!("`{}` is `{a}` ({})", crate::trace::printable(&label), seen(*at)))
+            }
+            (_, Some((l, at))) => Some(format!("`{alias}` is `{}` ({})", crate::trace::printable(l), seen(*at))),
+            (Some(_), None) => None,
+        };
+        match said {
+            None => out.right += 1,
+            Some(earlier) => out.wrong.push(format!(
+                "rehearsal's own attribution error, not the runtime's: exchange {i} was put down to `{alias}`, but the runtime's {name} header names `{}`, and {earlier}",
+                crate::trace::printable(&label)
+            )),
+        }
     }
     out
 }

@@ -54,6 +54,11 @@ pub struct RuntimeDescription {
     /// What a user should know about checking it (printed once per `drive`).
     #[serde(default)]
     pub note: Option<String>,
+    /// The request header in which it names the agent sending each request, if it does: the
+    /// ground truth rehearsal's attribution is measured against, never read to attribute.
+    /// Default `{"name": "X-Rehearsal-Agent", "absent": "unlabelled"}`.
+    #[serde(default)]
+    pub agent_header: crate::wire::AgentHeader,
 }
 
 /// A model-side oracle a runtime's description turns off, and why.
@@ -279,6 +284,7 @@ impl RuntimeDescription {
                     },
                 ],
                 note: None,
+                agent_header: crate::wire::AgentHeader::default(),
             },
             // examples/py_runtime: Bub's background family as docs/rules/bub.md writes it.
             "py-runtime" => RuntimeDescription {
@@ -307,6 +313,7 @@ impl RuntimeDescription {
                 },
                 oracles_off: Vec::new(),
                 note: None,
+                agent_header: crate::wire::AgentHeader::default(),
             },
             "roku" => RuntimeDescription {
                 name: "roku".into(),
@@ -330,6 +337,7 @@ impl RuntimeDescription {
                      ROKU_OPENAI_BASE_URL); this description was not run against Roku itself"
                         .into(),
                 ),
+                agent_header: crate::wire::AgentHeader::default(),
             },
             "generic" => RuntimeDescription {
                 name: "generic".into(),
@@ -340,6 +348,7 @@ impl RuntimeDescription {
                 features: Features::default(),
                 oracles_off: Vec::new(),
                 note: None,
+                agent_header: crate::wire::AgentHeader::default(),
             },
             _ => return None,
         })

@@ -70,6 +70,8 @@ pub(crate) struct Bridge {
     session_id: Arc<str>,
     /// Per exchange: its index in the exchange log (only agents' requests are logged).
     logged: Vec<Option<usize>>,
+    /// Per exchange: the runtime's own name for its sender (the agent header), if given.
+    labels: Vec<Option<String>>,
     /// The times given are the clock's (virtual), not the server's wall clock.
     pub(crate) virtual_times: bool,
 }
@@ -95,16 +97,27 @@ impl Bridge {
             task_ids,
             session_id: scenario.session.id.as_str().into(),
             logged: Vec::new(),
+            labels: Vec::new(),
             virtual_times: false,
         }
     }
 
     /// A request arrives at `arrived` (wall time since the server started): its exchange
     /// number (arrival order, from 0) and what to do.
-    pub(crate) fn request(&mut self, converted: &Converted, model: Option<&str>, arrived: Duration) -> (usize, Plan) {
+    /// `label` is the runtime's own name for the sender (the agent header): kept for the
+    /// comparison after the run, never read here.
+    pub(crate) fn request(
+        &mut self,
+        converted: &Converted,
+        model: Option<&str>,
+        arrived: Duration,
+        label: Option<String>,
+    ) -> (usize, Plan) {
         let tools = converted.tools.iter().map(|t| t.name.clone()).collect();
         let (number, attribution) =
             self.attributor.request(&converted.messages, tools, model.map(String::from), arrived);
+        self.labels.resize(number, None);
+        self.labels.push(label);
         self.learn_task_ids();
         let who = match attribution {
             Attribution::Agent(a) => a,
@@ -150,6 +163,13 @@ impl Bridge {
     /// No reply will come for exchange `number`.
     pub(crate) fn failed(&mut self, number: usize) {
         self.attributor.failed(number);
+    }
+
+    /// Per exchange: the runtime's own name for its sender, if the request gave one.
+    pub(crate) fn labels(&self) -> Vec<Option<String>> {
+        let mut labels = self.labels.clone();
+        labels.resize(self.attributor.record().exchanges.len(), None);
+        labels
     }
 
     /// Whether the script has nothing left that must be used.

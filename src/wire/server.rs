@@ -33,7 +33,7 @@ use super::barrier::Barrier;
 use super::clock::{Clock, Turn, request_key};
 use super::script::{Bridge, Plan};
 use super::stream::{self, Head};
-use super::{Disconnect, End, FindingKind, WireFinding, WireRun};
+use super::{AgentHeader, Disconnect, End, FindingKind, WireFinding, WireRun};
 use crate::dialect::Dialect;
 use crate::scenario::Scenario;
 use crate::sut::llm::LlmReply;
@@ -69,6 +69,9 @@ pub struct ServeOptions {
     /// them one at a time in alias order (`--barrier`, [`Release`](crate::wire::Release)). Not with `clock`.
     /// Default `None`.
     pub barrier: Option<Duration>,
+    /// The header in which the runtime names the agent sending each request: recorded as the
+    /// ground truth ([`WireRun::labels`]), never read to attribute. Default `X-Rehearsal-Agent`.
+    pub agent_header: AgentHeader,
 }
 
 impl Default for ServeOptions {
@@ -83,6 +86,7 @@ impl Default for ServeOptions {
             created_s: None,
             clock: None,
             barrier: None,
+            agent_header: AgentHeader::default(),
         }
     }
 }
@@ -637,6 +641,8 @@ impl Server {
             requests: self.shared.received.load(Ordering::SeqCst),
             barrier: self.shared.barrier.as_ref().map(|b| b.releases()).unwrap_or_default(),
             unreplied: self.shared.unreplied.lock().expect("unreplied lock poisoned").clone(),
+            labels: bridge.labels(),
+            agent_header: self.shared.options.agent_header.clone(),
         }
     }
 }
@@ -787,6 +793,7 @@ impl Drop for Held {
 async fn chat(
     State(shared): State<Arc<Shared>>,
     peer: Option<axum::Extension<Peer>>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     // Under the clock, nothing is done with a request before its turn: requests of one
@@ -841,10 +848,15 @@ async fn chat(
     }
     let prompt_chars =
         converted.system.chars().count() + converted.messages.iter().map(|m| m.content.chars().count()).sum::<usize>();
+    // The runtime's own name for the sender, kept beside the attribution and never read by it.
+    let label = headers
+        .get(shared.options.agent_header.name.as_str())
+        .map(|value| crate::wire::excerpt(&String::from_utf8_lossy(value.as_bytes())));
     let (exchange, plan) = shared.bridge.lock().expect("bridge lock poisoned").request(
         &converted,
         request.model.as_deref(),
         shared.time(turn.as_ref()),
+        label,
     );
     let head = Head {
         id: format!("chatcmpl-{exchange}"),

@@ -252,14 +252,18 @@ class Runtime:
 
     # --- the model -----------------------------------------------------------------
     async def ask_model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                        request_id: str, model: str | None = None) -> dict[str, Any]:
-        """One streamed Chat Completions request; returns the assembled assistant message."""
+                        request_id: str, model: str | None = None, agent: str = "root") -> dict[str, Any]:
+        """One streamed Chat Completions request; returns the assembled assistant message.
+
+        `X-Rehearsal-Agent` names the sending agent as this runtime knows it (`root`, or a
+        child's task id): the ground truth rehearsal measures its attribution against, which
+        it never reads to attribute."""
         stream = await self.client.chat.completions.create(
             model=model or self.model,
             messages=messages,
             tools=tools,
             stream=True,
-            extra_headers={"x-request-id": request_id},
+            extra_headers={"x-request-id": request_id, "X-Rehearsal-Agent": agent},
         )
         text: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
@@ -308,7 +312,7 @@ class Runtime:
             try:
                 reply = await self.ask_model(
                     [{"role": "system", "content": self.system_prompt}] + history,
-                    tools, request_id, model)
+                    tools, request_id, model, agent=task.task_id if task is not None else "root")
             except asyncio.CancelledError:
                 raise
             except Exception:

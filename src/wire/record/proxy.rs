@@ -36,7 +36,7 @@ use crate::sut::llm::{LlmReply, ToolCall};
 use crate::wire::api::{ChatRequest, Converted, ErrorBody, ErrorObject};
 use crate::wire::script::AnswerKind;
 use crate::wire::script::{Bridge, Plan};
-use crate::wire::{Disconnect, End, FindingKind, ServeError, WireFinding, WireRun};
+use crate::wire::{AgentHeader, Disconnect, End, FindingKind, ServeError, WireFinding, WireRun};
 
 /// How the proxy runs. Every limit is named here with its default.
 #[derive(Clone, Debug)]
@@ -1075,7 +1075,7 @@ pub fn played(scenario: &Scenario, dialect: Dialect, recording: &Recording) -> W
         match *event {
             Event::Arrived(n) => {
                 let e = &recording.exchanges[n];
-                let (number, plan) = bridge.request(&e.converted, e.model.as_deref(), e.arrived);
+                let (number, plan) = bridge.request(&e.converted, e.model.as_deref(), e.arrived, None);
                 debug_assert_eq!(number, n, "the bridge numbers exchanges in arrival order");
                 match plan {
                     Plan::Answer(answer) => {
@@ -1146,6 +1146,9 @@ pub fn played(scenario: &Scenario, dialect: Dialect, recording: &Recording) -> W
                 Outcome::Reply { .. } => None,
             })
             .collect(),
+        // A recording is judged as played back from its file, where no header was kept.
+        labels: bridge.labels(),
+        agent_header: AgentHeader::default(),
     }
 }
 

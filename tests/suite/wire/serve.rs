@@ -559,3 +559,94 @@ fn serve_judges_the_root_s_user_message_against_the_turn_unless_it_is_left_free(
     });
     assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
 }
+
+/// Sends a chat request whose `X-Rehearsal-Agent` header names the sender as the runtime
+/// knows it (`None`: no header).
+async fn chat_as(server: &Server, label: Option<&str>, body: &str) -> Answer {
+    let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+    let header = label.map(|l| format!("x-rehearsal-agent: {l}\r\n")).unwrap_or_default();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n{header}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await.expect("an answer");
+    parse(&String::from_utf8(raw).unwrap())
+}
+
+/// Plays `delegate.json` as a correct runtime would, labelling the root's and the child's
+/// requests as given.
+async fn delegate_labelled(root: Option<&str>, child: Option<&str>, header: wire::AgentHeader) -> (Scenario, WireRun) {
+    let (scenario, server) = start("delegate.json", "roku", ServeOptions { agent_header: header, ..options() }).await;
+    assert_eq!(chat_as(&server, root, &root_first(false)).await.status, 200);
+    assert_eq!(chat_as(&server, child, CHILD_FIRST).await.status, 200);
+    assert_eq!(chat_as(&server, root, &root_second(TRUNCATED)).await.status, 200);
+    let end = server.done().await;
+    (scenario, server.finish(end).await)
+}
+
+#[tokio::test]
+async fn the_runtimes_own_names_for_its_agents_are_recorded_and_agree_with_the_attribution() {
+    let (scenario, run) = delegate_labelled(Some("root"), Some("task-7"), wire::AgentHeader::default()).await;
+    assert_eq!(run.labels, [Some("root".to_string()), Some("task-7".to_string()), Some("root".to_string())]);
+    let truth = wire::ground_truth(&run.side, &run.labels, &run.agent_header);
+    assert_eq!((truth.right, truth.wrong.len(), truth.unattributed, truth.unlabelled), (3, 0, 0, 0));
+    wire::judge(&scenario, &run).assert_passed();
+}
+
+#[tokio::test]
+async fn a_label_that_disagrees_with_the_attribution_is_rehearsals_own_error_never_the_runtimes() {
+    // The runtime says the second request is the root's; rehearsal put it down to main/1.
+    let (scenario, run) = delegate_labelled(Some("root"), Some("root"), wire::AgentHeader::default()).await;
+    let truth = wire::ground_truth(&run.side, &run.labels, &run.agent_header);
+    assert_eq!((truth.right, truth.wrong.len()), (2, 1), "{truth:?}");
+    let verdict = wire::judge(&scenario, &run);
+    assert!(verdict.internal_error(), "an attribution error is the harness's: {verdict}");
+    let error = &verdict.failures()[0];
+    assert_eq!(error.kind, rehearsal::FailureKind::Internal);
+    assert_eq!(error.clause.as_deref(), Some("rehearsal.attribution"));
+    assert_eq!(
+        error.what,
+        "rehearsal's own attribution error, not the runtime's: exchange 1 was put down to `main/1`, but the runtime's X-Rehearsal-Agent header names `root`, and `root` is `main` (at exchange 0)"
+    );
+    // Nothing is blamed on the runtime: the run is otherwise clean.
+    assert_eq!(verdict.failures().len(), 1, "{verdict}");
+}
+
+#[tokio::test]
+async fn a_runtime_that_labels_only_its_sub_agents_has_its_unlabelled_requests_compared_as_the_roots() {
+    let header = wire::AgentHeader { name: "X-Agent-Id".into(), absent: wire::Absent::Root };
+    // Claude Code's way: the root's requests carry no header. Here the header is another name,
+    // so the default one the client sends is not read at all.
+    let (scenario, run) = delegate_labelled(None, Some("agent-1"), header.clone()).await;
+    assert_eq!(run.labels, [None, None, None], "only the named header is read");
+    let truth = wire::ground_truth(&run.side, &run.labels, &run.agent_header);
+    assert_eq!((truth.right, truth.wrong.len()), (2, 1), "the child, unlabelled, reads as the root: {truth:?}");
+    assert!(wire::judge(&scenario, &run).internal_error());
+    // With the child labelled in the named header, every request agrees.
+    let (scenario, server) = start("delegate.json", "roku", ServeOptions { agent_header: header, ..options() }).await;
+    let send_as = |label: Option<&'static str>, body: String| {
+        let server = &server;
+        async move {
+            let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+            let header = label.map(|l| format!("x-agent-id: {l}\r\n")).unwrap_or_default();
+            let request = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n{header}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut raw = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await;
+            parse(&String::from_utf8(raw).unwrap()).status
+        }
+    };
+    assert_eq!(send_as(None, root_first(false)).await, 200);
+    assert_eq!(send_as(Some("agent-1"), CHILD_FIRST.to_string()).await, 200);
+    assert_eq!(send_as(None, root_second(TRUNCATED)).await, 200);
+    let end = server.done().await;
+    let run = server.finish(end).await;
+    let truth = wire::ground_truth(&run.side, &run.labels, &run.agent_header);
+    assert_eq!((truth.right, truth.wrong.len(), truth.unlabelled), (3, 0, 0), "{truth:?}");
+    wire::judge(&scenario, &run).assert_passed();
+}
