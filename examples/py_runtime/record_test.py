@@ -76,10 +76,14 @@ class Record(unittest.TestCase):
             changed = subprocess.run(
                 [REHEARSAL, "drive", str(out), "--runtime", "py-runtime", "--color", "never", "--",
                  *runtime("temp_inherits_history")], capture_output=True, text=True, timeout=300)
-            self.assertEqual(changed.returncode, 1, changed.stdout + changed.stderr)
             # The child's first request now holds its parent's history, so the attribution
-            # puts it down to main or to the child, as the two race; either way the first
-            # failed check names the first message that differs from the recording.
+            # puts it down to main or to the child, as the two race. Put down to main, the
+            # runtime's own label (X-Rehearsal-Agent) contradicts it: rehearsal says the error
+            # is its own (exit 3) rather than blame the runtime. Either way the failed check
+            # names the first message that differs from the recording.
+            self.assertIn(changed.returncode, (1, 3), changed.stdout + changed.stderr)
+            if changed.returncode == 3:
+                self.assertIn("rehearsal's own attribution error, not the runtime's", changed.stdout)
             self.assertRegex(changed.stdout, r"check failed: lanes\[\d\]\.replies\[\d\]\.check: \S+ request #\d: recorded: message \d")
 
 

@@ -76,6 +76,9 @@ impl Served {
 pub struct Judgement {
     name: String,
     subject: Subject,
+    /// rehearsal's own errors (an attribution the runtime's ground truth contradicts): every
+    /// other finding stands on them, so they come before everything.
+    own: Vec<Failure>,
     /// Stops that came before the judged run and are the likely cause of the rest.
     first: Vec<Failure>,
     /// What the judge found, in its order.
@@ -100,6 +103,7 @@ impl Judgement {
         Judgement {
             name,
             subject,
+            own: Vec::new(),
             first: Vec::new(),
             judged,
             determinism: Vec::new(),
@@ -124,11 +128,17 @@ impl Judgement {
     /// Every failure the verdict will hold so far, in its order.
     pub fn failures(&self) -> impl Iterator<Item = &Failure> {
         let judged = self.judged.iter().filter(|f| !self.is_off(f));
-        self.first.iter().chain(judged).chain(&self.determinism).chain(&self.explored).chain(&self.snapshot)
+        let own = self.own.iter().chain(&self.first);
+        own.chain(judged).chain(&self.determinism).chain(&self.explored).chain(&self.snapshot)
     }
 
     fn is_off(&self, failure: &Failure) -> bool {
         failure.kind == FailureKind::Oracle && failure.clause.as_ref().is_some_and(|c| self.off.contains(c))
+    }
+
+    /// An error of rehearsal's own (not the system under test's).
+    pub(crate) fn own_error(&mut self, failure: Failure) {
+        self.own.push(failure);
     }
 
     /// A difference between two runs of one order.
@@ -476,11 +486,12 @@ mod tests {
         let mut judgement = Judgement::new("x".into(), served(), vec![oracle("oracle.model-side.depth", "judged")]);
         judgement.determinism(Failure::new(FailureKind::Determinism, "determinism".into(), Vec::new()));
         judgement.explored(Failure::new(FailureKind::Oracle, "explored".into(), Vec::new()));
+        judgement.own_error(Failure::new(FailureKind::Internal, "own".into(), Vec::new()));
         let stop = Failure::new(FailureKind::Stopped, "first".into(), Vec::new());
         let snapshot = Failure::new(FailureKind::Snapshot, "snapshot".into(), Vec::new());
         let verdict = judgement.first(vec![stop]).snapshot(Some(snapshot)).verdict();
         let whats: Vec<&str> = verdict.failures().iter().map(|f| f.what.as_str()).collect();
-        assert_eq!(whats, ["first", "judged", "determinism", "explored", "snapshot"]);
+        assert_eq!(whats, ["own", "first", "judged", "determinism", "explored", "snapshot"]);
     }
 
     #[test]

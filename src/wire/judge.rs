@@ -62,11 +62,6 @@ pub(crate) fn judgement(scenario: &Scenario, wire: &WireRun) -> Judgement {
         failures.extend(unused(scenario, wire));
         failures.extend(users(scenario, wire));
     }
-    // rehearsal's own attribution errors come first: every finding above stands on it.
-    for wrong in ground_truth(&wire.side, &wire.labels, &wire.agent_header).wrong {
-        causes
-            .push(Failure::new(FailureKind::Internal, wrong, Vec::new()).of_rule("rehearsal.attribution", "rehearsal"));
-    }
     causes.extend(failures);
     let served = Served {
         side: wire.side.clone(),
@@ -76,7 +71,13 @@ pub(crate) fn judgement(scenario: &Scenario, wire: &WireRun) -> Judgement {
         session_ended: wire.end == End::Script,
         stopped: !wire.halts.is_empty(),
     };
-    Judgement::new(scenario.name.clone(), Subject::Served(Box::new(served)), causes)
+    let mut judgement = Judgement::new(scenario.name.clone(), Subject::Served(Box::new(served)), causes);
+    // rehearsal's own attribution errors, before everything: every finding stands on them.
+    for wrong in ground_truth(&wire.side, &wire.labels, &wire.agent_header).wrong {
+        let failure = Failure::new(FailureKind::Internal, wrong, Vec::new());
+        judgement.own_error(failure.of_rule("rehearsal.attribution", "rehearsal"));
+    }
+    judgement
 }
 
 /// The script a served run left unused: lanes that selected no agent, and replies that had to
