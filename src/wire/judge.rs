@@ -221,6 +221,12 @@ impl GroundTruth {
     }
 }
 
+/// A label as a message quotes it: printable, and cut as a request's text is (labels are
+/// compared whole).
+fn quote(label: &str) -> String {
+    crate::trace::printable(&super::excerpt(label)).into_owned()
+}
+
 /// The name a request without the header stands for, when it means the root.
 const ROOT_LABEL: &str = "(no header: the root)";
 
@@ -267,19 +273,140 @@ pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentH
                 None
             }
             (Some((a, _)), Some((l, _))) if *a == alias && *l == label => None,
-            (Some((a, at)), _) if *a != alias => {
-                Some(format!("`{}` is `{a}` ({})", crate::trace::printable(&label), seen(*at)))
-            }
-            (_, Some((l, at))) => Some(format!("`{alias}` is `{}` ({})", crate::trace::printable(l), seen(*at))),
+            (Some((a, at)), _) if *a != alias => Some(format!("`{}` is `{a}` ({})", quote(&label), seen(*at))),
+            (_, Some((l, at))) => Some(format!("`{alias}` is `{}` ({})", quote(l), seen(*at))),
             (Some(_), None) => None,
         };
         match said {
             None => out.right += 1,
             Some(earlier) => out.wrong.push(format!(
                 "rehearsal's own attribution error, not the runtime's: exchange {i} was put down to `{alias}`, but the runtime's {name} header names `{}`, and {earlier}",
-                crate::trace::printable(&label)
+                quote(&label)
             )),
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::attribution::Attributed;
+    use crate::sut::AgentId;
+
+    /// `main`, `main/1`, ... from `"main"`, `"main/1"`: an agent's request; `"side"` a side
+    /// request; `"?"` an unattributed one.
+    fn side(aliases: &[&str]) -> ModelSide {
+        let attributions = aliases
+            .iter()
+            .map(|a| match *a {
+                "side" => Attribution::Side(0),
+                "?" => Attribution::Unattributed("no agent".into()),
+                alias => {
+                    let mut id = AgentId::root();
+                    for n in alias.split('/').skip(1) {
+                        id = id.child(n.parse().unwrap());
+                    }
+                    Attribution::Agent(Attributed {
+                        alias: id,
+                        goal: "g".into(),
+                        profile: None,
+                        extends: true,
+                        number: 1,
+                    })
+                }
+            })
+            .collect();
+        ModelSide { attributions, ..ModelSide::default() }
+    }
+
+    fn labels(names: &[Option<&str>]) -> Vec<Option<String>> {
+        names.iter().map(|n| n.map(String::from)).collect()
+    }
+
+    fn counts(truth: &GroundTruth) -> (usize, usize, usize, usize) {
+        (truth.right, truth.wrong.len(), truth.unattributed, truth.unlabelled)
+    }
+
+    const UNLABELLED: AgentHeader = AgentHeader { name: String::new(), absent: Absent::Unlabelled };
+
+    fn header(absent: Absent) -> AgentHeader {
+        AgentHeader { name: "X-Agent".into(), absent }
+    }
+
+    #[test]
+    fn two_children_swapped_are_told_only_where_a_later_request_crosses_the_first_pairing() {
+        let side = side(&["main", "main/2", "main/1", "main/1", "main/2"]);
+        // The first requests of `t1` and `t2` put down to each other's alias: each new name and
+        // each new alias pair up, so nothing can tell yet (the comparison is of partitions, not
+        // of names); the runtime's names are its own and say nothing of rehearsal's numbering.
+        let swapped = labels(&[Some("root"), Some("t1"), Some("t2"), Some("t1"), Some("t2")]);
+        let truth = ground_truth(&side, &swapped[..3], &header(Absent::Unlabelled));
+        assert_eq!(counts(&truth), (3, 0, 0, 2));
+        // Once `t1` is put down to `main/1` (the alias `t2` has), both later requests are told,
+        // each naming the request that fixed the pairing.
+        let truth = ground_truth(&side, &swapped, &header(Absent::Unlabelled));
+        assert_eq!(counts(&truth), (3, 2, 0, 0));
+        assert_eq!(
+            truth.wrong,
+            [
+                "rehearsal's own attribution error, not the runtime's: exchange 3 was put down to `main/1`, but the runtime's X-Agent header names `t1`, and `t1` is `main/2` (at exchange 1)",
+                "rehearsal's own attribution error, not the runtime's: exchange 4 was put down to `main/2`, but the runtime's X-Agent header names `t2`, and `t2` is `main/1` (at exchange 2)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_name_on_two_aliases_and_an_alias_under_two_names_are_both_told() {
+        let truth = ground_truth(
+            &side(&["main", "main/1", "main/2", "main/1"]),
+            &labels(&[Some("root"), Some("t1"), Some("t1"), Some("t9")]),
+            &header(Absent::Unlabelled),
+        );
+        assert_eq!(counts(&truth), (2, 2, 0, 0));
+        assert!(truth.wrong[0].contains("exchange 2 was put down to `main/2`, but the runtime's X-Agent header names `t1`, and `t1` is `main/1` (at exchange 1)"), "{:?}", truth.wrong);
+        assert!(truth.wrong[1].contains("exchange 3 was put down to `main/1`, but the runtime's X-Agent header names `t9`, and `main/1` is `t1` (at exchange 1)"), "{:?}", truth.wrong);
+    }
+
+    #[test]
+    fn under_absent_root_the_root_is_fixed_before_any_request() {
+        // A child's first request put down to the root, with no name of its own yet: told,
+        // though it is the first request either way.
+        let truth = ground_truth(&side(&["main", "main"]), &labels(&[None, Some("agent-1")]), &header(Absent::Root));
+        assert_eq!(counts(&truth), (1, 1, 0, 0));
+        assert!(
+            truth.wrong[0].ends_with("names `agent-1`, and `main` is `(no header: the root)` (by the header's rule)"),
+            "{:?}",
+            truth.wrong
+        );
+        // A child's request without the header, put down to the child: told against the rule.
+        let truth = ground_truth(&side(&["main", "main/1"]), &labels(&[None, None]), &header(Absent::Root));
+        assert_eq!(counts(&truth), (1, 1, 0, 0));
+        // Without the rule, neither is compared.
+        let truth = ground_truth(&side(&["main", "main/1"]), &labels(&[None, None]), &UNLABELLED);
+        assert_eq!(counts(&truth), (0, 0, 0, 2));
+        assert!(!truth.compared());
+    }
+
+    #[test]
+    fn the_counts_add_up_to_the_agents_requests_and_the_labelled_unattributed_ones() {
+        let side = side(&["main", "side", "?", "?", "main/1", "main/1", "side", "main", "main/2"]);
+        let names = labels(&[Some("root"), Some("root"), Some("x"), None, Some("t1"), Some("t2"), None, None]);
+        for absent in [Absent::Unlabelled, Absent::Root] {
+            let truth = ground_truth(&side, &names, &header(absent));
+            let agents = side.attributions.iter().filter(|a| matches!(a, Attribution::Agent(_))).count();
+            let labelled_unattributed = match absent {
+                Absent::Unlabelled => 1,
+                Absent::Root => 2,
+            };
+            assert_eq!(
+                truth.right + truth.wrong.len() + truth.unattributed + truth.unlabelled,
+                agents + labelled_unattributed,
+                "{absent:?}: {truth:?}"
+            );
+            // Labels shorter than the exchanges (a record cut short) read as no header.
+            // `t2` on `main/1`; under `absent: root`, also the root's `root` and `main/2` without it.
+            assert_eq!(truth.wrong.len(), if absent == Absent::Root { 3 } else { 1 }, "{absent:?}: {truth:?}");
+        }
+    }
 }

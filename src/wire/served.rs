@@ -127,7 +127,8 @@ pub struct WireRun {
     /// rate_limit_error`, `a hang`, `a stream dropped after 2 chunks`).
     pub unreplied: std::collections::BTreeMap<usize, String>,
     /// Per exchange, in arrival order: the value of the runtime's agent header, when the
-    /// request carried it (the ground truth; never read to attribute).
+    /// request carried it, whole (a value that is not UTF-8 read as Latin-1): the ground truth,
+    /// never read to attribute.
     pub labels: Vec<Option<String>>,
     /// Which header that was, and what a request without it means.
     pub agent_header: AgentHeader,

@@ -790,6 +790,17 @@ impl Drop for Held {
     }
 }
 
+/// An agent header's value as a label: whole (two names alike in their first characters
+/// stay two), as UTF-8, or else as Latin-1, the encoding HTTP clients such as Python's
+/// `http.client` give a header's value; decoded lossily, two names differing only in non-UTF-8
+/// bytes would be one.
+fn label_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_string(),
+        Err(_) => bytes.iter().map(|&b| char::from(b)).collect(),
+    }
+}
+
 async fn chat(
     State(shared): State<Arc<Shared>>,
     peer: Option<axum::Extension<Peer>>,
@@ -849,9 +860,7 @@ async fn chat(
     let prompt_chars =
         converted.system.chars().count() + converted.messages.iter().map(|m| m.content.chars().count()).sum::<usize>();
     // The runtime's own name for the sender, kept beside the attribution and never read by it.
-    let label = headers
-        .get(shared.options.agent_header.name.as_str())
-        .map(|value| crate::wire::excerpt(&String::from_utf8_lossy(value.as_bytes())));
+    let label = headers.get(shared.options.agent_header.name.as_str()).map(|value| label_text(value.as_bytes()));
     let (exchange, plan) = shared.bridge.lock().expect("bridge lock poisoned").request(
         &converted,
         request.model.as_deref(),

@@ -650,3 +650,158 @@ async fn a_runtime_that_labels_only_its_sub_agents_has_its_unlabelled_requests_c
     assert_eq!((truth.right, truth.wrong.len(), truth.unlabelled), (3, 0, 0), "{truth:?}");
     wire::judge(&scenario, &run).assert_passed();
 }
+
+/// Sends a chat request with `head` (raw header lines, each ending in `\r\n`, any bytes) among
+/// its headers.
+async fn chat_with(server: &Server, head: &[u8], body: &str) -> Answer {
+    let mut stream = TcpStream::connect(server.addr()).await.unwrap();
+    let mut request =
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n".to_vec();
+    request.extend_from_slice(head);
+    request.extend_from_slice(format!("content-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).as_bytes());
+    stream.write_all(&request).await.unwrap();
+    let mut raw = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await.expect("an answer");
+    parse(&String::from_utf8(raw).unwrap())
+}
+
+/// Plays `delegate.json` as a correct runtime would, with `heads` as the raw header lines of
+/// the root's first request, the child's, and the root's second.
+async fn delegate_with(heads: [&[u8]; 3], header: wire::AgentHeader) -> (Scenario, WireRun) {
+    let (scenario, server) = start("delegate.json", "roku", ServeOptions { agent_header: header, ..options() }).await;
+    assert_eq!(chat_with(&server, heads[0], &root_first(false)).await.status, 200);
+    assert_eq!(chat_with(&server, heads[1], CHILD_FIRST).await.status, 200);
+    assert_eq!(chat_with(&server, heads[2], &root_second(TRUNCATED)).await.status, 200);
+    let end = server.done().await;
+    (scenario, server.finish(end).await)
+}
+
+fn counts(run: &WireRun) -> (usize, usize, usize, usize) {
+    let truth = wire::ground_truth(&run.side, &run.labels, &run.agent_header);
+    (truth.right, truth.wrong.len(), truth.unattributed, truth.unlabelled)
+}
+
+#[tokio::test]
+async fn the_agent_header_is_read_whatever_the_case_of_its_name_and_without_the_space_around_its_value() {
+    let header = wire::AgentHeader { name: "x-AGENT-id".into(), absent: wire::Absent::Unlabelled };
+    let (scenario, run) =
+        delegate_with([b"X-Agent-Id:   root  \r\n", b"x-agent-id:\ttask-7\t\r\n", b"X-AGENT-ID: root\r\n"], header)
+            .await;
+    assert_eq!(run.labels, [Some("root".to_string()), Some("task-7".to_string()), Some("root".to_string())]);
+    assert_eq!(counts(&run), (3, 0, 0, 0));
+    wire::judge(&scenario, &run).assert_passed();
+}
+
+#[tokio::test]
+async fn the_header_given_twice_with_one_value_is_one_label() {
+    let (scenario, run) = delegate_with(
+        [
+            b"x-rehearsal-agent: root\r\nX-Rehearsal-Agent: root\r\n",
+            b"x-rehearsal-agent: t1\r\nx-rehearsal-agent: t1\r\n",
+            b"",
+        ],
+        wire::AgentHeader::default(),
+    )
+    .await;
+    assert_eq!(run.labels, [Some("root".to_string()), Some("t1".to_string()), None]);
+    assert_eq!(counts(&run), (2, 0, 0, 1));
+    wire::judge(&scenario, &run).assert_passed();
+}
+
+#[tokio::test]
+async fn labels_sent_as_latin_1_bytes_stay_as_distinct_as_the_runtime_sent_them() {
+    // Python's http.client encodes a header's value as Latin-1: `agent-é` and `agent-è` are
+    // one byte apart, and neither is UTF-8. Read lossily, both were `agent-\u{fffd}`: one
+    // label for two agents, a false attribution error on a correct runtime.
+    let (scenario, run) = delegate_with(
+        [
+            b"x-rehearsal-agent: agent-\xe9\r\n",
+            b"x-rehearsal-agent: agent-\xe8\r\n",
+            b"x-rehearsal-agent: agent-\xe9\r\n",
+        ],
+        wire::AgentHeader::default(),
+    )
+    .await;
+    assert_eq!(run.labels, [Some("agent-é".to_string()), Some("agent-è".to_string()), Some("agent-é".to_string())]);
+    assert_eq!(counts(&run), (3, 0, 0, 0));
+    wire::judge(&scenario, &run).assert_passed();
+}
+
+#[tokio::test]
+async fn labels_longer_than_a_quote_are_compared_whole() {
+    // Two names alike in their first 200 characters and of one length: cut to a quote, they
+    // were one label for two agents.
+    let long = "x".repeat(300);
+    let root = format!("x-rehearsal-agent: {long}-root\r\n");
+    let child = format!("x-rehearsal-agent: {long}-kid1\r\n");
+    let (scenario, run) =
+        delegate_with([root.as_bytes(), child.as_bytes(), root.as_bytes()], wire::AgentHeader::default()).await;
+    assert_eq!(counts(&run), (3, 0, 0, 0));
+    wire::judge(&scenario, &run).assert_passed();
+    // A wrong one is still told, its label quoted short.
+    let (scenario, run) =
+        delegate_with([root.as_bytes(), root.as_bytes(), root.as_bytes()], wire::AgentHeader::default()).await;
+    assert_eq!(counts(&run), (2, 1, 0, 0));
+    let verdict = wire::judge(&scenario, &run);
+    let what = &verdict.failures()[0].what;
+    assert!(what.contains("(305 chars)") && what.len() < 1000, "{what}");
+}
+
+#[tokio::test]
+async fn the_header_never_changes_the_attribution() {
+    // Labels that read like other aliases, labels that swap the agents, none at all: the same
+    // requests are put down to the same agents.
+    let runs = [
+        delegate_with([b"", b"", b""], wire::AgentHeader::default()).await.1,
+        delegate_with(
+            [b"x-rehearsal-agent: main/1\r\n", b"x-rehearsal-agent: main\r\n", b"x-rehearsal-agent: main/1\r\n"],
+            wire::AgentHeader::default(),
+        )
+        .await
+        .1,
+        delegate_with(
+            [b"x-rehearsal-agent: main\r\n", b"x-rehearsal-agent: main\r\n", b"x-rehearsal-agent: main/1\r\n"],
+            wire::AgentHeader { name: "X-Rehearsal-Agent".into(), absent: wire::Absent::Root },
+        )
+        .await
+        .1,
+    ];
+    for run in &runs {
+        assert_eq!(run.side.attributions, runs[0].side.attributions, "labels {:?}", run.labels);
+    }
+    // Opaque names, consistently used, agree whatever they look like.
+    assert_eq!(counts(&runs[1]), (3, 0, 0, 0));
+    // And names used against the description are told, the attribution unmoved: under
+    // `absent: root` the root's requests carry no header, so both of the root's are wrong.
+    assert_eq!(counts(&runs[2]), (1, 2, 0, 0));
+}
+
+#[tokio::test]
+async fn side_and_unattributed_requests_are_counted_apart_and_the_counts_add_up() {
+    let options = ServeOptions { side: vec!["Write a title".into()], ..options() };
+    let (scenario, server) = start("delegate.json", "roku", options).await;
+    let side = r#"{"model":"m","messages":[{"role":"user","content":"Write a title for this chat"}]}"#;
+    let stranger = r#"{"messages":[{"role":"user","content":"Who am I?"}]}"#;
+    assert_eq!(chat_as(&server, Some("root"), &root_first(false)).await.status, 200);
+    // A side request labelled as the root's, or as an agent no one knows: not compared.
+    assert_eq!(chat_as(&server, Some("root"), side).await.status, 200);
+    assert_eq!(chat_as(&server, Some("title-writer"), side).await.status, 200);
+    assert_eq!(chat_as(&server, Some("ghost"), stranger).await.status, 400);
+    assert_eq!(chat_as(&server, None, stranger).await.status, 400);
+    assert_eq!(chat_as(&server, Some("task-7"), CHILD_FIRST).await.status, 200);
+    assert_eq!(chat_as(&server, None, &root_second(TRUNCATED)).await.status, 200);
+    let end = server.done().await;
+    let run = server.finish(end).await;
+    assert_eq!(run.labels.len(), run.side.attributions.len());
+    // right 2 (root, task-7), unattributed 1 (ghost; the unlabelled stranger is not counted),
+    // unlabelled 1 (the root's second): 4 of the 7 exchanges, the 2 side requests and the
+    // unlabelled stranger apart.
+    assert_eq!(counts(&run), (2, 0, 1, 1));
+    let verdict = wire::judge(&scenario, &run);
+    assert!(!verdict.internal_error(), "{verdict}");
+    // Under `absent: root`, the unlabelled stranger counts as the root's, unattributed; and
+    // the root's first request, labelled `root`, disagrees with the description's rule.
+    let header = wire::AgentHeader { name: "X-Rehearsal-Agent".into(), absent: wire::Absent::Root };
+    let truth = wire::ground_truth(&run.side, &run.labels, &header);
+    assert_eq!((truth.right, truth.wrong.len(), truth.unattributed, truth.unlabelled), (2, 1, 2, 0), "{truth:?}");
+}
