@@ -566,6 +566,30 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_header_no_request_can_carry_is_refused_where_it_is_written() {
+        // A name HTTP does not allow is never found on a request: under `absent: root` every
+        // sub-agent's request would read as the root's, a false attribution error each.
+        for name in ["X Agent", "", "X-Agent:", "X-Agént"] {
+            let text = format!(
+                "{{\"name\":\"x\",\"dialect\":\"bub\",\"preset\":\"bub\",\"agent_header\":{{\"name\":{},\"absent\":\"root\"}}}}",
+                serde_json::to_string(name).unwrap()
+            );
+            let err = RuntimeDescription::from_json(&text, "d.json").unwrap_err();
+            assert!(
+                matches!(&err, RuntimeError::NotADescription { field, .. } if field == "agent_header.name"),
+                "{name:?}: {err:?}"
+            );
+            assert!(err.to_string().contains("not a header name a request can carry"), "{err}");
+        }
+        let text = "{\"name\":\"x\",\"dialect\":\"bub\",\"preset\":\"bub\",\"agent_header\":{\"name\":\"x-agent-ID\"}}";
+        let d = RuntimeDescription::from_json(text, "d.json").unwrap();
+        assert_eq!(
+            d.agent_header,
+            crate::wire::AgentHeader { name: "x-agent-ID".into(), absent: crate::wire::Absent::Unlabelled }
+        );
+    }
+
+    #[test]
     fn an_unknown_runtime_and_an_unreadable_file_say_which() {
         let err = RuntimeDescription::load("nope").unwrap_err();
         assert!(

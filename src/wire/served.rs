@@ -142,8 +142,9 @@ pub struct WireRun {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentHeader {
-    /// The header's name (case does not matter). Default `X-Rehearsal-Agent`.
-    #[serde(default = "AgentHeader::default_name")]
+    /// The header's name (case does not matter). Default `X-Rehearsal-Agent`. A name HTTP
+    /// does not allow is refused: no request could carry it.
+    #[serde(default = "AgentHeader::default_name", deserialize_with = "header_name")]
     pub name: String,
     /// What a request without it means: `unlabelled` (nothing is compared; the default) or
     /// `root` (the runtime labels its sub-agents only: such a request is the root's).
@@ -160,6 +161,19 @@ pub enum Absent {
     Unlabelled,
     /// The root agent sent it.
     Root,
+}
+
+/// A header name a request can carry: never found otherwise, so that under `absent: root`
+/// every request would read as the root's.
+fn header_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let name = <String as serde::Deserialize>::deserialize(d)?;
+    match axum::http::HeaderName::from_bytes(name.as_bytes()) {
+        Ok(_) => Ok(name),
+        Err(_) => Err(serde::de::Error::custom(format!(
+            "`{}` is not a header name a request can carry (an HTTP token, as `X-Rehearsal-Agent`)",
+            crate::trace::printable(&name)
+        ))),
+    }
 }
 
 impl AgentHeader {
