@@ -264,8 +264,7 @@ pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentH
             continue;
         };
         let alias = agent.alias.to_string();
-        let seen =
-            |at: usize| if at == usize::MAX { "by the header's rule".to_string() } else { format!("at exchange {at}") };
+        // The pairing the description fixes (`absent: root`) is told as the rule, not as a label.
         let said = match (alias_of.get(&label), label_of.get(&alias)) {
             (None, None) => {
                 alias_of.insert(label.clone(), (alias.clone(), i));
@@ -273,15 +272,25 @@ pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentH
                 None
             }
             (Some((a, _)), Some((l, _))) if *a == alias && *l == label => None,
-            (Some((a, at)), _) if *a != alias => Some(format!("`{}` is `{a}` ({})", quote(&label), seen(*at))),
-            (_, Some((l, at))) => Some(format!("`{alias}` is `{}` ({})", quote(l), seen(*at))),
+            (Some((a, at)), _) if *a != alias => Some(match *at {
+                usize::MAX => format!("that is the root, `{a}`"),
+                at => format!("`{}` is `{a}` (at exchange {at})", quote(&label)),
+            }),
+            (_, Some((l, at))) => Some(match *at {
+                usize::MAX => format!("`{alias}` is the root, whose requests carry none"),
+                at => format!("`{alias}` is `{}` (at exchange {at})", quote(l)),
+            }),
             (Some(_), None) => None,
+        };
+        let named = if label == ROOT_LABEL {
+            format!("it carries no {name} header (the root's, as the runtime is described: `absent: root`)")
+        } else {
+            format!("the runtime's {name} header names `{}`", quote(&label))
         };
         match said {
             None => out.right += 1,
             Some(earlier) => out.wrong.push(format!(
-                "rehearsal's own attribution error, not the runtime's: exchange {i} was put down to `{alias}`, but the runtime's {name} header names `{}`, and {earlier}",
-                quote(&label)
+                "rehearsal's own attribution error, not the runtime's: exchange {i} was put down to `{alias}`, but {named}, and {earlier}"
             )),
         }
     }
@@ -374,14 +383,21 @@ mod tests {
         // though it is the first request either way.
         let truth = ground_truth(&side(&["main", "main"]), &labels(&[None, Some("agent-1")]), &header(Absent::Root));
         assert_eq!(counts(&truth), (1, 1, 0, 0));
-        assert!(
-            truth.wrong[0].ends_with("names `agent-1`, and `main` is `(no header: the root)` (by the header's rule)"),
-            "{:?}",
-            truth.wrong
+        assert_eq!(
+            truth.wrong,
+            [
+                "rehearsal's own attribution error, not the runtime's: exchange 1 was put down to `main`, but the runtime's X-Agent header names `agent-1`, and `main` is the root, whose requests carry none"
+            ]
         );
         // A child's request without the header, put down to the child: told against the rule.
         let truth = ground_truth(&side(&["main", "main/1"]), &labels(&[None, None]), &header(Absent::Root));
         assert_eq!(counts(&truth), (1, 1, 0, 0));
+        assert_eq!(
+            truth.wrong,
+            [
+                "rehearsal's own attribution error, not the runtime's: exchange 1 was put down to `main/1`, but it carries no X-Agent header (the root's, as the runtime is described: `absent: root`), and that is the root, `main`"
+            ]
+        );
         // Without the rule, neither is compared.
         let truth = ground_truth(&side(&["main", "main/1"]), &labels(&[None, None]), &UNLABELLED);
         assert_eq!(counts(&truth), (0, 0, 0, 2));
