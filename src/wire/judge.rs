@@ -228,7 +228,8 @@ fn quote(label: &str) -> String {
 }
 
 /// The name a request without the header stands for, when it means the root.
-const ROOT_LABEL: &str = "(no header: the root)";
+// A line break, which no header value can hold, so that no label a runtime sends is taken for it.
+const ROOT_LABEL: &str = "\n(no header: the root)";
 
 /// Compares each attributed request's alias with the runtime's label for it. The first request
 /// of a label fixes its alias, and the first of an alias its label; a request that pairs either
