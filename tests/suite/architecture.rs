@@ -14,29 +14,18 @@ type Graph = BTreeMap<String, BTreeSet<String>>;
 /// The rooms of `src/` and the rooms each one names.
 fn imports(src: &Path) -> Graph {
     let mut graph = Graph::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let relative = path.strip_prefix(src).unwrap();
-            let room = relative.components().next().unwrap().as_os_str().to_string_lossy();
-            let room = room.trim_end_matches(".rs").to_string();
-            if ["lib", "main", "internals"].contains(&room.as_str()) {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            let named = graph.entry(room.clone()).or_default();
-            for other in crate_names(&text) {
-                if other != room {
-                    named.insert(other);
-                }
+    for path in crate::support::rust_files(src) {
+        let relative = path.strip_prefix(src).unwrap();
+        let room = relative.components().next().unwrap().as_os_str().to_string_lossy();
+        let room = room.trim_end_matches(".rs").to_string();
+        if ["lib", "main", "internals"].contains(&room.as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let named = graph.entry(room.clone()).or_default();
+        for other in crate_names(&text) {
+            if other != room {
+                named.insert(other);
             }
         }
     }
@@ -161,26 +150,18 @@ fn a_verdict_is_built_only_by_the_judge_and_never_edited() {
     let body = verdict.split("pub struct Verdict {").nth(1).expect("Verdict is defined in src/judge/verdict.rs");
     let fields = &body[..body.find("\n}").expect("the struct ends")];
     assert!(!fields.contains("pub"), "Verdict has a public field:{fields}");
-    let mut stack = vec![src.clone()];
     let mut builders = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for line in text.lines() {
-                let code = line.split("//").next().unwrap_or("");
-                let literal = code.contains("Verdict {")
-                    && !code.contains("struct Verdict {")
-                    && !code.contains("for Verdict {")
-                    && !code.contains("impl Verdict {")
-                    && !code.contains("-> Verdict {");
-                if literal {
-                    builders.push(path.strip_prefix(&src).unwrap().display().to_string());
-                }
+    for path in crate::support::rust_files(&src) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or("");
+            let literal = code.contains("Verdict {")
+                && !code.contains("struct Verdict {")
+                && !code.contains("for Verdict {")
+                && !code.contains("impl Verdict {")
+                && !code.contains("-> Verdict {");
+            if literal {
+                builders.push(path.strip_prefix(&src).unwrap().display().to_string());
             }
         }
     }

@@ -207,16 +207,8 @@ fn string_errors(items: &[Item], file: &Path, out: &mut Vec<String>) {
 fn no_public_function_returns_a_string_as_its_error() {
     let src = crate::support::manifest_path("src");
     let mut found = Vec::new();
-    let mut stack = vec![src.clone()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                string_errors(&parse(&path).items, path.strip_prefix(&src).unwrap(), &mut found);
-            }
-        }
+    for path in crate::support::rust_files(&src) {
+        string_errors(&parse(&path).items, path.strip_prefix(&src).unwrap(), &mut found);
     }
     found.sort();
     assert!(found.is_empty(), "public functions returning Result<_, String>:\n{}", found.join("\n"));

@@ -83,12 +83,23 @@ pub fn manifest_path(relative: &str) -> PathBuf {
 
 /// Every `*.json` file under `dir`, in sorted order, into `out`.
 pub fn scenario_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_ending(dir, "json", out);
+}
+
+/// Every `*.rs` file under `dir` (the crate's own source, for the tests that read it), sorted.
+pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    files_ending(dir, "rs", &mut out);
+    out
+}
+
+fn files_ending(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     entries.sort();
     for path in entries {
         if path.is_dir() {
-            scenario_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "json") {
+            files_ending(&path, extension, out);
+        } else if path.extension().is_some_and(|e| e == extension) {
             out.push(path);
         }
     }

@@ -563,16 +563,8 @@ fn serve_judges_the_root_s_user_message_against_the_turn_unless_it_is_left_free(
 /// Sends a chat request whose `X-Rehearsal-Agent` header names the sender as the runtime
 /// knows it (`None`: no header).
 async fn chat_as(server: &Server, label: Option<&str>, body: &str) -> Answer {
-    let mut stream = TcpStream::connect(server.addr()).await.unwrap();
     let header = label.map(|l| format!("x-rehearsal-agent: {l}\r\n")).unwrap_or_default();
-    let request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n{header}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await.expect("an answer");
-    parse(&String::from_utf8(raw).unwrap())
+    chat_with(server, header.as_bytes(), body).await
 }
 
 /// Plays `delegate.json` as a correct runtime would, labelling the root's and the child's
@@ -625,27 +617,7 @@ async fn a_runtime_that_labels_only_its_sub_agents_has_its_unlabelled_requests_c
     assert_eq!((truth.right, truth.wrong.len()), (2, 1), "the child, unlabelled, reads as the root: {truth:?}");
     assert!(wire::judge(&scenario, &run).internal_error());
     // With the child labelled in the named header, every request agrees.
-    let (scenario, server) = start("delegate.json", "roku", ServeOptions { agent_header: header, ..options() }).await;
-    let send_as = |label: Option<&'static str>, body: String| {
-        let server = &server;
-        async move {
-            let mut stream = TcpStream::connect(server.addr()).await.unwrap();
-            let header = label.map(|l| format!("x-agent-id: {l}\r\n")).unwrap_or_default();
-            let request = format!(
-                "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n{header}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            stream.write_all(request.as_bytes()).await.unwrap();
-            let mut raw = Vec::new();
-            let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw)).await;
-            parse(&String::from_utf8(raw).unwrap()).status
-        }
-    };
-    assert_eq!(send_as(None, root_first(false)).await, 200);
-    assert_eq!(send_as(Some("agent-1"), CHILD_FIRST.to_string()).await, 200);
-    assert_eq!(send_as(None, root_second(TRUNCATED)).await, 200);
-    let end = server.done().await;
-    let run = server.finish(end).await;
+    let (scenario, run) = delegate_with([b"", b"x-agent-id: agent-1\r\n", b""], header).await;
     let truth = wire::ground_truth(&run.side, &run.labels, &run.agent_header);
     assert_eq!((truth.right, truth.wrong.len(), truth.unlabelled), (3, 0, 0), "{truth:?}");
     wire::judge(&scenario, &run).assert_passed();
