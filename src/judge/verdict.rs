@@ -133,7 +133,7 @@ impl Judgement {
     }
 
     fn is_off(&self, failure: &Failure) -> bool {
-        failure.kind == FailureKind::Oracle && failure.clause.as_ref().is_some_and(|c| self.off.contains(c))
+        switched_off(failure, &self.off)
     }
 
     /// An error of rehearsal's own (not the system under test's).
@@ -197,7 +197,17 @@ impl Judgement {
 
     /// The verdict, built once.
     pub fn verdict(self) -> Verdict {
-        let failures = self.failures().cloned().collect();
+        // The order of `failures()`, moved rather than copied: this runs once per judged run.
+        let off = self.off;
+        let judged = self
+            .judged
+            .into_iter()
+            .filter(|f| !(f.kind == FailureKind::Oracle && f.clause.as_ref().is_some_and(|c| off.contains(c))));
+        let failures = (self.own.into_iter().chain(self.first).chain(judged))
+            .chain(self.determinism)
+            .chain(self.explored)
+            .chain(self.snapshot)
+            .collect();
         Verdict {
             name: self.name,
             subject: self.subject,
@@ -208,6 +218,11 @@ impl Judgement {
             untied: self.untied,
         }
     }
+}
+
+/// Whether `failure` is a finding of an oracle whose clause is in `off`.
+fn switched_off(failure: &Failure, off: &[String]) -> bool {
+    failure.kind == FailureKind::Oracle && failure.clause.as_ref().is_some_and(|c| off.contains(c))
 }
 
 /// A judged run: the verdict on a scenario. Built only by [`Judgement::verdict`].
