@@ -83,6 +83,13 @@ pub struct Dialect {
     /// its reply by a cancel of the same task continued a run that was cancelled.
     #[serde(default)]
     pub cancel: Vec<CancelTool>,
+    /// The tools that hand the conversation to another agent, which does not hand it back
+    /// (openai-agents' `transfer_to_<agent>`): a name, or a prefix ending in `*`. After a
+    /// reply holding one, the conversation's next request is the target agent's first, with
+    /// its own alias (numbered as a child of the agent that handed off), system prompt and
+    /// tools; the agent that handed off asks no more in that conversation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoff: Vec<String>,
 }
 
 /// A tool that cancels a task.
@@ -138,6 +145,26 @@ pub struct SpawnTool {
     /// for the limit (`120`, `0.5`); `None`: the dialect does not say.
     #[serde(default)]
     pub timeout_text: Option<String>,
+    /// How the runtime writes the prompt as the child's first user message; absent: the
+    /// prompt alone, trimmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrap: Option<PromptWrap>,
+}
+
+/// How a runtime wraps a spawn call's prompt into its child's first user message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum PromptWrap {
+    /// A template, `{prompt}` standing for the prompt (trimmed), the whole message compared
+    /// after trimming: `{"template": "Your task:\n{prompt}"}`.
+    Template(String),
+    /// The call's arguments as JSON after a preamble (openai-agents' `as_tool` with structured
+    /// parameters): the message, trimmed, is the preamble, then a JSON object equal to the
+    /// call's arguments: `{"arguments": {"preamble": "Input:"}}`.
+    Arguments {
+        /// The text before the JSON.
+        preamble: String,
+    },
 }
 
 /// How a spawn call's result comes back to the parent.
@@ -308,6 +335,7 @@ fn roku_agent() -> SpawnTool {
         tools: None,
         skills: None,
         timeout_text: Some("[Sub-agent error] Timed out after {seconds} seconds.".into()),
+        wrap: None,
     }
 }
 
@@ -326,6 +354,7 @@ fn bub_subagent() -> SpawnTool {
         tools: Some("allowed_tools".into()),
         skills: Some("allowed_skills".into()),
         timeout_text: Some("Timed out after {seconds} seconds.".into()),
+        wrap: None,
     }
 }
 
@@ -391,6 +420,7 @@ impl Dialect {
                 empty_text: Some(EMPTY_TEXT.into()),
                 parallel_calls: false,
                 cancel: Vec::new(),
+                handoff: Vec::new(),
             },
             "bub" => Dialect {
                 name: name.into(),
@@ -405,6 +435,7 @@ impl Dialect {
                 empty_text: Some(EMPTY_TEXT.into()),
                 parallel_calls: false,
                 cancel: vec![CancelTool { name: "subagent.cancel".into(), task_id: "task_id".into() }],
+                handoff: Vec::new(),
             },
             // The built-in core speaks both families at once.
             "rehearsal" => {
@@ -428,6 +459,7 @@ impl Dialect {
                     tools: None,
                     skills: None,
                     timeout_text: None,
+                    wrap: None,
                 }],
                 send: Vec::new(),
                 terminal: Vec::new(),
@@ -442,6 +474,7 @@ impl Dialect {
                 // `asyncio.gather` over the reply's calls (bub051.parallel.one-reply).
                 parallel_calls: true,
                 cancel: Vec::new(),
+                handoff: Vec::new(),
             },
             "generic" => Dialect {
                 name: name.into(),
@@ -459,6 +492,7 @@ impl Dialect {
                     tools: None,
                     skills: None,
                     timeout_text: None,
+                    wrap: None,
                 }],
                 send: Vec::new(),
                 terminal: Vec::new(),
@@ -470,6 +504,7 @@ impl Dialect {
                 empty_text: None,
                 parallel_calls: false,
                 cancel: Vec::new(),
+                handoff: Vec::new(),
             },
             _ => return None,
         })
@@ -510,6 +545,14 @@ impl Dialect {
             source,
         })?;
         Dialect::from_json(&text, name_or_path)
+    }
+
+    /// Whether a tool called `name` hands the conversation to another agent (`handoff`).
+    pub fn is_handoff(&self, name: &str) -> bool {
+        self.handoff.iter().any(|h| match h.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => h == name,
+        })
     }
 
     /// The spawn tool called `name`.
@@ -604,6 +647,12 @@ impl SpawnTool {
     pub fn grants_within(&self, args: &serde_json::Value, offered: &[String]) -> bool {
         self.granted_names(args).is_none_or(|names| names_within(&names, offered, |_| false, true))
     }
+    /// Whether `text` is the first user message a call of this tool with `args` gives its
+    /// child: the prompt (trimmed), as the tool's `wrap` writes it.
+    pub fn opens(&self, args: &serde_json::Value, text: &str) -> bool {
+        opens(self.wrap.as_ref(), self.prompt_of(args), args, text)
+    }
+
     /// Which conversation a call of this tool starts its child from.
     pub fn session_of(&self, args: &serde_json::Value) -> SessionKind {
         let Some(arg) = &self.session else { return SessionKind::Fresh };
@@ -613,6 +662,20 @@ impl SpawnTool {
             Some(v) if self.temp_values.iter().any(|t| t == v) => SessionKind::Fresh,
             Some(name) => SessionKind::Named(name.to_string()),
         }
+    }
+}
+
+/// Whether `text` is a child's first user message for a call with `args` whose prompt is
+/// `prompt` (trimmed), written as `wrap` says (absent: the prompt alone).
+pub(crate) fn opens(wrap: Option<&PromptWrap>, prompt: &str, args: &serde_json::Value, text: &str) -> bool {
+    match wrap {
+        None => text == prompt,
+        Some(PromptWrap::Template(template)) => text.trim() == template.replace("{prompt}", prompt).trim(),
+        Some(PromptWrap::Arguments { preamble }) => text
+            .trim()
+            .strip_prefix(preamble.trim())
+            .and_then(|json| serde_json::from_str::<serde_json::Value>(json.trim()).ok())
+            .is_some_and(|written| &written == args),
     }
 }
 

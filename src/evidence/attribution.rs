@@ -57,7 +57,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::dialect::{Dialect, ResultMode, SessionKind, SpawnTool, names_within};
+use crate::dialect::{Dialect, PromptWrap, ResultMode, SessionKind, SpawnTool, names_within};
 use crate::sut::AgentId;
 use crate::sut::llm::{Message, Role, Transcript};
 
@@ -68,6 +68,9 @@ use super::same_reply;
 pub struct ModelExchange {
     /// When the request arrived (virtual time since the run began).
     pub arrived: Duration,
+    /// The request's system prompt (every system message, joined), which is not one of its
+    /// messages.
+    pub system: Arc<str>,
     /// The request's messages.
     pub messages: Transcript,
     /// The names of the tools the request offered, in order.
@@ -105,6 +108,52 @@ pub struct Attributed {
     pub extends: bool,
     /// Its number among the agent's requests, from 1.
     pub number: usize,
+    /// What the attribution stands on (the precedence of the module doc).
+    pub basis: Basis,
+    /// Another candidate that fitted as well, and why this one was taken: a finding of
+    /// `oracle.model-side.attribution`, never a silent choice.
+    pub ambiguous: Option<String>,
+}
+
+/// What an attribution stands on, in the order of precedence of the module doc.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Basis {
+    /// The run's first request: the root's.
+    Root,
+    /// A child's first request, starting as its call's session promises.
+    Child,
+    /// A handed-off agent's first request: it goes on from a reply holding a handoff call.
+    Handoff,
+    /// A child's first request that holds its call's prompt but does not start as the call's
+    /// session promises; why. The oracle of that session rule reports it
+    /// (`oracle.model-side.fork-snapshot`, `oracle.model-side.isolation`).
+    Departed(String),
+    /// The agent's last request and the reply it was given are the start of this one.
+    GoesOn,
+    /// A new run of the agent that a send began, from its named session's record.
+    Restarted,
+    /// One of the agent's earlier requests (not its last) and the reply it was given are the
+    /// start of this one: it went on from an earlier point (a failed request dropped, a
+    /// named session's earlier record). The append-only oracle judges whether it may.
+    Resumed,
+    /// Only the longest shared start with the agent's last request (rule 3): no waiting call,
+    /// handoff or agent's last request accounts for the request. Always a finding.
+    SharedStart,
+}
+
+/// A handoff call the model was made to give, and the agent it handed the conversation to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Handoff {
+    /// The exchange whose reply made it.
+    pub exchange: usize,
+    /// Its place among that reply's calls.
+    pub position: usize,
+    /// The agent that handed off.
+    pub from: AgentId,
+    /// The tool's name.
+    pub tool: String,
+    /// The agent that took the conversation, once it asked.
+    pub to: Option<AgentId>,
 }
 
 /// A spawn call the model was made to give, and what became of it.
@@ -120,6 +169,10 @@ pub struct SpawnCall {
     pub tool: String,
     /// Its prompt, trimmed.
     pub prompt: String,
+    /// Its arguments, as given.
+    pub args: serde_json::Value,
+    /// How the runtime wraps the prompt into the child's first message (the dialect's).
+    pub wrap: Option<PromptWrap>,
     /// The conversation it starts its child from.
     pub session: SessionKind,
     /// Whether its result comes back synchronously.
@@ -143,6 +196,26 @@ pub struct SpawnCall {
     /// was cancelled while queued and a send queued it again (so it was queued anew, at the
     /// send).
     pub first_run_by_send: bool,
+}
+
+impl SpawnCall {
+    /// Whether `m` is the first message of this call's child: a user message that is the
+    /// prompt as the dialect wraps it.
+    pub fn opens(&self, m: &Message) -> bool {
+        m.role == Role::User && crate::dialect::opens(self.wrap.as_ref(), &self.prompt, &self.args, &m.content)
+    }
+
+    /// Whether `m` holds this call's prompt within a longer user message: a wrap the dialect
+    /// does not declare.
+    pub fn held_in(&self, m: &Message) -> bool {
+        m.role == Role::User && !self.prompt.is_empty() && m.content.contains(self.prompt.as_str())
+    }
+
+    /// Whether a child of `other` would be indistinguishable from and interchangeable with a
+    /// child of this call: the same parent, tool and arguments.
+    fn twin(&self, other: &SpawnCall) -> bool {
+        self.parent == other.parent && self.tool == other.tool && self.args == other.args
+    }
 }
 
 /// What became of a spawn call.
@@ -170,6 +243,8 @@ pub struct ModelSide {
     pub attributions: Vec<Attribution>,
     /// Every spawn call, in the order the replies gave them.
     pub calls: Vec<SpawnCall>,
+    /// Every handoff call, in the order the replies gave them.
+    pub handoffs: Vec<Handoff>,
     /// The dialect the record was read with.
     pub dialect: Option<Arc<Dialect>>,
     /// The exchanges' times are wall times (a runtime over the wire, on its own clock), not the
@@ -357,6 +432,7 @@ impl Attributor {
     /// A request arrives: its number (arrival order, from 0) and who it is from.
     pub fn request(
         &mut self,
+        system: &str,
         messages: &Transcript,
         tools: Vec<String>,
         model: Option<String>,
@@ -365,6 +441,7 @@ impl Attributor {
         let number = self.record.exchanges.len();
         self.record.exchanges.push(ModelExchange {
             arrived,
+            system: Arc::from(system),
             messages: messages.clone(),
             tools,
             model,
@@ -426,6 +503,16 @@ impl Attributor {
         // the session the waited-for task held).
         let mut time_passes = false;
         for (position, call) in reply.tool_calls.iter().enumerate() {
+            if self.dialect.is_handoff(&call.name) {
+                self.record.handoffs.push(Handoff {
+                    exchange: number,
+                    position,
+                    from: who.alias.clone(),
+                    tool: call.name.clone(),
+                    to: None,
+                });
+                continue;
+            }
             let instant = self.dialect.send_tool(&call.name).is_some()
                 || self.dialect.spawn_tool(&call.name).is_some_and(|t| t.result != ResultMode::Sync);
             let passed = time_passes;
@@ -477,6 +564,8 @@ impl Attributor {
                 parent: who.alias.clone(),
                 tool: call.name.clone(),
                 prompt,
+                args: (*call.args).clone(),
+                wrap: tool.wrap.clone(),
                 session,
                 sync: tool.result == ResultMode::Sync,
                 in_order: tool.result == ResultMode::Sync && !self.dialect.parallel_calls,
@@ -553,9 +642,7 @@ impl Attributor {
         let never_asked = |m: &Message| {
             m.role == Role::User
                 && self.record.calls.iter().any(|d| {
-                    d.session == SessionKind::Named(name.to_string())
-                        && d.outcome == CallOutcome::Made
-                        && d.prompt == m.content
+                    d.session == SessionKind::Named(name.to_string()) && d.outcome == CallOutcome::Made && d.opens(m)
                 })
         };
         let prompts = messages.iter().take_while(|m| never_asked(m)).count();
@@ -593,13 +680,13 @@ impl Attributor {
         }
         if self.agents.is_empty() {
             let goal: Arc<str> = messages.iter().find(|m| m.role == Role::User).map_or("", |m| &m.content).into();
-            return self.take(None, AgentId::root(), goal, None, number, true);
+            return Attribution::Agent(self.take(None, AgentId::root(), goal, None, number, Basis::Root));
         }
         // An agent going on, the longest start first; else one whose history broke.
         let mut best: Option<(usize, usize, bool)> = None;
         for (i, agent) in self.agents.iter().enumerate().filter(|(_, a)| !a.open) {
             let last = &self.record.exchanges[agent.last];
-            let (len, extends) = match extension(last, &messages) {
+            let (len, extends) = match extension(last, &messages).or_else(|| retried(last, &messages)) {
                 Some(len) => (len, true),
                 None => (common_start(&last.messages, &messages), false),
             };
@@ -611,28 +698,70 @@ impl Attributor {
                 best = Some((i, len, extends));
             }
         }
+        if let Some((i, _, true)) = best
+            && let Some(parent) = self.written_back(i, &messages)
+        {
+            best = Some((parent, 0, true));
+        }
         // A fresh child's first request goes on from no exchange; a forked one's does, and is
         // told from its parent's own next request by the prompt after the reply.
         let goes_on = best.is_some_and(|(_, _, extends)| extends);
         if let Some(call) = self.new_child(&messages, goes_on) {
+            let ambiguous = self.twins_apart(call, |c| self.fits_start(c, &messages, goes_on));
             let alias = self.alias_of(call);
             let c = &self.record.calls[call];
             let (goal, profile) = (Arc::from(c.prompt.as_str()), c.profile.as_deref().map(Arc::from));
-            return self.take(Some(call), alias, goal, profile, number, true);
+            let mut who = self.take(Some(call), alias, goal, profile, number, Basis::Child);
+            who.ambiguous = ambiguous;
+            return Attribution::Agent(who);
         }
         // A send to a task of a named session cancelled before its child asked: the task's
         // first run, which starts from the session's record and the sent message.
         if let Some((call, goal)) = self.first_run_by_send(&messages) {
             let alias = self.alias_of(call);
             let profile = self.record.calls[call].profile.as_deref().map(Arc::from);
-            return self.take(Some(call), alias, goal, profile, number, true);
+            return Attribution::Agent(self.take(Some(call), alias, goal, profile, number, Basis::Child));
         }
         // A send's continuation belongs to the sent task's agent, even where the session's
         // record is another agent's last request (two tasks may share a named session).
+        let mut basis = None;
         if let Some(i) = self.restarted(&messages) {
             let extends = extension(&self.record.exchanges[self.agents[i].last], &messages).is_some();
             best = Some((i, 0, extends));
+            basis = Some(Basis::Restarted);
             self.record.restarts.push(number);
+        }
+        if basis.is_none()
+            && let Some((i, _, true)) = best
+            && let Some(h) = self.handed_off(i)
+        {
+            return Attribution::Agent(self.hand_off(h, i, number));
+        }
+        if basis.is_none()
+            && let Some((call, departure, ambiguous)) = self.departed(&messages, best)
+        {
+            let alias = self.alias_of(call);
+            let c = &self.record.calls[call];
+            let (goal, profile) = (Arc::from(c.prompt.as_str()), c.profile.as_deref().map(Arc::from));
+            let mut who = self.take(Some(call), alias, goal, profile, number, Basis::Departed(departure));
+            who.ambiguous = ambiguous;
+            return Attribution::Agent(who);
+        }
+        // Not going on from any agent's last request: one that goes on from an agent's earlier
+        // request (the longest such start) is that agent's, resumed.
+        if basis.is_none() && !goes_on {
+            let resumed = (0..number)
+                .filter_map(|x| match &self.record.attributions[x] {
+                    Attribution::Agent(w) => Some((x, &w.alias)),
+                    _ => None,
+                })
+                .filter_map(|(x, alias)| Some((extension(&self.record.exchanges[x], &messages)?, alias)))
+                .max_by_key(|(len, _)| *len)
+                .and_then(|(_, alias)| self.agents.iter().position(|a| &a.alias == alias && !a.open));
+            if let Some(i) = resumed {
+                best = Some((i, 0, false));
+                basis = Some(Basis::Resumed);
+            }
         }
         let Some((i, _, extends)) = best else {
             return Attribution::Unattributed(format!(
@@ -640,6 +769,7 @@ impl Attributor {
                 messages.len()
             ));
         };
+        let basis = basis.unwrap_or(if extends { Basis::GoesOn } else { Basis::SharedStart });
         self.learn_results(i, &messages);
         let arrived = self.record.exchanges[number].arrived;
         let agent = &mut self.agents[i];
@@ -656,18 +786,185 @@ impl Attributor {
             profile: agent.profile.clone(),
             extends,
             number: agent.requests,
+            basis,
+            ambiguous: None,
         })
+    }
+
+    /// When agent `i` is a forked child and `messages`, which go on from its last request,
+    /// also go on from its parent's and hold, past the child's prompt, the result of the very
+    /// call that made the child: the parent's agent. A child is never answered its own spawn
+    /// call; its parent is, and a parent holding its child's entries had them written back
+    /// (the isolation oracle names them).
+    fn written_back(&self, i: usize, messages: &Transcript) -> Option<usize> {
+        let alias = &self.agents[i].alias;
+        let c = self.record.calls.iter().find(|c| c.outcome == CallOutcome::Child(alias.clone()))?;
+        let id = &self.record.exchanges[c.exchange].reply.as_ref()?.tool_calls.get(c.position)?.id;
+        let prompt = messages.iter().position(|m| c.opens(m))?;
+        let answered = messages
+            .iter()
+            .skip(prompt + 1)
+            .any(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id.as_str()));
+        let parent = self.agents.iter().position(|a| a.alias == c.parent && !a.open)?;
+        (answered && extension(&self.record.exchanges[self.agents[parent].last], messages).is_some()).then_some(parent)
+    }
+
+    /// Whether waiting call `c`'s child would start as `messages` does, by its session's
+    /// promise (what [`Attributor::new_child`] asks of each call).
+    fn fits_start(&self, c: &SpawnCall, messages: &Transcript, goes_on: bool) -> bool {
+        let Some(first) = messages.first() else { return false };
+        match &c.session {
+            SessionKind::Fresh => !goes_on && c.opens(first),
+            SessionKind::Fork => extension(&self.record.exchanges[c.exchange], messages)
+                .is_some_and(|n| messages.get(n).is_some_and(|m| c.opens(m))),
+            // A named session's start depends on its record: the call that won is the only one
+            // whose fit is read; another session's call never shares its record.
+            SessionKind::Named(_) => false,
+        }
+    }
+
+    /// When a request fitted waiting call `taken` and also another waiting call for which
+    /// `fits` holds, a call that is not its twin (another parent, tool or arguments): the
+    /// ambiguity, naming both and why the earlier was taken. Twins (the same parent, tool and
+    /// arguments) are interchangeable: nothing a model sees tells their children apart, and
+    /// taking the earlier call's is no guess about anything a rule reads.
+    fn twins_apart(&self, taken: usize, fits: impl Fn(&SpawnCall) -> bool) -> Option<String> {
+        let c = &self.record.calls[taken];
+        let other = self
+            .record
+            .calls
+            .iter()
+            .enumerate()
+            .find(|(k, d)| *k != taken && self.waiting(*k) && !c.twin(d) && fits(d))?;
+        Some(format!(
+            "it fits the child of {}'s `{}` call {:?} (exchange {}) and the child of {}'s `{}` call {:?} (exchange {}) alike; \
+             taken for the earlier call's",
+            c.parent,
+            c.tool,
+            short(&c.prompt),
+            c.exchange,
+            other.1.parent,
+            other.1.tool,
+            short(&other.1.prompt),
+            other.1.exchange
+        ))
+    }
+
+    /// Whether spawn call `k` still waits for its child (or is guessed to have made none only
+    /// because its named session looked in use).
+    fn waiting(&self, k: usize) -> bool {
+        let c = &self.record.calls[k];
+        let guessed = self.in_use_guesses.contains(&k) && matches!(c.outcome, CallOutcome::Waiting { .. });
+        guessed || matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made)
+    }
+
+    /// A child's first request that does not start as its call's session promises, told by
+    /// its prompt: a waiting call's prompt (as the dialect wraps it) is one of the user
+    /// messages that end the request, or, when the request goes on from no agent, is held
+    /// within one of them (a wrap the dialect does not declare). A departure is evidence that a
+    /// session rule is broken, not of another agent.
+    ///
+    /// A request that goes on from an agent's last request is a child's only when the call is
+    /// of that very reply (the agent's loop waits on it, and a new user message equal to its
+    /// prompt is none of the agent's); when the call was made earlier, the agent going on with
+    /// a message equal to the prompt fits as well: ambiguous, taken for the child.
+    ///
+    /// Returns the call, how the start departs, and the ambiguity, if any.
+    fn departed(
+        &self,
+        messages: &Transcript,
+        best: Option<(usize, usize, bool)>,
+    ) -> Option<(usize, String, Option<String>)> {
+        let tail = messages.len() - messages.iter().rev().take_while(|m| m.role == Role::User).count();
+        let ending: Vec<&Message> = messages.iter().skip(tail).collect();
+        if ending.is_empty() {
+            return None;
+        }
+        let going_on = best.filter(|b| b.2).map(|(i, _, _)| &self.agents[i]);
+        let exact = |c: &SpawnCall| ending.iter().any(|m| c.opens(m));
+        let within = |c: &SpawnCall| going_on.is_none() && ending.iter().any(|m| c.held_in(m));
+        let found = [&exact as &dyn Fn(&SpawnCall) -> bool, &within].into_iter().find_map(|fits| {
+            (0..self.record.calls.len()).find(|&k| self.waiting(k) && fits(&self.record.calls[k])).map(|k| (k, fits))
+        })?;
+        let (call, fits) = found;
+        let c = &self.record.calls[call];
+        let mut ambiguous = self.twins_apart(call, fits);
+        if let Some(agent) = going_on
+            && agent.last != c.exchange
+        {
+            ambiguous.get_or_insert_with(|| {
+                format!(
+                    "it goes on from {}'s last request (exchange {}) and ends with the prompt of {}'s `{}` call {:?} (exchange {}) alike; \
+                     taken for the call's child",
+                    agent.alias, agent.last, c.parent, c.tool, short(&c.prompt), c.exchange
+                )
+            });
+        }
+        let held = !ending.iter().any(|m| c.opens(m));
+        Some((call, self.departure(c, messages, held), ambiguous))
+    }
+
+    /// How a child's first request `messages` departs from what call `c`'s session promises,
+    /// in numbers.
+    fn departure(&self, c: &SpawnCall, messages: &Transcript, held: bool) -> String {
+        let at = messages.iter().position(|m| if held { c.held_in(m) } else { c.opens(m) }).unwrap_or(0);
+        let wrapped =
+            if held { " (the prompt within a longer message, a wrap the dialect does not declare)" } else { "" };
+        let parent = &self.record.exchanges[c.exchange];
+        match &c.session {
+            SessionKind::Fresh => format!(
+                "its prompt{wrapped} comes after {at} messages, where a fresh child's request holds none before it"
+            ),
+            SessionKind::Fork => {
+                let snapshot = parent.messages.len() + 1;
+                let kept = common_start(&parent.messages, messages);
+                format!(
+                    "{at} messages before its prompt{wrapped}, where the snapshot at the call holds {snapshot} (the request that made the call and its reply); \
+                     the first {kept} are the snapshot's"
+                )
+            }
+            SessionKind::Named(name) => {
+                format!("{at} messages before its prompt{wrapped}, which is not where session {name:?}'s record ends")
+            }
+        }
+    }
+
+    /// The handoff of agent `i`'s last reply that no agent has taken up yet, if any.
+    fn handed_off(&self, i: usize) -> Option<usize> {
+        let last = self.agents[i].last;
+        self.record.handoffs.iter().position(|h| h.exchange == last && h.to.is_none())
+    }
+
+    /// Request `number` is the first of the agent that handoff `h` of agent `i` handed the
+    /// conversation to: a new agent numbered as a child of `i`, after the children of `i`'s
+    /// earlier calls and handoffs.
+    fn hand_off(&mut self, h: usize, i: usize, number: usize) -> Attributed {
+        let from = self.agents[i].alias.clone();
+        let at = (self.record.handoffs[h].exchange, self.record.handoffs[h].position);
+        let calls = self.record.calls.iter().filter(|c| c.parent == from && (c.exchange, c.position) < at);
+        let made = calls.filter(|c| matches!(c.outcome, CallOutcome::Child(_) | CallOutcome::Made)).count();
+        let handed = self.record.handoffs[..h].iter().filter(|d| d.from == from && d.to.is_some()).count();
+        let alias = from.child(u32::try_from(1 + made + handed).expect("fewer than 2^32 children"));
+        self.record.handoffs[h].to = Some(alias.clone());
+        // The agent that handed off asks no more in this conversation.
+        self.agents[i].ended = true;
+        let goal = Arc::from(self.record.handoffs[h].tool.as_str());
+        self.take(None, alias, goal, None, number, Basis::Handoff)
     }
 
     /// The alias of spawn call `call`'s child: its parent's next number, counting the earlier
     /// calls of that parent that made a child (`core.alias.numbering`).
     fn alias_of(&self, call: usize) -> AgentId {
-        let parent = &self.record.calls[call].parent;
-        let n = 1 + self.record.calls[..call]
+        let c = &self.record.calls[call];
+        let parent = &c.parent;
+        let handed = self
+            .record
+            .handoffs
             .iter()
-            .filter(|d| &d.parent == parent)
-            .filter(|d| self.counted(d, &self.record.calls[call]))
-            .count();
+            .filter(|h| &h.from == parent && h.to.is_some() && (h.exchange, h.position) < (c.exchange, c.position));
+        let n = 1
+            + handed.count()
+            + self.record.calls[..call].iter().filter(|d| &d.parent == parent).filter(|d| self.counted(d, c)).count();
         parent.child(u32::try_from(n).expect("fewer than 2^32 children"))
     }
 
@@ -792,9 +1089,9 @@ impl Attributor {
             if !(guessed || matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made)) {
                 return false;
             }
-            let prompt_at = |at: usize| messages.get(at).is_some_and(|m| m.role == Role::User && m.content == c.prompt);
+            let prompt_at = |at: usize| messages.get(at).is_some_and(|m| c.opens(m));
             match &c.session {
-                SessionKind::Fresh => !goes_on && first.role == Role::User && first.content == c.prompt,
+                SessionKind::Fresh => !goes_on && c.opens(first),
                 SessionKind::Fork => {
                     let e = &self.record.exchanges[c.exchange];
                     extension(e, messages).is_some_and(&prompt_at)
@@ -833,8 +1130,8 @@ impl Attributor {
         goal: Arc<str>,
         profile: Option<Arc<str>>,
         number: usize,
-        extends: bool,
-    ) -> Attribution {
+        basis: Basis,
+    ) -> Attributed {
         let (mut session, mut timeout_seconds) = (None, None);
         if let Some(call) = call {
             // A call guessed to find its session in use made this child: the calls after it
@@ -875,7 +1172,7 @@ impl Attributor {
             run_started: self.record.exchanges[number].arrived,
             ended: false,
         });
-        Attribution::Agent(Attributed { alias, goal, profile, extends, number: 1 })
+        Attributed { alias, goal, profile, extends: true, number: 1, basis, ambiguous: None }
     }
 
     /// Gives the children of `parent`'s calls the numbers the rules give them, once a call
@@ -1021,6 +1318,20 @@ pub fn extension(e: &ModelExchange, messages: &Transcript) -> Option<usize> {
     }
     let kept = messages.get(n)?;
     same_reply(kept, reply).then_some(n + 1)
+}
+
+/// A prompt as a finding quotes it: cut to 60 characters.
+fn short(text: &str) -> String {
+    let cut: String = text.chars().take(60).collect();
+    if text.chars().count() > 60 { format!("{cut}…") } else { cut }
+}
+
+/// When `e` got no reply (the model call failed or was given up) and `messages` begins with
+/// its request: the agent asks again, or goes on past the failure (a new turn). How long that
+/// start is.
+fn retried(e: &ModelExchange, messages: &Transcript) -> Option<usize> {
+    (e.reply.is_none() && messages.len() >= e.messages.len() && messages.starts_with(&e.messages))
+        .then_some(e.messages.len())
 }
 
 /// How many messages `a` and `b` share from the start.

@@ -893,6 +893,7 @@ impl Llm for ScriptedLlm {
             let attributed = self.attributor().map(|mut attributor| {
                 let tools = request.tools.iter().map(|t| t.name.clone()).collect();
                 attributor.request(
+                    &request.system,
                     &request.messages,
                     tools,
                     request.model.as_deref().map(String::from),

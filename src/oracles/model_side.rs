@@ -18,7 +18,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::dialect::{Dialect, SessionKind};
-use crate::evidence::attribution::{Attribution, CallOutcome, ModelExchange, ModelSide, SpawnCall, extension};
+use crate::evidence::attribution::{Attribution, Basis, CallOutcome, ModelExchange, ModelSide, SpawnCall, extension};
 use crate::evidence::same_reply;
 use crate::rules::Rules;
 use crate::sut::AgentId;
@@ -189,19 +189,35 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect) -> Vec<Finding>
     out.findings
 }
 
-/// `oracle.model-side.attribution`: every request is some agent's (or a declared side request).
+/// `oracle.model-side.attribution`: every request is some agent's (or a declared side
+/// request), by evidence: a request no agent accounts for, one that fitted two candidates
+/// alike, and one put down to an agent only by a shared start (rule 3 of the attribution, a
+/// guess) are each a finding, never silent.
 fn attribution(side: &ModelSide, out: &mut Out) {
     for (i, a) in side.attributions.iter().enumerate() {
-        if let Attribution::Unattributed(why) = a {
-            let last = side.exchanges[i].messages.last().cloned();
-            out.at(
-                "attribution",
-                "oracle.model-side.attribution",
-                i,
-                format!("unattributed request: {why}"),
-                last.as_ref(),
-            );
-        }
+        let last = side.exchanges[i].messages.last().cloned();
+        let message = match a {
+            Attribution::Unattributed(why) => format!("unattributed request: {why}"),
+            Attribution::Agent(who) if who.ambiguous.is_some() => {
+                format!("ambiguous request: {}", who.ambiguous.as_deref().unwrap_or_default())
+            }
+            Attribution::Agent(who) if who.basis == Basis::SharedStart => {
+                let shared =
+                    out.agents.exchanges(&who.alias).iter().take_while(|(x, _)| *x < i).last().map_or(0, |(x, _)| {
+                        crate::evidence::attribution::common_start(
+                            &side.exchanges[*x].messages,
+                            &side.exchanges[i].messages,
+                        )
+                    });
+                format!(
+                    "put down to {} only by the start it shares with the agent's last request ({shared} messages): \
+                     no waiting call, handoff or agent's last request and reply accounts for it",
+                    who.alias
+                )
+            }
+            _ => continue,
+        };
+        out.at("attribution", "oracle.model-side.attribution", i, message, last.as_ref());
     }
 }
 
@@ -542,8 +558,7 @@ fn fork_snapshot(side: &ModelSide, out: &mut Out) {
         let parent = &side.exchanges[c.exchange];
         let got = &side.exchanges[first].messages;
         let ok = extension(parent, got).is_some_and(|n| {
-            got.get(n).is_some_and(|m| m.role == Role::User && m.content == c.prompt)
-                && got.iter().skip(n + 1).all(|m| m.role == Role::User)
+            got.get(n).is_some_and(|m| c.opens(m)) && got.iter().skip(n + 1).all(|m| m.role == Role::User)
         });
         if !ok {
             let at = (0..got.len()).find(|&k| {
@@ -557,9 +572,25 @@ fn fork_snapshot(side: &ModelSide, out: &mut Out) {
                 match want {
                     Some(w) if k == parent.messages.len() => !got.get(k).is_some_and(|g| same_reply(g, &w)),
                     Some(w) => got.get(k) != Some(&w),
-                    None => k == parent.messages.len() + 1 && got.get(k).is_none_or(|g| g.content != c.prompt),
+                    None => k == parent.messages.len() + 1 && !got.get(k).is_some_and(|g| c.opens(g)),
                 }
             });
+            // The snapshot in numbers: what the child got before its prompt, against the
+            // parent's request and reply at the call.
+            let before = got.iter().position(|m| c.opens(m) || c.held_in(m)).unwrap_or(got.len());
+            let snapshot = parent.messages.len() + 1;
+            let numbers = if before == snapshot {
+                String::new()
+            } else {
+                format!(
+                    "; {before} messages before its prompt where the snapshot at the call holds {snapshot}{}",
+                    if before < snapshot {
+                        format!(" (it lacks {} the parent held)", snapshot - before)
+                    } else {
+                        format!(" ({} the parent gained after the call, or another's)", before - snapshot)
+                    }
+                )
+            };
             out.at(
                 "fork-snapshot",
                 "oracle.model-side.fork-snapshot",
@@ -567,8 +598,8 @@ fn fork_snapshot(side: &ModelSide, out: &mut Out) {
                 format!(
                     "the forked child's first request is not its parent's request #{} as of the call, the reply holding it and the prompt{}",
                     out.agents.exchanges(&c.parent).iter().find(|(i, _)| *i == c.exchange).map_or(0, |x| x.1),
-                    at.map_or(String::new(), |k| format!(" (it differs at message {k})"))
-                ),
+                    at.map_or(String::new(), |k| format!(" (it differs at message {k})")),
+                )+ &numbers,
                 at.and_then(|k| got.get(k)),
             );
         }
@@ -600,10 +631,32 @@ fn isolation(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
         let Some(&(first, _)) = list.first() else { continue };
         let own = replies_of(child);
         let sent: Vec<String> = c.task_id.as_deref().map(|t| sent_to(side, dialect, t)).unwrap_or_default();
+        // A child taken by its prompt although its start departs from its session's promise:
+        // the fork snapshot's own oracle judges a forked child; a fresh or named one breaks
+        // isolation here.
+        let departed = match &side.attributions[first] {
+            Attribution::Agent(who) => match &who.basis {
+                Basis::Departed(how) if c.session != SessionKind::Fork => Some(how.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let departed = departed.map(|how| {
+            let kind = match &c.session {
+                SessionKind::Named(name) => format!("a run on session {name:?}"),
+                _ => "a fresh child".to_string(),
+            };
+            findings.push((
+                first,
+                format!("{child}'s first request does not start as {kind} must: {how}"),
+                side.exchanges[first].messages.first().cloned(),
+            ));
+        });
+        let departed = departed.is_some();
         // Where the child's own conversation begins: past its prompt (and its snapshot).
-        let start = side.exchanges[first].messages.iter().position(|m| m.role == Role::User && m.content == c.prompt);
+        let start = side.exchanges[first].messages.iter().position(|m| c.opens(m) || c.held_in(m));
         let Some(start) = start else { continue };
-        if c.session == SessionKind::Fresh && start != 0 {
+        if c.session == SessionKind::Fresh && start != 0 && !departed {
             findings.push((
                 first,
                 "a fresh child's first request holds messages before its prompt".to_string(),

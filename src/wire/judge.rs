@@ -323,6 +323,8 @@ mod tests {
                         profile: None,
                         extends: true,
                         number: 1,
+                        basis: crate::evidence::attribution::Basis::GoesOn,
+                        ambiguous: None,
                     })
                 }
             })

@@ -418,7 +418,8 @@ fn scenario_value(
             Event::Arrived(n) => {
                 let e = &recording.exchanges[n];
                 let tools = e.converted.tools.iter().map(|t| t.name.clone()).collect();
-                let (_, a) = attributor.request(&e.converted.messages, tools, e.model.clone(), e.arrived);
+                let (_, a) =
+                    attributor.request(&e.converted.system, &e.converted.messages, tools, e.model.clone(), e.arrived);
                 attributions[n] = Some(a);
             }
             Event::Replied(n) => {

@@ -115,7 +115,7 @@ impl Bridge {
     ) -> (usize, Plan) {
         let tools = converted.tools.iter().map(|t| t.name.clone()).collect();
         let (number, attribution) =
-            self.attributor.request(&converted.messages, tools, model.map(String::from), arrived);
+            self.attributor.request(&converted.system, &converted.messages, tools, model.map(String::from), arrived);
         self.labels.resize(number, None);
         self.labels.push(label);
         self.learn_task_ids();

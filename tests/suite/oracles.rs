@@ -10,6 +10,7 @@
 //! and `traces` (the standard traces the cases start from); `end_to_end` holds the tampered real
 //! runs and the helpers the other `oracles_*` modules share.
 
+mod attribution;
 mod budget;
 mod concurrency;
 mod context;

@@ -382,7 +382,7 @@ fn three_children_asking_out_of_order(dialect: &str, tool: &str) -> Vec<String> 
         t.push(Message::user(m));
         t
     };
-    let (root, _) = attributor.request(&one("Run three children at once.".into()), offered(), None, Duration::ZERO);
+    let (root, _) = attributor.request("", &one("Run three children at once.".into()), offered(), None, Duration::ZERO);
     let calls = ["one", "two", "three"]
         .iter()
         .enumerate()
@@ -397,7 +397,7 @@ fn three_children_asking_out_of_order(dialect: &str, tool: &str) -> Vec<String> 
         .iter()
         .map(|p| {
             let first = one(format!("PAR {p}."));
-            match attributor.request(&first, Vec::new(), None, Duration::from_millis(1)).1 {
+            match attributor.request("", &first, Vec::new(), None, Duration::from_millis(1)).1 {
                 Attribution::Agent(who) => who.alias.to_string(),
                 other => format!("{other:?}"),
             }
