@@ -16,25 +16,40 @@
 //! side request: a title or summary call matched by a pattern, answered and not attributed) or
 //! [`Attribution::Unattributed`] (no agent accounts for it: a finding, never a guess).
 //!
-//! How it decides, in this order:
-//! 1. **A new child.** Each spawn call the model was made to give (learned by
-//!    [`Attributor::replied`], read with the [`Dialect`]) waits for its child. A request is that
-//!    child's first when it starts as the call's session says: a fresh child's first message is
-//!    the user message `prompt` (trimmed); a forked child's request is the parent's request that
-//!    led to the call, the reply holding it (calls compared by name and arguments, never by id),
-//!    then the prompt; a named session's run starts from what the session's last run saw. Among
-//!    the waiting calls that fit, the earliest call wins. **Two spawn calls with the same
-//!    prompt** (and the same start) therefore give their children in call order: the first
-//!    child to ask is taken for the earlier call. A runtime that starts such children out of
-//!    call order gets their aliases swapped; their first requests are identical, so nothing a
-//!    model sees tells them apart, and the scripted lanes cannot differ for them either.
-//! 2. **An agent going on.** Otherwise the request belongs to the agent, with no request
-//!    open, whose last request and the reply it was given are the start of this one (the
-//!    longest such start wins). This covers later steps, later turns of the root, and the
-//!    continued runs of a named task (`subagent.send`), which keep their alias.
-//! 3. **An agent whose history broke.** Otherwise, the agent (no request open) that shares the
-//!    longest start with it, at least its first message; the attribution then says the
-//!    request does not extend the agent's last one, which the append-only oracle reports.
+//! How it decides, in this order of precedence (`docs/evidence.md`, "How a request is put down
+//! to an agent"); the [`Basis`] of each attribution says which:
+//! 1. **The first request** is the root's.
+//! 2. **A new child, starting as promised.** Each spawn call the model was made to give
+//!    (learned by [`Attributor::replied`], read with the [`Dialect`]) waits for its child. A
+//!    request is that child's first when it starts as the call's session says: a fresh child's
+//!    first message is the prompt (as the dialect's `wrap` writes it); a forked child's request
+//!    is the parent's request that led to the call, the reply holding it (calls compared by name
+//!    and arguments, never by id), then the prompt; a named session's run starts from what the
+//!    session's last run saw. Among the waiting calls that fit, the earliest call wins; another
+//!    that fits and is not its twin (the same parent, tool and arguments) makes the request
+//!    **ambiguous**, a finding. Twins are interchangeable: their children's first requests are
+//!    identical, and the first child to ask is taken for the earlier call.
+//! 3. **A run begun by a send** (a named session's task queued again, or continued).
+//! 4. **A handoff.** A request going on from an agent's last request whose reply held one of
+//!    the dialect's handoff calls is the first of the agent it handed the conversation to,
+//!    numbered as a child of the agent that handed off.
+//! 5. **A child departing from its session's promise.** The request ends with user messages one
+//!    of which is a waiting call's prompt, or (going on from no agent) holds it within a longer
+//!    message: that call's child, with [`Basis::Departed`] saying how its start departs (the
+//!    fork snapshot and isolation oracles report it). A departure is evidence that a session
+//!    rule is broken, not of another agent. Going on from an agent's last request as well, it is
+//!    the child's only when the call is of that very reply; otherwise it is ambiguous.
+//! 6. **An agent going on.** The agent, with no request open, whose last request and the reply
+//!    it was given (or, when it got none, whose last request alone) are the start of this one;
+//!    the longest such start wins. This covers later steps, later turns, retries, and the
+//!    continued runs of a named task (`subagent.send`), which keep their alias. A request going
+//!    on from a forked child and its parent alike, holding past the child's prompt the result
+//!    of the call that made the child, is the parent's: a child is never answered its own spawn
+//!    call.
+//! 7. **An agent resumed**: the request goes on from one of the agent's earlier requests.
+//! 8. **A shared start only** (a guess): the agent that shares the longest start with it, at
+//!    least its first message. Always a finding of `oracle.model-side.attribution`.
+//! 9. Otherwise **unattributed**: a finding, never a guess.
 //!
 //! Numbering follows `core.alias.numbering`: a child is `<parent>/<n>`, `n` counting the
 //! parent's spawn calls, in call order across turns, that made a child. A call made no child
@@ -889,8 +904,18 @@ impl Attributor {
         let (call, fits) = found;
         let c = &self.record.calls[call];
         let mut ambiguous = self.twins_apart(call, fits);
+        // The tools offered and the system prompt tell an agent's own next request from
+        // another agent's: a request offering other tools than the agent's last (a child at
+        // the depth limit is offered no spawn tool), or under another system prompt, is not the
+        // agent going on.
+        let this = self.record.exchanges.last().expect("the request is recorded");
+        let like = |agent: &Agent| {
+            let last = &self.record.exchanges[agent.last];
+            last.tools == this.tools && last.system == this.system
+        };
         if let Some(agent) = going_on
             && agent.last != c.exchange
+            && like(agent)
         {
             ambiguous.get_or_insert_with(|| {
                 format!(

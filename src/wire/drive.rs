@@ -408,15 +408,23 @@ pub(crate) fn judged(
     // The command's end is the likely cause of the rest: first.
     let judgement = judgement.elapsed(elapsed).first(turn_failures);
     let truth = wire::ground_truth(&wire.side, &wire.labels, &wire.agent_header);
+    // A guess is reported by the attribution oracle; switched off, the guesses go silent.
+    let silent = if description.oracles_off.iter().any(|o| o.oracle == "attribution") { truth.guessed } else { 0 };
+    let doubts = format!(
+        "{} ambiguous, {} by a shared start only (each a finding), {silent} silent guesses",
+        truth.ambiguous, truth.guessed
+    );
     if truth.compared() {
         notes.push(format!(
-            "attribution against the runtime's {} header: {} requests right, {} wrong, {} unattributed, {} unlabelled",
+            "attribution against the runtime's {} header: {} requests right, {} wrong, {} unattributed, {} unlabelled, {doubts}",
             wire.agent_header.name,
             truth.right,
             truth.wrong.len(),
             truth.unattributed,
             truth.unlabelled
         ));
+    } else if truth.ambiguous + truth.guessed > 0 {
+        notes.push(format!("attribution: {doubts}"));
     }
     for place in wire::not_applied(scenario) {
         let judged_here = [".message:", ".message_contains:", ".status:"];

@@ -212,6 +212,10 @@ pub struct GroundTruth {
     pub unattributed: usize,
     /// Agents' requests with no label to compare.
     pub unlabelled: usize,
+    /// Requests that fitted two candidates alike (each a finding), labelled or not.
+    pub ambiguous: usize,
+    /// Requests put down to an agent by a shared start only (each a finding), labelled or not.
+    pub guessed: usize,
 }
 
 impl GroundTruth {
@@ -260,6 +264,8 @@ pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentH
             }
             Attribution::Agent(agent) => agent,
         };
+        out.ambiguous += usize::from(agent.ambiguous.is_some());
+        out.guessed += usize::from(agent.basis == crate::evidence::attribution::Basis::SharedStart);
         let Some(label) = label else {
             out.unlabelled += 1;
             continue;
@@ -344,6 +350,18 @@ mod tests {
 
     fn header(absent: Absent) -> AgentHeader {
         AgentHeader { name: "X-Agent".into(), absent }
+    }
+
+    #[test]
+    fn ambiguous_and_guessed_requests_are_counted_labelled_or_not() {
+        let mut side = side(&["main", "main/1", "main"]);
+        let Attribution::Agent(who) = &mut side.attributions[1] else { unreachable!() };
+        who.ambiguous = Some("it fits two calls".into());
+        let Attribution::Agent(who) = &mut side.attributions[2] else { unreachable!() };
+        who.basis = crate::evidence::attribution::Basis::SharedStart;
+        let truth = ground_truth(&side, &labels(&[Some("root"), None, None]), &header(Absent::Unlabelled));
+        assert_eq!((truth.ambiguous, truth.guessed), (1, 1));
+        assert_eq!(counts(&truth), (1, 0, 0, 2));
     }
 
     #[test]

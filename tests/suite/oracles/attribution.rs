@@ -282,3 +282,45 @@ fn a_parent_holding_its_childs_reply_is_an_isolation_finding() {
         "{got:#?}"
     );
 }
+
+/// A queued fork child whose snapshot was taken late goes on from its parent's later request
+/// and ends with the prompt of a call the parent made earlier. Offering the parent's tools it
+/// fits the parent going on as well: ambiguous. Offering other tools (a child at the depth
+/// limit is offered no spawn tool), it is the child's alone.
+#[test]
+fn a_late_fork_snapshot_is_ambiguous_only_when_the_tools_offered_cannot_tell() {
+    for (tools, ambiguous) in [(&["subagent"][..], true), (&[][..], false)] {
+        let dialect = Dialect::builtin("bub").unwrap();
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Start.");
+        let spawn = Message::assistant(
+            "",
+            vec![
+                call("c1", "subagent", serde_json::json!({"prompt": "Job A."})),
+                call("c2", "subagent", serde_json::json!({"prompt": "Job F.", "session": "fork"})),
+            ],
+        );
+        let (n, _) = t.ask(std::slice::from_ref(&u1), &["subagent"]);
+        t.reply(n, &spawn);
+        let (n, _) = t.ask(&[Message::user("Job A.")], &[]);
+        t.reply(n, &Message::assistant("A done.", Vec::new()));
+        let results =
+            [Message::tool("c1", "{\"task_id\":\"t1\"}", false), Message::tool("c2", "{\"task_id\":\"t2\"}", false)];
+        let mut parent = vec![u1, spawn];
+        parent.extend(results);
+        let (n, a) = t.ask(&parent, &["subagent"]);
+        assert_eq!(alias(&a), "main");
+        let wait = Message::assistant("", vec![call("w1", "subagent.wait", serde_json::json!({}))]);
+        t.reply(n, &wait);
+        // F's first request: the parent's conversation as of now, not at the call.
+        let mut late = parent.clone();
+        late.extend([wait, Message::user("Job F.")]);
+        let (_, a) = t.ask(&late, tools);
+        assert_eq!(alias(&a), "main/2", "{a:?}");
+        let got = findings(&t.finish(), &dialect);
+        assert!(got.iter().any(|f| f.contains("(oracle.model-side.fork-snapshot): main/2 request #1")), "{got:#?}");
+        let said =
+            got.iter().any(|f| f.contains("ambiguous request: it goes on from main's last request (exchange 2)"));
+        assert_eq!(said, ambiguous, "{tools:?}: {got:#?}");
+    }
+}
