@@ -43,7 +43,7 @@ pub fn clauses() -> &'static [Clause] {
 }
 
 /// Pages whose clause ids a scenario may cite but coverage does not measure: the Bub 0.5.1
-/// conformance family (`bub051.*`), checked by `scripts/bub-conformance`, not by a detector.
+/// conformance family (`bub051.*`), checked by `scripts/conformance bub`, not by a detector.
 const CITED_ONLY: [(&str, &str); 1] = [("docs/rules/bub-0.5.1.md", include_str!("../docs/rules/bub-0.5.1.md"))];
 
 /// The families a clause id starts with.

@@ -455,7 +455,8 @@ impl Dialect {
                     profile: None,
                     timeout_seconds: None,
                     task_id_field: None,
-                    model: None,
+                    // `SubAgentInput.model`, the child's model (docs/bub-0.5.1-source.md, section 6).
+                    model: Some("model".into()),
                     tools: None,
                     skills: None,
                     timeout_text: None,

@@ -145,7 +145,7 @@ fn the_readme_s_ci_list_is_what_ci_runs() {
         "scripts/check-patches",
         "scripts/broken-variants/run",
         "scripts/python-tests",
-        "scripts/bub-conformance",
+        "scripts/conformance bub",
         "--explore 16",
     ];
     let mut last_in_ci = 0;

@@ -406,7 +406,7 @@ fn three_children_asking_out_of_order(dialect: &str, tool: &str) -> Vec<String> 
 }
 
 /// bub 0.5.1 gathers the calls of one reply (bub051.parallel.one-reply), so its children may
-/// ask in any order; each is still numbered by its call. (`scripts/bub-conformance` once saw
+/// ask in any order; each is still numbered by its call. (`scripts/conformance bub` once saw
 /// `PAR three.` ask first, and the attribution, taking the calls to run one after another,
 /// then held the two earlier calls to have made no child.)
 #[test]
