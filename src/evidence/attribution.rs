@@ -147,6 +147,11 @@ pub enum Basis {
     GoesOn,
     /// A new run of the agent that a send began, from its named session's record.
     Restarted,
+    /// The agent's last reply stands in the request after another agent's entries, or the
+    /// request answers a call the agent made after its child's entries: its conversation was
+    /// rewritten (a child's entries written back into it). The append-only and isolation
+    /// oracles judge it.
+    Rewritten,
     /// One of the agent's earlier requests (not its last) and the reply it was given are the
     /// start of this one: it went on from an earlier point (a failed request dropped, a
     /// named session's earlier record). The append-only oracle judges whether it may.
@@ -713,10 +718,14 @@ impl Attributor {
                 best = Some((i, len, extends));
             }
         }
-        if let Some((i, _, true)) = best
-            && let Some(parent) = self.written_back(i, &messages)
+        // Going on from an agent's last request, but answered the call that made it, or holding
+        // another agent's last reply after it: that other agent's, its history rewritten.
+        let mut basis = None;
+        if let Some((i, len, true)) = best
+            && let Some((j, extends)) = self.written_back(i, &messages).or_else(|| self.latest_reply(i, len, &messages))
         {
-            best = Some((parent, 0, true));
+            best = Some((j, 0, extends));
+            basis = (!extends).then_some(Basis::Rewritten);
         }
         // A fresh child's first request goes on from no exchange; a forked one's does, and is
         // told from its parent's own next request by the prompt after the reply.
@@ -739,7 +748,6 @@ impl Attributor {
         }
         // A send's continuation belongs to the sent task's agent, even where the session's
         // record is another agent's last request (two tasks may share a named session).
-        let mut basis = None;
         if let Some(i) = self.restarted(&messages) {
             let extends = extension(&self.record.exchanges[self.agents[i].last], &messages).is_some();
             best = Some((i, 0, extends));
@@ -810,8 +818,9 @@ impl Attributor {
     /// also go on from its parent's and hold, past the child's prompt, the result of the very
     /// call that made the child: the parent's agent. A child is never answered its own spawn
     /// call; its parent is, and a parent holding its child's entries had them written back
-    /// (the isolation oracle names them).
-    fn written_back(&self, i: usize, messages: &Transcript) -> Option<usize> {
+    /// (the isolation oracle names them). Returns the parent and whether the request goes on
+    /// from its last request.
+    fn written_back(&self, i: usize, messages: &Transcript) -> Option<(usize, bool)> {
         let alias = &self.agents[i].alias;
         let c = self.record.calls.iter().find(|c| c.outcome == CallOutcome::Child(alias.clone()))?;
         let id = &self.record.exchanges[c.exchange].reply.as_ref()?.tool_calls.get(c.position)?.id;
@@ -821,7 +830,20 @@ impl Attributor {
             .skip(prompt + 1)
             .any(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id.as_str()));
         let parent = self.agents.iter().position(|a| a.alias == c.parent && !a.open)?;
-        (answered && extension(&self.record.exchanges[self.agents[parent].last], messages).is_some()).then_some(parent)
+        let extends = extension(&self.record.exchanges[self.agents[parent].last], messages).is_some();
+        answered.then_some((parent, extends))
+    }
+
+    /// When `messages` go on from agent `i`'s last request (its first `len` messages) and hold,
+    /// after that start, an assistant message that is the reply given to another agent's last
+    /// request: that agent, whose conversation had agent `i`'s entries put before its own (a
+    /// request of agent `i` going on holds no reply after its own last one).
+    fn latest_reply(&self, i: usize, len: usize, messages: &Transcript) -> Option<(usize, bool)> {
+        let latest = messages.iter().skip(len).filter(|m| m.role == Role::Assistant).last()?;
+        let j = self.agents.iter().enumerate().position(|(j, a)| {
+            j != i && !a.open && self.record.exchanges[a.last].reply.as_ref().is_some_and(|r| same_reply(latest, r))
+        })?;
+        Some((j, false))
     }
 
     /// Whether waiting call `c`'s child would start as `messages` does, by its session's

@@ -324,3 +324,36 @@ fn a_late_fork_snapshot_is_ambiguous_only_when_the_tools_offered_cannot_tell() {
         assert_eq!(said, ambiguous, "{tools:?}: {got:#?}");
     }
 }
+
+/// bub 0.5.1 writes an inherit child's entries back into the stored conversation before the
+/// turn's user message: the root's next request goes on from the child's last request, yet
+/// answers the call that made the child and holds the root's own last reply after the child's
+/// entries. It is the root's, rewritten: an isolation finding, never the child's.
+#[test]
+fn a_parent_whose_history_had_its_childs_entries_put_before_its_turn_is_still_the_parent() {
+    let mut t = Talk::new(bub051());
+    let (u1, r1, u2) = (Message::user("One."), Message::assistant("Ok.", Vec::new()), Message::user("Two."));
+    let (n, _) = t.ask(std::slice::from_ref(&u1), &["subagent"]);
+    t.reply(n, &r1);
+    let spawn = Message::assistant(
+        "",
+        vec![call("c1", "subagent", serde_json::json!({"prompt": "Probe.", "session": "inherit"}))],
+    );
+    let (n, _) = t.ask(&[u1.clone(), r1.clone(), u2.clone()], &["subagent"]);
+    t.reply(n, &spawn);
+    let (n, a) = t.ask(&[u1.clone(), r1.clone(), Message::user("Probe.")], &[]);
+    assert_eq!(alias(&a), "main/1");
+    let probed = Message::assistant("Probed.", Vec::new());
+    t.reply(n, &probed);
+    let merged = [u1, r1, Message::user("Probe."), probed, u2, spawn, Message::tool("c1", "Probed.", false)];
+    let (_, a) = t.ask(&merged, &["subagent"]);
+    assert_eq!(alias(&a), "main", "{a:?}");
+    assert_eq!(basis(&a), Some(&Basis::Rewritten));
+    let got = findings(&t.finish(), &bub051());
+    assert!(
+        got.iter().any(|f| f.contains("(oracle.model-side.isolation): main request #3")
+            && f.contains("holds a reply of its child main/1")),
+        "{got:#?}"
+    );
+    assert!(!got.iter().any(|f| f.contains("oracle.model-side.attribution")), "{got:#?}");
+}
