@@ -6,8 +6,8 @@
 //! designed from those documents and the attributor's source alone, without reading the
 //! project's own attribution tests, oracles, scenarios or fixtures.
 //!
-//! Tests marked `#[ignore = "finding: …"]` fail today: each is a finding (see the report in the
-//! commit that added this file). The others pass and pin behaviour that held up.
+//! Tests marked `#[ignore = "finding: …"]` fail today: each is a finding (its doc comment says the
+//! shape and the rule it cites). The others pass and pin behaviour that held up.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
