@@ -2,6 +2,7 @@
 //! this file only declares them.
 
 mod architecture;
+mod blind_attribution;
 mod cli;
 mod coverage;
 mod face;
