@@ -466,7 +466,14 @@ impl Dialect {
                 terminal: Vec::new(),
                 // A child's call of the tool it was not offered gets bub's unknown-tool guidance
                 // (docs/rules/bub-0.5.1.md, bub051.tools.not-offered-not-run): no child is made.
-                refusals: vec!["Error:".into(), "Tool `subagent` does not exist.".into()],
+                // bub's tool-error JSON for a call that failed before any child started: bad
+                // arguments, and unknown tool names (bub051.result.tool-error).
+                refusals: vec![
+                    "Error:".into(),
+                    "Tool `subagent` does not exist.".into(),
+                    r#"{"kind": "invalid_input""#.into(),
+                    r#"{"kind": "tool", "message": "Tool 'subagent' execution failed.", "details": {"error": "ValueError(\"unknown tool name(s):"#.into(),
+                ],
                 notification: None,
                 compaction: None,
                 notices: Vec::new(),

@@ -331,6 +331,8 @@ pub struct Attributor {
     /// The spawn calls (indices into the record's calls) foreseen to make no child only
     /// because their named session looked in use: their result, once seen, decides.
     in_use_guesses: Vec<usize>,
+    /// The task ids the model was made to cancel (`subagent.cancel`), trimmed.
+    cancelled: Vec<String>,
 }
 
 /// What a named session recorded: the request of `exchange`, and its reply when the run ended
@@ -408,6 +410,7 @@ impl Attributor {
             configured: None,
             sends: Vec::new(),
             in_use_guesses: Vec::new(),
+            cancelled: Vec::new(),
         }
     }
 
@@ -523,6 +526,11 @@ impl Attributor {
         // the session the waited-for task held).
         let mut time_passes = false;
         for (position, call) in reply.tool_calls.iter().enumerate() {
+            if let Some(cancel) = self.dialect.cancel_tool(&call.name)
+                && let Some(task) = call.args.get(&cancel.task_id).and_then(|v| v.as_str())
+            {
+                self.cancelled.push(task.trim().to_string());
+            }
             if self.dialect.is_handoff(&call.name) {
                 self.record.handoffs.push(Handoff {
                     exchange: number,
@@ -704,6 +712,7 @@ impl Attributor {
         }
         // An agent going on, the longest start first; else one whose history broke.
         let mut best: Option<(usize, usize, bool)> = None;
+        let mut tied = None;
         for (i, agent) in self.agents.iter().enumerate().filter(|(_, a)| !a.open) {
             let last = &self.record.exchanges[agent.last];
             let (len, extends) = match extension(last, &messages).or_else(|| retried(last, &messages)) {
@@ -716,13 +725,42 @@ impl Attributor {
             };
             if better {
                 best = Some((i, len, extends));
+                tied = None;
+            } else if extends && matches!(best, Some((_, l, true)) if l == len) {
+                tied = Some(i);
+            }
+        }
+        // Two agents whose last requests and replies this request goes on from alike (a child
+        // repeating its parent's words): the one whose last request offered the same tools under
+        // the same system prompt; else the first, and the ambiguity is a finding.
+        let mut going_ambiguous = None;
+        if let (Some((i, len, true)), Some(j)) = (best, tied) {
+            let this = &self.record.exchanges[number];
+            let like = |k: usize| {
+                let last = &self.record.exchanges[self.agents[k].last];
+                last.tools == this.tools && last.system == this.system
+            };
+            match (like(i), like(j)) {
+                (false, true) => best = Some((j, len, true)),
+                (true, false) => {}
+                _ => {
+                    going_ambiguous = Some(format!(
+                        "it goes on from the last requests of {} (exchange {}) and {} (exchange {}) alike, the same tools offered; taken for {}",
+                        self.agents[i].alias,
+                        self.agents[i].last,
+                        self.agents[j].alias,
+                        self.agents[j].last,
+                        self.agents[i].alias
+                    ))
+                }
             }
         }
         // Going on from an agent's last request, but answered the call that made it, or holding
         // another agent's last reply after it: that other agent's, its history rewritten.
         let mut basis = None;
         if let Some((i, len, true)) = best
-            && let Some((j, extends)) = self.written_back(i, &messages).or_else(|| self.latest_reply(i, len, &messages))
+            && let Some((j, extends)) =
+                self.written_back(i, len, &messages).or_else(|| self.latest_reply(i, len, &messages))
         {
             best = Some((j, 0, extends));
             basis = (!extends).then_some(Basis::Rewritten);
@@ -810,7 +848,7 @@ impl Attributor {
             extends,
             number: agent.requests,
             basis,
-            ambiguous: None,
+            ambiguous: going_ambiguous,
         })
     }
 
@@ -818,20 +856,37 @@ impl Attributor {
     /// also go on from its parent's and hold, past the child's prompt, the result of the very
     /// call that made the child: the parent's agent. A child is never answered its own spawn
     /// call; its parent is, and a parent holding its child's entries had them written back
-    /// (the isolation oracle names them). Returns the parent and whether the request goes on
-    /// from its last request.
-    fn written_back(&self, i: usize, messages: &Transcript) -> Option<(usize, bool)> {
+    /// (the isolation oracle names them). `len`: how much of `messages` agent `i`'s last request
+    /// and reply make. Returns the parent and whether the request goes on from its last request.
+    fn written_back(&self, i: usize, len: usize, messages: &Transcript) -> Option<(usize, bool)> {
         let alias = &self.agents[i].alias;
         let c = self.record.calls.iter().find(|c| c.outcome == CallOutcome::Child(alias.clone()))?;
-        let id = &self.record.exchanges[c.exchange].reply.as_ref()?.tool_calls.get(c.position)?.id;
         let prompt = messages.iter().position(|m| c.opens(m))?;
-        let answered = messages
-            .iter()
-            .skip(prompt + 1)
-            .any(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id.as_str()));
+        // The child's own last reply (where its start ends) is its own, whatever it repeats.
+        let answered = self.answered_in(c, messages, prompt + 1, Some(len - 1));
         let parent = self.agents.iter().position(|a| a.alias == c.parent && !a.open)?;
         let extends = extension(&self.record.exchanges[self.agents[parent].last], messages).is_some();
         answered.then_some((parent, extends))
+    }
+
+    /// Whether `messages` hold, from message `from` on, the result of spawn call `c`. Ids are
+    /// compared within this request only: a tool message answers the latest assistant message
+    /// before it holding a call of its id, and that message must be the reply holding the call
+    /// (compared as a runtime keeps it), its call at the call's place; never the message at
+    /// `not_at`.
+    fn answered_in(&self, c: &SpawnCall, messages: &Transcript, from: usize, not_at: Option<usize>) -> bool {
+        let Some(reply) = self.record.exchanges[c.exchange].reply.as_ref() else { return false };
+        let all: Vec<&Message> = messages.iter().collect();
+        (from..all.len()).any(|t| {
+            let Some(id) = all[t].tool_call_id.as_deref().filter(|_| all[t].role == Role::Tool) else { return false };
+            let asked =
+                (0..t).rev().find(|&x| all[x].role == Role::Assistant && all[x].tool_calls.iter().any(|k| k.id == id));
+            asked.is_some_and(|x| {
+                Some(x) != not_at
+                    && same_reply(all[x], reply)
+                    && all[x].tool_calls.get(c.position).is_some_and(|k| k.id == id)
+            })
+        })
     }
 
     /// When `messages` go on from agent `i`'s last request (its first `len` messages) and hold,
@@ -839,7 +894,7 @@ impl Attributor {
     /// request: that agent, whose conversation had agent `i`'s entries put before its own (a
     /// request of agent `i` going on holds no reply after its own last one).
     fn latest_reply(&self, i: usize, len: usize, messages: &Transcript) -> Option<(usize, bool)> {
-        let latest = messages.iter().skip(len).filter(|m| m.role == Role::Assistant).last()?;
+        let latest = messages.iter().skip(len).rfind(|m| m.role == Role::Assistant)?;
         let j = self.agents.iter().enumerate().position(|(j, a)| {
             j != i && !a.open && self.record.exchanges[a.last].reply.as_ref().is_some_and(|r| same_reply(latest, r))
         })?;
@@ -889,10 +944,17 @@ impl Attributor {
 
     /// Whether spawn call `k` still waits for its child (or is guessed to have made none only
     /// because its named session looked in use).
+    ///
+    /// A synchronous call whose result was handed back waits for nothing: its child, if it made
+    /// one, has ended (`roku.grant.zero-child-fails`: granted no step, it never asked). Nor does
+    /// a call whose queued task was cancelled (`bub.cancel.stops`) until a send queues it again
+    /// (read apart, by [`Attributor::first_run_by_send`]).
     fn waiting(&self, k: usize) -> bool {
         let c = &self.record.calls[k];
         let guessed = self.in_use_guesses.contains(&k) && matches!(c.outcome, CallOutcome::Waiting { .. });
-        guessed || matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made)
+        let done = c.sync && c.result.is_some()
+            || c.outcome == CallOutcome::Made && c.task_id.as_ref().is_some_and(|t| self.cancelled.contains(t));
+        !done && (guessed || matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made))
     }
 
     /// A child's first request that does not start as its call's session promises, told by
@@ -918,10 +980,28 @@ impl Attributor {
             return None;
         }
         let going_on = best.filter(|b| b.2).map(|(i, _, _)| &self.agents[i]);
+        // Only messages past what the agent going on already held, and none sent to its task
+        // (`bub.send.to-active-task`: the message is the agent's own to read).
+        let held = best.filter(|b| b.2).map_or(0, |b| b.1);
+        let task = going_on.and_then(|a| {
+            self.record.calls.iter().find(|c| c.outcome == CallOutcome::Child(a.alias.clone()))?.task_id.clone()
+        });
+        let sent = |m: &Message| {
+            task.as_ref().is_some_and(|t| self.sends.iter().any(|s| &s.task == t && s.message == m.content.trim()))
+        };
+        let ending: Vec<&Message> = messages.iter().skip(tail.max(held)).filter(|m| !sent(m)).collect();
+        if ending.is_empty() {
+            return None;
+        }
         let exact = |c: &SpawnCall| ending.iter().any(|m| c.opens(m));
         let within = |c: &SpawnCall| going_on.is_none() && ending.iter().any(|m| c.held_in(m));
+        // A synchronous call whose result the request holds has no child left to ask.
+        let open = |k: usize| {
+            let c = &self.record.calls[k];
+            self.waiting(k) && !(c.sync && self.answered_in(c, messages, 0, None))
+        };
         let found = [&exact as &dyn Fn(&SpawnCall) -> bool, &within].into_iter().find_map(|fits| {
-            (0..self.record.calls.len()).find(|&k| self.waiting(k) && fits(&self.record.calls[k])).map(|k| (k, fits))
+            (0..self.record.calls.len()).find(|&k| open(k) && fits(&self.record.calls[k])).map(|k| (k, fits))
         })?;
         let (call, fits) = found;
         let c = &self.record.calls[call];
@@ -989,8 +1069,12 @@ impl Attributor {
         let from = self.agents[i].alias.clone();
         let at = (self.record.handoffs[h].exchange, self.record.handoffs[h].position);
         let calls = self.record.calls.iter().filter(|c| c.parent == from && (c.exchange, c.position) < at);
-        let made = calls.filter(|c| matches!(c.outcome, CallOutcome::Child(_) | CallOutcome::Made)).count();
-        let handed = self.record.handoffs[..h].iter().filter(|d| d.from == from && d.to.is_some()).count();
+        let made = calls
+            .filter(|c| {
+                matches!(c.outcome, CallOutcome::Child(_) | CallOutcome::Made | CallOutcome::Waiting { refused: false })
+            })
+            .count();
+        let handed = self.record.handoffs[..h].iter().filter(|d| d.from == from).count();
         let alias = from.child(u32::try_from(1 + made + handed).expect("fewer than 2^32 children"));
         self.record.handoffs[h].to = Some(alias.clone());
         // The agent that handed off asks no more in this conversation.
@@ -1008,7 +1092,7 @@ impl Attributor {
             .record
             .handoffs
             .iter()
-            .filter(|h| &h.from == parent && h.to.is_some() && (h.exchange, h.position) < (c.exchange, c.position));
+            .filter(|h| &h.from == parent && (h.exchange, h.position) < (c.exchange, c.position));
         let n = 1
             + handed.count()
             + self.record.calls[..call].iter().filter(|d| &d.parent == parent).filter(|d| self.counted(d, c)).count();
@@ -1132,8 +1216,7 @@ impl Attributor {
     fn new_child(&self, messages: &Transcript, goes_on: bool) -> Option<usize> {
         let first = messages.first()?;
         self.record.calls.iter().enumerate().position(|(k, c)| {
-            let guessed = self.in_use_guesses.contains(&k) && matches!(c.outcome, CallOutcome::Waiting { .. });
-            if !(guessed || matches!(c.outcome, CallOutcome::Waiting { refused: false } | CallOutcome::Made)) {
+            if !self.waiting(k) {
                 return false;
             }
             let prompt_at = |at: usize| messages.get(at).is_some_and(|m| c.opens(m));
