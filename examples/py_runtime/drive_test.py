@@ -103,7 +103,9 @@ class Counts:
 
 GROUND_TRUTH = re.compile(
     r"attribution against the runtime's \S+ header: (\d+) requests? right, (\d+) wrong, (\d+) unattributed, "
-    r"(\d+) unlabelled(?:, (\d+) silent guess(?:es)?)?")
+    r"(\d+) unlabelled")
+# Later in the same note, after any other counts drive adds (", 2 silent guesses").
+SILENT_GUESSES = re.compile(r", (\d+) silent guess(?:es)?\b")
 
 
 def ground_truth(stderr: str) -> Counts:
@@ -114,10 +116,11 @@ def ground_truth(stderr: str) -> Counts:
         if "attribution against the runtime's" not in line:
             continue
         match = GROUND_TRUTH.search(line)
+        silent = SILENT_GUESSES.search(line)
         # A note this parser cannot read must not count as zero of everything.
-        if match is None or ("silent" in line and match.group(5) is None):
+        if match is None or ("silent" in line and silent is None):
             raise ValueError(f"drive's ground-truth note is not in the form drive_test.py reads: {line}")
-        total += Counts(*(int(g or 0) for g in match.groups()))
+        total += Counts(*(int(g) for g in match.groups()), int(silent.group(1)) if silent else 0)
     return total
 
 

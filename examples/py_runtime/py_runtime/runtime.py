@@ -398,6 +398,7 @@ class Runtime:
             ready.sort(key=lambda r: (r.order, r.task.spawn_seq))
         for r in ready:
             r.read = True
+            history.extend(getattr(r.task, "spliced", []))  # only the fork_splice bug sets it
             history.append({"role": "user", "content": notification(r)})
 
     # --- the family ----------------------------------------------------------------
@@ -577,8 +578,9 @@ class Runtime:
                 self.state["sessions"][task.session] = history
             if task.mode == "fork" and bug("fork_splice"):
                 # breaks bub.session.fork-no-leak: the child's prompt, replies and tool results
-                # are written back into the parent's conversation, before its result arrives.
-                task.history_ref.extend(history[len(task.start_history):])
+                # are written back into the parent's conversation, right before its result when
+                # the parent takes that in (take_in_results), so the place does not race.
+                task.spliced = history[len(task.start_history):]
         except asyncio.TimeoutError:
             status, body = "timed_out", f"Timed out after {seconds_text(task.limit)} seconds."
         except asyncio.CancelledError:
