@@ -398,6 +398,7 @@ class Runtime:
             ready.sort(key=lambda r: (r.order, r.task.spawn_seq))
         for r in ready:
             r.read = True
+            history.extend(getattr(r.task, "spliced", []))  # only the fork_splice bug sets it
             history.append({"role": "user", "content": notification(r)})
 
     # --- the family ----------------------------------------------------------------
@@ -480,7 +481,14 @@ class Runtime:
                 limit = None  # bub.timeout.zero-is-none
         task = Task(tid, prompt.strip(), mode, session, grant, limit, len(self.tasks), start,
                     tools, args.get("model") or None)
-        task.history_ref = history  # only read by the fork_snapshot_late bug
+        task.history_ref = history  # only read by the fork_snapshot_late and fork_splice bugs
+        if mode == "fork" and bug("siblings_share_fork"):
+            # breaks bub.session.fork-snapshot: a fork child of the same reply as an earlier one
+            # continues that sibling's conversation instead of starting from its own copy.
+            calling = calling_message(history)
+            task.shares_with = next((t for t in self.tasks.values() if t.mode == "fork"
+                                     and getattr(t, "calling", None) is calling), None)
+            task.calling = calling
         task.parent_budget = budget  # only written by the budget_refund bug
         self.tasks[tid] = task
         task.queued_at = asyncio.get_running_loop().time()
@@ -538,7 +546,17 @@ class Runtime:
     async def run_task(self, task: Task) -> None:
         if task.mode == "fork" and bug("fork_snapshot_late"):
             task.start_history = [dict(m) for m in task.history_ref]  # the parent as it is now
-        history = task.start_history + [{"role": "user", "content": task.prompt}]
+        first = task.prompt
+        if task.mode == "temp" and bug("prompt_template"):
+            # breaks bub.session.temp-empty: the first request holds a wrapping, not the prompt only.
+            first = f"Task from your parent:\n{task.prompt}\nReply when done."
+        sibling = getattr(task, "shares_with", None)
+        if sibling is not None and getattr(sibling, "conversation", None) is not None:
+            history = sibling.conversation  # the siblings_share_fork bug: one list for both
+            history.append({"role": "user", "content": first})
+        else:
+            history = task.start_history + [{"role": "user", "content": first}]
+        task.conversation = history
         if task.mode == "named":
             history = [dict(m) for m in self.state.setdefault("sessions", {}).get(task.session, [])] + history
         budget = [task.grant]
@@ -558,6 +576,11 @@ class Runtime:
             body = truncate(out.message, self.rules.result_limit_chars)
             if task.mode == "named":  # bub.session.named-recorded-on-end
                 self.state["sessions"][task.session] = history
+            if task.mode == "fork" and bug("fork_splice"):
+                # breaks bub.session.fork-no-leak: the child's prompt, replies and tool results
+                # are written back into the parent's conversation, right before its result when
+                # the parent takes that in (take_in_results), so the place does not race.
+                task.spliced = history[len(task.start_history):]
         except asyncio.TimeoutError:
             status, body = "timed_out", f"Timed out after {seconds_text(task.limit)} seconds."
         except asyncio.CancelledError:
@@ -689,3 +712,8 @@ def fork_snapshot(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """bub.session.fork-snapshot: up to and including the assistant message that made the call."""
     last = max(i for i, m in enumerate(history) if m["role"] == "assistant")
     return [dict(m) for m in history[: last + 1]]
+
+
+def calling_message(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The assistant message that made the call being run: the last one of the caller's history."""
+    return next(m for m in reversed(history) if m["role"] == "assistant")

@@ -312,6 +312,44 @@ class Bugs(unittest.TestCase):
             self.assertEqual(roles != ["system", "user"], buggy)  # bub.session.temp-empty
         self.assertBug("temp_inherits_history", check)
 
+    def test_fork_splice(self):
+        def check(buggy: bool, env):
+            def root(n, body):
+                if n == 1:
+                    return 0.0, "", [("subagent", {"prompt": "F", "session": "fork"})]
+                return (0.5 if n == 2 else 0.0), "done", []
+            _, s = run_turn(children_answer({}, root), env)
+            last = [r for r in s.requests if r["agent"] == "req-1"][-1]["body"]["messages"]
+            # bub.session.fork-no-leak: the parent's later request holds the child's result only.
+            spliced = [m for m in last if m["role"] == "assistant" and m["content"] == "answer to F"]
+            self.assertEqual(len(spliced) > 0, buggy)
+            self.assertEqual(any(m["role"] == "user" and m["content"] == "F" for m in last), buggy)
+            self.assertIn("answer to F", last[-1]["content"])  # the notification still arrives
+        self.assertBug("fork_splice", check)
+
+    def test_siblings_share_fork(self):
+        def check(buggy: bool, env):
+            root = spawn({"prompt": "A", "session": "fork"}, {"prompt": "B", "session": "fork"})
+            _, s = run_turn(children_answer({}, root), dict(env, BUB_SUBAGENT_MAX_CONCURRENCY="1"))
+            first = child_by_prompt(s, "B")[0]["body"]["messages"]
+            # bub.session.fork-snapshot: B starts from its own copy, up to the calling message.
+            roles = [m["role"] for m in first]
+            if buggy:
+                self.assertEqual([m["content"] for m in first[-3:]], ["A", "answer to A", "B"])
+            else:
+                self.assertEqual(roles, ["system", "user", "assistant", "user"])
+        self.assertBug("siblings_share_fork", check)
+
+    def test_prompt_template(self):
+        def check(buggy: bool, env):
+            _, s = run_turn(children_answer({}, spawn({"prompt": "A"})), env)
+            first = [r for r in s.requests if r["agent"] != "req-1" and r["n"] == 1][0]["body"]["messages"]
+            # bub.session.temp-empty: the first request holds the prompt only, as written.
+            self.assertEqual([m["role"] for m in first], ["system", "user"])
+            self.assertEqual(first[-1]["content"] != "A", buggy)
+            self.assertIn("A", first[-1]["content"])
+        self.assertBug("prompt_template", check)
+
     def test_budget_refund(self):
         def check(buggy: bool, env):
             def root(n, body):
