@@ -147,7 +147,7 @@ fn spawned(task: &str, status: &str) -> String {
 fn a_zero_granted_childs_call_does_not_take_a_later_childs_request() {
     let mut e = Endpoint::builtin("roku");
     let u1 = user("check the logs");
-    let (n0, a0) = e.ask(&[u1.clone()], ROKU_ROOT);
+    let (n0, a0) = e.ask(std::slice::from_ref(&u1), ROKU_ROOT);
     assert_eq!(alias(&a0), "main");
     let r0 = asst("", vec![call("c1", "Agent", json!({"task": "check the logs"}))]);
     e.reply(n0, &r0);
@@ -172,7 +172,7 @@ fn a_zero_granted_childs_call_does_not_take_a_later_childs_request() {
 fn a_roots_new_turn_equal_to_a_finished_calls_prompt_is_the_roots() {
     let mut e = Endpoint::builtin("roku");
     let u1 = user("check the logs");
-    let (n0, _) = e.ask(&[u1.clone()], ROKU_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u1), ROKU_ROOT);
     let r0 = asst("", vec![call("c1", "Agent", json!({"task": "check the logs"}))]);
     e.reply(n0, &r0);
     let zero = tool("c1", "Step budget exhausted after 0 steps; goal: check the logs", true);
@@ -188,7 +188,7 @@ fn a_roots_new_turn_equal_to_a_finished_calls_prompt_is_the_roots() {
 fn a_cancelled_queued_tasks_call_does_not_take_a_later_childs_request() {
     let mut e = Endpoint::builtin("bub");
     let u = user("go");
-    let (n0, _) = e.ask(&[u.clone()], BUB_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB_ROOT);
     let r0 = asst("", vec![call("c1", "subagent", json!({"prompt": "lint"}))]);
     e.reply(n0, &r0);
     let mut h = vec![u, r0, tool("c1", &spawned("sub-00000001", "queued"), false)];
@@ -222,7 +222,7 @@ fn a_cancelled_queued_tasks_call_does_not_take_a_later_childs_request() {
 fn a_message_sent_to_a_child_equal_to_a_siblings_prompt_stays_the_childs() {
     let mut e = Endpoint::builtin("bub");
     let u = user("go");
-    let (n0, _) = e.ask(&[u.clone()], BUB_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB_ROOT);
     let r0 = asst(
         "",
         vec![
@@ -265,7 +265,7 @@ fn a_message_sent_to_a_child_equal_to_a_siblings_prompt_stays_the_childs() {
 fn a_roots_steering_equal_to_a_queued_prompt_is_the_roots() {
     let mut e = Endpoint::builtin("bub");
     let u = user("go");
-    let (n0, _) = e.ask(&[u.clone()], BUB_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB_ROOT);
     let r0 = asst("", vec![call("c1", "subagent", json!({"prompt": "summarize"}))]);
     e.reply(n0, &r0);
     let mut h = vec![u, r0, tool("c1", &spawned("sub-00000001", "queued"), false)];
@@ -316,7 +316,7 @@ fn a_child_repeating_its_parents_reply_is_not_taken_for_the_parent() {
 fn a_fork_child_whose_own_call_reuses_the_spawn_calls_id_stays_the_childs() {
     let mut e = Endpoint::builtin("bub-0.5.1");
     let u = user("hi");
-    let (n0, _) = e.ask(&[u.clone()], BUB051_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB051_ROOT);
     let r0 = asst("", vec![call("call_1", "subagent", json!({"prompt": "look around", "session": "inherit"}))]);
     e.reply(n0, &r0);
     let (m0, b0) = e.ask(&[u.clone(), r0.clone(), user("look around")], BUB051_CHILD);
@@ -340,7 +340,7 @@ fn a_fork_child_whose_own_call_reuses_the_spawn_calls_id_stays_the_childs() {
 fn bub051_write_back_before_the_turns_message_is_the_parents() {
     let mut e = Endpoint::builtin("bub-0.5.1");
     let (u1, hello) = (user("hello"), asst("hi there", vec![]));
-    let (n0, _) = e.ask(&[u1.clone()], BUB051_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u1), BUB051_ROOT);
     e.reply(n0, &hello);
     let u2 = user("look around");
     let (n1, a1) = e.ask(&[u1.clone(), hello.clone(), u2.clone()], BUB051_ROOT);
@@ -368,7 +368,7 @@ fn bub051_write_back_before_the_turns_message_is_the_parents() {
 fn a_write_back_under_runtime_call_ids_is_the_parents() {
     let mut e = Endpoint::builtin("bub-0.5.1");
     let u = user("hi");
-    let (n0, _) = e.ask(&[u.clone()], BUB051_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB051_ROOT);
     e.reply(n0, &asst("", vec![call("call_1", "subagent", json!({"prompt": "look around", "session": "inherit"}))]));
     // The runtime keeps the call as `c1`.
     let kept = asst("", vec![call("c1", "subagent", json!({"prompt": "look around", "session": "inherit"}))]);
@@ -387,7 +387,7 @@ fn a_write_back_under_runtime_call_ids_is_the_parents() {
 fn a_write_back_under_the_models_call_ids_is_the_parents() {
     let mut e = Endpoint::builtin("bub-0.5.1");
     let u = user("hi");
-    let (n0, _) = e.ask(&[u.clone()], BUB051_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB051_ROOT);
     let r0 = asst("", vec![call("call_1", "subagent", json!({"prompt": "look around", "session": "inherit"}))]);
     e.reply(n0, &r0);
     let (m0, b0) = e.ask(&[u.clone(), r0.clone(), user("look around")], BUB051_CHILD);
@@ -409,7 +409,7 @@ fn a_write_back_under_the_models_call_ids_is_the_parents() {
 fn bub051_sibling_leak_stays_with_the_slower_child() {
     let mut e = Endpoint::builtin("bub-0.5.1");
     let u = user("split the work");
-    let (n0, _) = e.ask(&[u.clone()], BUB051_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB051_ROOT);
     let r0 = asst(
         "",
         vec![
@@ -451,7 +451,7 @@ fn with_handoff(name: &str) -> Dialect {
 fn a_handoff_after_a_spawn_call_of_the_same_reply_takes_the_next_number() {
     let mut e = Endpoint::new(with_handoff("bub"));
     let u = user("I need a refund, and check my last order");
-    let (n0, _) = e.ask(&[u.clone()], BUB_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB_ROOT);
     let r0 = asst(
         "",
         vec![
@@ -483,7 +483,7 @@ fn a_handoff_before_a_spawn_call_of_the_same_reply_never_shares_its_alias() {
     let mut e = Endpoint::new(with_handoff("generic"));
     let root = ["lookup", "spawn_agent", "transfer_to_billing"];
     let u = user("refund please, and look up the order");
-    let (n0, _) = e.ask(&[u.clone()], &root);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), &root);
     let r0 = asst(
         "",
         vec![
@@ -507,7 +507,7 @@ fn handoff_then_spawn_numbers_under_the_handed_off_agent() {
     let mut e = Endpoint::new(with_handoff("generic"));
     let root = ["lookup", "spawn_agent", "transfer_to_billing"];
     let u = user("refund");
-    let (n0, _) = e.ask(&[u.clone()], &root);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), &root);
     let r0 = asst("", vec![call("c1", "transfer_to_billing", json!({}))]);
     e.reply(n0, &r0);
     let mut h = vec![u, r0, tool("c1", r#"{"assistant": "billing"}"#, false)];
@@ -538,7 +538,7 @@ fn handoff_then_spawn_numbers_under_the_handed_off_agent() {
 fn an_undeclared_side_request_quoting_a_prompt_does_not_steal_the_child() {
     let mut e = Endpoint::builtin("bub");
     let u = user("please run the tests");
-    let (n0, _) = e.ask(&[u.clone()], BUB_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB_ROOT);
     e.reply(n0, &asst("", vec![call("c1", "subagent", json!({"prompt": "run the tests"}))]));
     let (_, side) = e.ask(&[user("Write a five-word title for: please run the tests")], &[]);
     let (_, child) = e.ask(&[user("run the tests")], BUB_CHILD);
@@ -610,7 +610,7 @@ fn a_retry_while_a_twin_waits_is_no_departure() {
 fn bub051_a_call_refused_with_the_tool_error_json_takes_no_number() {
     let mut e = Endpoint::builtin("bub-0.5.1");
     let u = user("go");
-    let (n0, _) = e.ask(&[u.clone()], BUB051_ROOT);
+    let (n0, _) = e.ask(std::slice::from_ref(&u), BUB051_ROOT);
     let r0 = asst("", vec![call("call_1", "subagent", json!({"prompt": "read it", "allowed_tools": ["nope"]}))]);
     e.reply(n0, &r0);
     let error = r#"{"kind": "tool", "message": "Tool 'subagent' execution failed.", "details": {"error": "ValueError(\"unknown tool name(s): 'nope'\")"}}"#;
