@@ -891,10 +891,21 @@ impl Attributor {
 
     /// When `messages` go on from agent `i`'s last request (its first `len` messages) and hold,
     /// after that start, an assistant message that is the reply given to another agent's last
-    /// request: that agent, whose conversation had agent `i`'s entries put before its own (a
-    /// request of agent `i` going on holds no reply after its own last one).
+    /// request, followed by the result of one of its calls: that agent, whose conversation had
+    /// agent `i`'s entries put before its own (a request of agent `i` going on holds no reply
+    /// after its own last one, and only the agent that made a call is answered it). Another
+    /// agent's reply followed by no result of its calls is entries written into agent `i`'s
+    /// conversation, which stays agent `i`'s (the isolation oracle names them).
     fn latest_reply(&self, i: usize, len: usize, messages: &Transcript) -> Option<(usize, bool)> {
-        let latest = messages.iter().skip(len).rfind(|m| m.role == Role::Assistant)?;
+        let all: Vec<&Message> = messages.iter().collect();
+        let x = (len..all.len()).rev().find(|&x| all[x].role == Role::Assistant)?;
+        let latest = all[x];
+        let answered = all[x + 1..].iter().any(|m| {
+            m.role == Role::Tool && latest.tool_calls.iter().any(|k| m.tool_call_id.as_deref() == Some(k.id.as_str()))
+        });
+        if !answered {
+            return None;
+        }
         let j = self.agents.iter().enumerate().position(|(j, a)| {
             j != i && !a.open && self.record.exchanges[a.last].reply.as_ref().is_some_and(|r| same_reply(latest, r))
         })?;

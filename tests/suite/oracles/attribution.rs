@@ -357,3 +357,39 @@ fn a_parent_whose_history_had_its_childs_entries_put_before_its_turn_is_still_th
     );
     assert!(!got.iter().any(|f| f.contains("oracle.model-side.attribution")), "{got:#?}");
 }
+
+/// py_runtime's `fork_splice`: the child's prompt and reply written into the parent's
+/// conversation after the parent's own last reply, before the notification. The request goes on
+/// from the parent's last request and holds the child's reply with nothing answering it: the
+/// parent's, and an isolation finding; never the child's.
+#[test]
+fn a_childs_entries_written_after_its_parents_reply_leave_the_request_the_parents() {
+    let dialect = Dialect::builtin("bub").unwrap();
+    let mut t = Talk::new(dialect.clone());
+    let u1 = Message::user("Fork a child.");
+    let spawn = Message::assistant(
+        "",
+        vec![call("c1", "subagent", serde_json::json!({"prompt": "Job F.", "session": "fork"}))],
+    );
+    let (n, _) = t.ask(std::slice::from_ref(&u1), &["subagent"]);
+    t.reply(n, &spawn);
+    let result = Message::tool("c1", "{\"task_id\":\"t1\",\"status\":\"running\"}", false);
+    let (n, _) = t.ask(&[u1.clone(), spawn.clone(), result.clone()], &["subagent"]);
+    let waiting = Message::assistant("Waiting.", Vec::new());
+    t.reply(n, &waiting);
+    let (n, a) = t.ask(&[u1.clone(), spawn.clone(), Message::user("Job F.")], &[]);
+    assert_eq!(alias(&a), "main/1");
+    let three = Message::assistant("three open issues", Vec::new());
+    t.reply(n, &three);
+    let notice = Message::user(
+        "<subagent-notification task_id=\"t1\" status=\"completed\">\nthree open issues\n</subagent-notification>",
+    );
+    let (_, a) = t.ask(&[u1, spawn, result, waiting, Message::user("Job F."), three, notice], &["subagent"]);
+    assert_eq!(alias(&a), "main", "{a:?}");
+    let got = findings(&t.finish(), &dialect);
+    assert!(
+        got.iter().any(|f| f.contains("(oracle.model-side.isolation): main request #3")
+            && f.contains("holds a reply of its child main/1")),
+        "{got:#?}"
+    );
+}
