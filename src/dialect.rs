@@ -149,6 +149,15 @@ pub struct SpawnTool {
     /// prompt alone, trimmed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wrap: Option<PromptWrap>,
+    /// Whether the runtime hands the prompt over as written, spaces and all, refusing only an
+    /// empty one (bub 0.5.1: `if not prompt`); `false` (the default): it is trimmed, and a blank
+    /// prompt makes no child.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrimmed: bool,
+    /// Whether the model argument is `provider:model` and the child's requests name the part
+    /// after the first `:` (bub 0.5.1, pydantic-ai); `false`: they name the argument as given.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub model_provider: bool,
 }
 
 /// How a runtime wraps a spawn call's prompt into its child's first user message.
@@ -336,6 +345,8 @@ fn roku_agent() -> SpawnTool {
         skills: None,
         timeout_text: Some("[Sub-agent error] Timed out after {seconds} seconds.".into()),
         wrap: None,
+        untrimmed: false,
+        model_provider: false,
     }
 }
 
@@ -355,6 +366,8 @@ fn bub_subagent() -> SpawnTool {
         skills: Some("allowed_skills".into()),
         timeout_text: Some("Timed out after {seconds} seconds.".into()),
         wrap: None,
+        untrimmed: false,
+        model_provider: false,
     }
 }
 
@@ -461,6 +474,8 @@ impl Dialect {
                     skills: None,
                     timeout_text: None,
                     wrap: None,
+                    untrimmed: true,
+                    model_provider: true,
                 }],
                 send: Vec::new(),
                 terminal: Vec::new(),
@@ -501,6 +516,8 @@ impl Dialect {
                     skills: None,
                     timeout_text: None,
                     wrap: None,
+                    untrimmed: false,
+                    model_provider: false,
                 }],
                 send: Vec::new(),
                 terminal: Vec::new(),
@@ -625,9 +642,29 @@ impl Dialect {
 }
 
 impl SpawnTool {
-    /// The prompt a call of this tool gives its child, trimmed (empty when absent).
-    pub fn prompt_of<'a>(&self, args: &'a serde_json::Value) -> &'a str {
-        args.get(&self.prompt).and_then(|p| p.as_str()).map(str::trim).unwrap_or_default()
+    /// The prompt a call of this tool gives its child, trimmed unless the tool is `untrimmed`
+    /// (empty when absent): a string, or a list of message parts whose `text` parts are joined
+    /// (as the wire reads a message's parts).
+    pub fn prompt_of(&self, args: &serde_json::Value) -> String {
+        let raw: String = match args.get(&self.prompt) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Array(parts)) => parts
+                .iter()
+                .filter(|p| p.get("type").and_then(|t| t.as_str()) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(|t| t.as_str()))
+                .collect(),
+            _ => String::new(),
+        };
+        if self.untrimmed { raw } else { raw.trim().to_string() }
+    }
+
+    /// The model a call of this tool names for its child, as the child's requests name it.
+    pub fn model_of(&self, args: &serde_json::Value) -> Option<String> {
+        let named = args.get(self.model.as_ref()?)?.as_str()?;
+        Some(match named.split_once(':') {
+            Some((_, id)) if self.model_provider => id.to_string(),
+            _ => named.to_string(),
+        })
     }
 
     /// The tool names a call of this tool lists for its child (its `tools` argument: a list,
@@ -658,7 +695,7 @@ impl SpawnTool {
     /// Whether `text` is the first user message a call of this tool with `args` gives its
     /// child: the prompt (trimmed), as the tool's `wrap` writes it.
     pub fn opens(&self, args: &serde_json::Value, text: &str) -> bool {
-        opens(self.wrap.as_ref(), self.prompt_of(args), args, text)
+        opens(self.wrap.as_ref(), &self.prompt_of(args), args, text)
     }
 
     /// Which conversation a call of this tool starts its child from.

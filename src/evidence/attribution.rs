@@ -187,7 +187,7 @@ pub struct SpawnCall {
     pub parent: AgentId,
     /// The tool's name.
     pub tool: String,
-    /// Its prompt, trimmed.
+    /// Its prompt (trimmed, unless the dialect's tool is `untrimmed`).
     pub prompt: String,
     /// Its arguments, as given.
     pub args: serde_json::Value,
@@ -228,7 +228,7 @@ impl SpawnCall {
     /// Whether `m` holds this call's prompt within a longer user message: a wrap the dialect
     /// does not declare.
     pub fn held_in(&self, m: &Message) -> bool {
-        m.role == Role::User && !self.prompt.is_empty() && m.content.contains(self.prompt.as_str())
+        m.role == Role::User && !self.prompt.trim().is_empty() && m.content.contains(self.prompt.trim())
     }
 
     /// Whether a child of `other` would be indistinguishable from and interchangeable with a
@@ -568,7 +568,7 @@ impl Attributor {
                 continue;
             }
             let Some(tool) = self.dialect.spawn_tool(&call.name) else { continue };
-            let prompt = tool.prompt_of(&call.args).to_string();
+            let prompt = tool.prompt_of(&call.args);
             let refused = !offered.contains(&call.name)
                 || prompt.is_empty()
                 || !self.grants_within(tool, &call.args, &offered, &who.alias);
@@ -1026,9 +1026,16 @@ impl Attributor {
             let last = &self.record.exchanges[agent.last];
             last.tools == this.tools && last.system == this.system
         };
+        // Only an agent the user talks to (the root, or an agent a handoff gave the
+        // conversation) gains user messages of no call's: a child gains only what is sent to it
+        // (set aside above) and the dialect's notices.
+        let told = |agent: &Agent| {
+            agent.alias == AgentId::root() || self.record.handoffs.iter().any(|h| h.to.as_ref() == Some(&agent.alias))
+        };
         if let Some(agent) = going_on
             && agent.last != c.exchange
             && like(agent)
+            && told(agent)
         {
             ambiguous.get_or_insert_with(|| {
                 format!(

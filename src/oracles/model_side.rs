@@ -1469,9 +1469,9 @@ fn context(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             continue;
         }
         let parent = &side.exchanges[c.exchange];
-        let named = dialect.spawn_tool(&c.tool).and_then(|t| t.model.as_ref()).and_then(|arg| {
-            parent.reply.as_ref()?.tool_calls.get(c.position)?.args.get(arg)?.as_str().map(String::from)
-        });
+        let named = dialect
+            .spawn_tool(&c.tool)
+            .and_then(|t| t.model_of(&parent.reply.as_ref()?.tool_calls.get(c.position)?.args));
         let want = named.or_else(|| parent.model.clone());
         if let Some(&(i, n)) = out.agents.exchanges(child).first()
             && side.exchanges[i].model != want
