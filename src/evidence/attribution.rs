@@ -331,7 +331,11 @@ pub struct Attributor {
     /// The spawn calls (indices into the record's calls) foreseen to make no child only
     /// because their named session looked in use: their result, once seen, decides.
     in_use_guesses: Vec<usize>,
-    /// The task ids the model was made to cancel (`subagent.cancel`), trimmed.
+    /// Cancel calls the model was made to give and whose result no request has shown yet:
+    /// the exchange, the call's place, the task id (trimmed).
+    cancels: Vec<(usize, usize, String)>,
+    /// The task ids whose cancel's result showed no refusal: cancelled by the time the
+    /// parent read it (a task that started in the instant before stays a child).
     cancelled: Vec<String>,
 }
 
@@ -410,6 +414,7 @@ impl Attributor {
             configured: None,
             sends: Vec::new(),
             in_use_guesses: Vec::new(),
+            cancels: Vec::new(),
             cancelled: Vec::new(),
         }
     }
@@ -529,7 +534,7 @@ impl Attributor {
             if let Some(cancel) = self.dialect.cancel_tool(&call.name)
                 && let Some(task) = call.args.get(&cancel.task_id).and_then(|v| v.as_str())
             {
-                self.cancelled.push(task.trim().to_string());
+                self.cancels.push((number, position, task.trim().to_string()));
             }
             if self.dialect.is_handoff(&call.name) {
                 self.record.handoffs.push(Handoff {
@@ -1385,6 +1390,22 @@ impl Attributor {
         let Some(kept) = messages.get(at) else { return };
         if kept.role != Role::Assistant {
             return;
+        }
+        // A cancel whose result refuses nothing cancelled its task.
+        let mut k = 0;
+        while k < self.cancels.len() {
+            let (exchange, position, _) = self.cancels[k];
+            if exchange != last {
+                k += 1;
+                continue;
+            }
+            let (_, _, task) = self.cancels.remove(k);
+            let Some(id) = kept.tool_calls.get(position).map(|c| c.id.as_str()) else { continue };
+            let result =
+                messages.iter().skip(at + 1).find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id));
+            if result.is_some_and(|m| !m.is_error && !self.dialect.is_refusal(&m.content)) {
+                self.cancelled.push(task);
+            }
         }
         // A send refused (a session in use, an empty message) continues nothing.
         let dialect = &self.dialect;
