@@ -96,6 +96,11 @@ pub struct ModelExchange {
     pub reply: Option<Message>,
     /// When the reply was given.
     pub replied: Option<Duration>,
+    /// When a reply that ends the agent's loop (a text with no calls, or a lone terminal call,
+    /// no error, no hang) was due, whether or not the agent still listened then: the endpoint
+    /// knows it when it schedules the reply. `None` where the endpoint does not say (over the
+    /// wire).
+    pub ends_loop_due: Option<Duration>,
 }
 
 /// Who a request is from.
@@ -475,6 +480,7 @@ impl Attributor {
             model,
             reply: None,
             replied: None,
+            ends_loop_due: None,
         });
         let attribution = self.attribute(number);
         self.record.attributions.push(attribution.clone());
@@ -613,6 +619,12 @@ impl Attributor {
         }
         self.in_use_guesses.extend(guesses);
         self.record.calls.extend(calls);
+    }
+
+    /// The endpoint scheduled, for request `number`, a reply that ends its agent's loop, due
+    /// at `at` (whether or not the agent still listens then).
+    pub fn ends_loop_due(&mut self, number: usize, at: Duration) {
+        self.record.exchanges[number].ends_loop_due = Some(at);
     }
 
     /// The model answered request `number` with an error: the asking agent's run fails

@@ -914,7 +914,7 @@ impl Llm for ScriptedLlm {
                     }
                 }
             };
-            let answer = self.answer(request, &who).await;
+            let answer = self.answer(request, &who, number).await;
             if let Some(number) = number
                 && let Some(mut attributor) = self.attributor()
             {
@@ -945,7 +945,7 @@ impl ScriptedLlm {
         Ok(reply)
     }
 
-    async fn answer(&self, request: &LlmRequest, who: &Who) -> Result<LlmReply, LlmError> {
+    async fn answer(&self, request: &LlmRequest, who: &Who, number: Option<usize>) -> Result<LlmReply, LlmError> {
         let (lane, call, index, reply) = match self.next(request, who) {
             Ok(next) => next,
             Err(message) => {
@@ -964,6 +964,12 @@ impl ScriptedLlm {
         let ends_loop = terminal && !reply.hang && reply.error.is_none() && reply.drop_after_chunks.is_none();
         let due = asked + Duration::from_millis(reply.latency_ms);
         self.log.schedule(Due { agent: who.alias.clone(), asked, due, ends_loop });
+        if ends_loop
+            && let Some(number) = number
+            && let Some(mut attributor) = self.attributor()
+        {
+            attributor.ends_loop_due(number, due);
+        }
         self.clock.sleep(Duration::from_millis(reply.latency_ms), || format!("llm {} #{call}", who.alias)).await;
         if reply.hang {
             return std::future::pending().await;

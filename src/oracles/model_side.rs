@@ -40,7 +40,7 @@ pub enum Judge {
 
 /// The model-side oracles, by name, in the order they run: what a verdict judged from the
 /// model's side says applied.
-pub const ORACLES: [&str; 12] = [
+pub const ORACLES: [&str; 13] = [
     "attribution",
     "depth",
     "truncation",
@@ -53,10 +53,11 @@ pub const ORACLES: [&str; 12] = [
     "delivery",
     "context",
     "call-results",
+    "terminal",
 ];
 
 /// The clause of each oracle of [`ORACLES`], in the same order.
-pub const CLAUSES: [&str; 12] = [
+pub const CLAUSES: [&str; 13] = [
     "oracle.model-side.attribution",
     "oracle.model-side.depth",
     "oracle.model-side.truncation",
@@ -69,6 +70,7 @@ pub const CLAUSES: [&str; 12] = [
     "oracle.model-side.delivery",
     "oracle.model-side.context",
     "oracle.model-side.call-results",
+    "oracle.model-side.terminal",
 ];
 
 /// One broken rule, as the model saw it.
@@ -186,6 +188,7 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect) -> Vec<Finding>
     delivery(side, dialect, &mut out);
     context(side, dialect, &mut out);
     call_results(side, dialect, &mut out);
+    terminal(side, dialect, &mut out);
     out.findings
 }
 
@@ -1083,6 +1086,29 @@ fn timeouts(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
                             text.clone(),
                         ));
                     }
+                    // A reply that ends the child's loop, due at the limit or before it, wins:
+                    // the child finished (`core.time.finish-at-limit-wins`). Its own final text
+                    // being the timeout text is no timeout.
+                    let one_run = |a: &&AgentId| runs(out.agents, a, dialect).len() == 1;
+                    let finished = child.filter(|_| !side.wall_times).filter(one_run).and_then(|a| {
+                        let first = out.agents.exchanges(a).first()?.0;
+                        let deadline = side.exchanges[first].arrived + limit;
+                        out.agents.exchanges(a).iter().map(|(i, _)| &side.exchanges[*i]).find_map(|e| {
+                            let due = e.ends_loop_due.filter(|&d| d <= deadline && e.arrived < deadline)?;
+                            let own = e.reply.as_ref().and_then(|r| dialect.final_text(r));
+                            (own.as_deref() != Some(text.as_str())).then_some(due)
+                        })
+                    });
+                    if let (Some(due), Some(start)) = (finished, start) {
+                        findings.push((
+                            at,
+                            format!(
+                                "the parent is told its child timed out, but the reply that ends the child's loop was due at {due:?}, within its limit of {} s from its first request at {start:?}: a reply at the limit wins",
+                                seconds_text(limit)
+                            ),
+                            text.clone(),
+                        ));
+                    }
                     if let Some(start) = start
                         && side.exchanges[at].arrived < start + limit
                     {
@@ -1487,6 +1513,54 @@ fn context(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     }
     for (i, message) in findings {
         out.at("context", "oracle.model-side.context", i, message, None);
+    }
+}
+
+/// `oracle.model-side.terminal`: a reply holding one of the dialect's terminal calls
+/// (`final_answer`, `fail`) runs none of its calls and ends its agent's loop
+/// ([`roku.terminal.no-other-call-runs`], [`roku.terminal.scan-first`]): the agent's next
+/// request that keeps the reply holds no result of any of its calls, and gains something besides
+/// (a new turn's message, a notification, a message sent to it), or the loop went on as if the
+/// terminal call were a tool.
+fn terminal(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
+    let mut findings = Vec::new();
+    for list in out.agents.of.values() {
+        for (k, &(x, n)) in list.iter().enumerate() {
+            let e = &side.exchanges[x];
+            let Some(reply) = &e.reply else { continue };
+            let Some(call) = reply.tool_calls.iter().find(|c| dialect.terminal.iter().any(|t| t.name == c.name)) else {
+                continue;
+            };
+            let Some(&(y, _)) = list.get(k + 1) else { continue };
+            let later: Vec<&Message> = side.exchanges[y].messages.iter().collect();
+            let at = e.messages.len();
+            let Some(kept) = later.get(at).filter(|m| same_reply(m, reply)) else { continue };
+            let rest = &later[at + 1..];
+            if let Some(answer) = rest.iter().find(|m| {
+                m.role == Role::Tool && kept.tool_calls.iter().any(|c| m.tool_call_id.as_deref() == Some(c.id.as_str()))
+            }) {
+                findings.push((
+                    y,
+                    format!(
+                        "its request #{n}'s reply holds the terminal call `{}`, which ends the loop and runs none of the reply's calls, yet this request answers one of them as a tool",
+                        call.name
+                    ),
+                    Some((*answer).clone()),
+                ));
+            } else if rest.is_empty() {
+                findings.push((
+                    y,
+                    format!(
+                        "its request #{n}'s reply holds the terminal call `{}`, which ends the loop, yet it asks again with nothing new",
+                        call.name
+                    ),
+                    None,
+                ));
+            }
+        }
+    }
+    for (i, message, m) in findings {
+        out.at("terminal", "oracle.model-side.terminal", i, message, m.as_ref());
     }
 }
 

@@ -10,7 +10,7 @@
 //! and `traces` (the standard traces the cases start from); `end_to_end` holds the tampered real
 //! runs and the helpers the other `oracles_*` modules share.
 
-mod attribution;
+pub(crate) mod attribution;
 mod budget;
 mod concurrency;
 mod context;
@@ -23,6 +23,7 @@ mod evidence;
 mod fork_isolation;
 mod model_side;
 mod model_side_blind;
+mod model_side_rules;
 mod precedence;
 mod routing;
 pub(crate) mod runs;

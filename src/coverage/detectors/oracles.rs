@@ -32,6 +32,14 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.model-side.context", |f| !f.spawns.is_empty()),
     // A regular call's result reached a later request.
     ("oracle.model-side.call-results", |f| !f.calls.is_empty() && f.root_requests().len() >= 2),
+    // A reply held a terminal call and its agent asked again later.
+    ("oracle.model-side.terminal", |f| {
+        let ex = f.e.exchanges;
+        ex.iter().enumerate().any(|(i, x)| {
+            x.reply.as_ref().is_some_and(|r| r.tool_calls.iter().any(|c| c.name == "final_answer" || c.name == "fail"))
+                && ex[i + 1..].iter().any(|y| y.request.agent == x.request.agent)
+        })
+    }),
     ("oracle.depth.no-agent-beyond-limit", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
     ("oracle.depth.refused-at-limit", |f| f.calls_to("Agent").any(|c| c.agent.depth() == f.rules.depth_limit)),
     ("oracle.depth.not-refused-below-limit", |f| f.fg_spawns().next().is_some()),

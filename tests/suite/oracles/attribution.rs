@@ -16,35 +16,45 @@ use rehearsal::internals::oracles::model_side;
 use rehearsal::rules::Rules;
 use rehearsal::sut::llm::{Message, ToolCall, Transcript};
 
-/// A conversation as the model is sent it.
-struct Talk {
+/// A conversation as the model is sent it (the model-side oracle tests use it too).
+pub(crate) struct Talk {
     attributor: Attributor,
     at: Duration,
 }
 
 impl Talk {
-    fn new(dialect: Dialect) -> Talk {
+    pub(crate) fn new(dialect: Dialect) -> Talk {
         Talk { attributor: Attributor::new(Arc::new(dialect), Vec::new()), at: Duration::ZERO }
     }
 
     /// A request of `messages` offering `tools`: its number and attribution.
-    fn ask(&mut self, messages: &[Message], tools: &[&str]) -> (usize, Attribution) {
+    pub(crate) fn ask(&mut self, messages: &[Message], tools: &[&str]) -> (usize, Attribution) {
         self.at += Duration::from_millis(1);
         let transcript: Transcript = messages.iter().cloned().collect();
         let tools = tools.iter().map(|t| t.to_string()).collect();
         self.attributor.request("", &transcript, tools, None, self.at)
     }
 
-    fn reply(&mut self, number: usize, reply: &Message) {
+    pub(crate) fn reply(&mut self, number: usize, reply: &Message) {
         self.attributor.replied(number, reply, self.at);
     }
 
-    fn finish(self) -> ModelSide {
+    /// Moves the clock to `ms` milliseconds into the run.
+    pub(crate) fn at(&mut self, ms: u64) {
+        self.at = Duration::from_millis(ms);
+    }
+
+    /// The endpoint scheduled a reply ending request `number`'s loop, due at `ms`.
+    pub(crate) fn ends_loop_due(&mut self, number: usize, ms: u64) {
+        self.attributor.ends_loop_due(number, Duration::from_millis(ms));
+    }
+
+    pub(crate) fn finish(self) -> ModelSide {
         self.attributor.finish()
     }
 }
 
-fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
+pub(crate) fn call(id: &str, name: &str, args: serde_json::Value) -> ToolCall {
     ToolCall { id: id.into(), name: name.into(), args: Arc::new(args) }
 }
 
