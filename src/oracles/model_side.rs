@@ -40,7 +40,7 @@ pub enum Judge {
 
 /// The model-side oracles, by name, in the order they run: what a verdict judged from the
 /// model's side says applied.
-pub const ORACLES: [&str; 13] = [
+pub const ORACLES: [&str; 14] = [
     "attribution",
     "depth",
     "truncation",
@@ -54,10 +54,11 @@ pub const ORACLES: [&str; 13] = [
     "context",
     "call-results",
     "terminal",
+    "sessions",
 ];
 
 /// The clause of each oracle of [`ORACLES`], in the same order.
-pub const CLAUSES: [&str; 13] = [
+pub const CLAUSES: [&str; 14] = [
     "oracle.model-side.attribution",
     "oracle.model-side.depth",
     "oracle.model-side.truncation",
@@ -71,6 +72,7 @@ pub const CLAUSES: [&str; 13] = [
     "oracle.model-side.context",
     "oracle.model-side.call-results",
     "oracle.model-side.terminal",
+    "oracle.model-side.sessions",
 ];
 
 /// One broken rule, as the model saw it.
@@ -189,6 +191,7 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect) -> Vec<Finding>
     context(side, dialect, &mut out);
     call_results(side, dialect, &mut out);
     terminal(side, dialect, &mut out);
+    sessions(side, dialect, &mut out);
     out.findings
 }
 
@@ -1561,6 +1564,43 @@ fn terminal(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     }
     for (i, message, m) in findings {
         out.at("terminal", "oracle.model-side.terminal", i, message, m.as_ref());
+    }
+}
+
+/// `oracle.model-side.sessions`: a named session serves one run at a time
+/// ([`bub.session.named-one-at-a-time`]): no run on a session first asks while another run on it
+/// has begun and not yet ended (its final reply given; a run whose end the endpoint never saw is
+/// counted until its last request or reply only, so an overlap is never assumed).
+fn sessions(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
+    // (session, agent, first exchange, start, end) of every run on a named session.
+    let mut on: Vec<(&str, &AgentId, usize, Duration, Duration)> = Vec::new();
+    for c in &side.calls {
+        let (SessionKind::Named(name), Some(child)) = (&c.session, child_of(c)) else { continue };
+        if on.iter().any(|(_, a, ..)| *a == child) {
+            continue;
+        }
+        for run in runs(out.agents, child, dialect) {
+            let (first, last) = (run[0].0, run[run.len() - 1].0);
+            let e = &side.exchanges[last];
+            on.push((name, child, first, side.exchanges[first].arrived, e.replied.unwrap_or(e.arrived)));
+        }
+    }
+    let mut findings = Vec::new();
+    for &(name, agent, first, start, _) in &on {
+        let earlier = on.iter().find(|&&(n, a, f, s, end)| {
+            n == name && (a != agent || f != first) && (s < start || s == start && f < first) && start < end
+        });
+        if let Some(&(_, other, _, s, end)) = earlier {
+            findings.push((
+                first,
+                format!(
+                    "a run on session {name:?} first asks at {start:?}, while {other}'s run on it (from {s:?} to {end:?}) has not ended: a named session serves one run at a time"
+                ),
+            ));
+        }
+    }
+    for (i, message) in findings {
+        out.at("sessions", "oracle.model-side.sessions", i, message, None);
     }
 }
 

@@ -99,3 +99,41 @@ fn a_timeout_told_when_the_final_reply_was_due_at_the_limit_fires() {
         assert_eq!(fired, fires, "due at {due_ms} ms: {got:#?}");
     }
 }
+
+/// `oracle.model-side.sessions`: two runs on one named session never overlap. The second run
+/// asking while the first has not ended fires; asking after the first's final reply (from the
+/// session's record) does not.
+#[test]
+fn a_second_run_on_a_named_session_while_the_first_is_open_fires() {
+    let dialect = Dialect::builtin("bub").unwrap();
+    for (after, fires) in [(false, true), (true, false)] {
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Start.");
+        let spawn = Message::assistant(
+            "",
+            vec![
+                call("c1", "subagent", serde_json::json!({"prompt": "Note alpha.", "session": "notes"})),
+                call("c2", "subagent", serde_json::json!({"prompt": "Note beta.", "session": "notes"})),
+            ],
+        );
+        let (n, _) = t.ask(std::slice::from_ref(&u1), &["subagent"]);
+        t.reply(n, &spawn);
+        let alpha = Message::user("Note alpha.");
+        let (a, _) = t.ask(std::slice::from_ref(&alpha), &[]);
+        let noted = Message::assistant("alpha noted", Vec::new());
+        if after {
+            t.reply(a, &noted);
+            t.ask(&[alpha, noted, Message::user("Note beta.")], &[]);
+        } else {
+            t.ask(&[Message::user("Note beta.")], &[]);
+            t.at(10);
+            t.reply(a, &noted);
+        }
+        let got = findings(t, &dialect, &Rules::bub());
+        let fired = got.iter().any(|f| {
+            f.starts_with("model-side sessions (oracle.model-side.sessions): main/2 request #1")
+                && f.contains("while main/1's run on it")
+        });
+        assert_eq!(fired, fires, "second run after the first ended: {after}: {got:#?}");
+    }
+}
