@@ -40,7 +40,7 @@ pub enum Judge {
 
 /// The model-side oracles, by name, in the order they run: what a verdict judged from the
 /// model's side says applied.
-pub const ORACLES: [&str; 14] = [
+pub const ORACLES: [&str; 15] = [
     "attribution",
     "depth",
     "truncation",
@@ -55,10 +55,11 @@ pub const ORACLES: [&str; 14] = [
     "call-results",
     "terminal",
     "sessions",
+    "child-tools",
 ];
 
 /// The clause of each oracle of [`ORACLES`], in the same order.
-pub const CLAUSES: [&str; 14] = [
+pub const CLAUSES: [&str; 15] = [
     "oracle.model-side.attribution",
     "oracle.model-side.depth",
     "oracle.model-side.truncation",
@@ -73,6 +74,7 @@ pub const CLAUSES: [&str; 14] = [
     "oracle.model-side.call-results",
     "oracle.model-side.terminal",
     "oracle.model-side.sessions",
+    "oracle.model-side.child-tools",
 ];
 
 /// One broken rule, as the model saw it.
@@ -192,6 +194,7 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect) -> Vec<Finding>
     call_results(side, dialect, &mut out);
     terminal(side, dialect, &mut out);
     sessions(side, dialect, &mut out);
+    child_tools(side, dialect, &mut out);
     out.findings
 }
 
@@ -1564,6 +1567,42 @@ fn terminal(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     }
     for (i, message, m) in findings {
         out.at("terminal", "oracle.model-side.terminal", i, message, m.as_ref());
+    }
+}
+
+/// `oracle.model-side.child-tools`: a child is offered at most what its call granted
+/// ([`bub.child.tools-at-most-parent`], [`bub.child.tools-narrowed`], [`roku.child.tools`]):
+/// no tool its parent's request was not offered (the dialect's terminal tools aside), and,
+/// where the call lists tools (the dialect's `tools` argument, a non-empty list), none outside
+/// that list (names matched as the dialect's runtime matches them), the sub-agent tools aside:
+/// those are offered by depth ([`core.depth.agent-offered-below-limit`]).
+fn child_tools(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
+    let mut findings = Vec::new();
+    for c in &side.calls {
+        let Some(child) = child_of(c) else { continue };
+        let Some(&(first, _)) = out.agents.exchanges(child).first() else { continue };
+        let parent = &side.exchanges[c.exchange].tools;
+        let terminal = |t: &str| dialect.terminal.iter().any(|x| x.name == t);
+        let granted = dialect.spawn_tool(&c.tool).and_then(|tool| tool.granted_names(&c.args));
+        // The sub-agent tools are offered by depth, not by grant (`core.depth.agent-offered-below-limit`).
+        let sub_agent = |t: &str| dialect.spawn_tool(t).is_some() || dialect.is_family(t);
+        let beyond = side.exchanges[first].tools.iter().find(|t| {
+            !terminal(t)
+                && (!parent.contains(t)
+                    || !sub_agent(t)
+                        && granted.as_ref().is_some_and(|g| !crate::dialect::names_within(&[t.to_string()], g, |_| false, false)))
+        });
+        if let Some(tool) = beyond {
+            let why = if parent.contains(tool) {
+                format!("its call granted only {:?}", granted.as_deref().unwrap_or_default())
+            } else {
+                format!("its parent's request that made the call was not offered it")
+            };
+            findings.push((first, format!("{child} is offered `{tool}`, but {why}")));
+        }
+    }
+    for (i, message) in findings {
+        out.at("child-tools", "oracle.model-side.child-tools", i, message, None);
     }
 }
 
