@@ -90,6 +90,15 @@ pub struct Dialect {
     /// tools; the agent that handed off asks no more in that conversation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handoff: Vec<String>,
+    /// The tools only the root is offered, never a child (Roku's and the built-in core's
+    /// `ask_user`: `roku.child.tools`, `bub.child.tools-default`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub root_only: Vec<String>,
+    /// Whether a child is offered at most its parent's tools, a narrowing of them (Roku's
+    /// `roku.child.tools`, the built-in core's `bub.child.tools-at-most-parent`); `false` (the
+    /// default): a child may have tools of its own (openai-agents' agents as tools).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub child_tools_within_parent: bool,
 }
 
 /// A tool that cancels a task.
@@ -434,6 +443,8 @@ impl Dialect {
                 parallel_calls: false,
                 cancel: Vec::new(),
                 handoff: Vec::new(),
+                root_only: vec!["ask_user".into()],
+                child_tools_within_parent: true,
             },
             "bub" => Dialect {
                 name: name.into(),
@@ -449,6 +460,8 @@ impl Dialect {
                 parallel_calls: false,
                 cancel: vec![CancelTool { name: "subagent.cancel".into(), task_id: "task_id".into() }],
                 handoff: Vec::new(),
+                root_only: vec!["ask_user".into()],
+                child_tools_within_parent: true,
             },
             // The built-in core speaks both families at once.
             "rehearsal" => {
@@ -498,6 +511,8 @@ impl Dialect {
                 parallel_calls: true,
                 cancel: Vec::new(),
                 handoff: Vec::new(),
+                root_only: Vec::new(),
+                child_tools_within_parent: false,
             },
             "generic" => Dialect {
                 name: name.into(),
@@ -530,6 +545,8 @@ impl Dialect {
                 parallel_calls: false,
                 cancel: Vec::new(),
                 handoff: Vec::new(),
+                root_only: Vec::new(),
+                child_tools_within_parent: false,
             },
             _ => return None,
         })

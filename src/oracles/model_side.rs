@@ -1572,10 +1572,12 @@ fn terminal(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
 
 /// `oracle.model-side.child-tools`: a child is offered at most what its call granted
 /// ([`bub.child.tools-at-most-parent`], [`bub.child.tools-narrowed`], [`roku.child.tools`]):
-/// no tool its parent's request was not offered (the dialect's terminal tools aside), and,
+/// where the dialect says children narrow their parent's tools, no tool its parent's request
+/// was not offered (the dialect's terminal tools aside), and,
 /// where the call lists tools (the dialect's `tools` argument, a non-empty list), none outside
-/// that list (names matched as the dialect's runtime matches them), the sub-agent tools aside:
-/// those are offered by depth ([`core.depth.agent-offered-below-limit`]).
+/// that list (names matched as the dialect's runtime matches them), the sub-agent tools aside
+/// (those are offered by depth, [`core.depth.agent-offered-below-limit`]); nor one of the
+/// dialect's root-only tools (`ask_user`).
 fn child_tools(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     let mut findings = Vec::new();
     for c in &side.calls {
@@ -1586,17 +1588,24 @@ fn child_tools(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
         let granted = dialect.spawn_tool(&c.tool).and_then(|tool| tool.granted_names(&c.args));
         // The sub-agent tools are offered by depth, not by grant (`core.depth.agent-offered-below-limit`).
         let sub_agent = |t: &str| dialect.spawn_tool(t).is_some() || dialect.is_family(t);
+        let root_only = side.exchanges[first].tools.iter().find(|t| dialect.root_only.contains(t));
+        if let Some(tool) = root_only {
+            findings.push((first, format!("{child} is offered `{tool}`, which only the root is offered")));
+            continue;
+        }
         let beyond = side.exchanges[first].tools.iter().find(|t| {
             !terminal(t)
-                && (!parent.contains(t)
+                && (dialect.child_tools_within_parent && !parent.contains(t)
                     || !sub_agent(t)
-                        && granted.as_ref().is_some_and(|g| !crate::dialect::names_within(&[t.to_string()], g, |_| false, false)))
+                        && granted
+                            .as_ref()
+                            .is_some_and(|g| !crate::dialect::names_within(&[t.to_string()], g, |_| false, false)))
         });
         if let Some(tool) = beyond {
             let why = if parent.contains(tool) {
                 format!("its call granted only {:?}", granted.as_deref().unwrap_or_default())
             } else {
-                format!("its parent's request that made the call was not offered it")
+                "its parent's request that made the call was not offered it".to_string()
             };
             findings.push((first, format!("{child} is offered `{tool}`, but {why}")));
         }

@@ -32,6 +32,8 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.model-side.context", |f| !f.spawns.is_empty()),
     // A regular call's result reached a later request.
     ("oracle.model-side.call-results", |f| !f.calls.is_empty() && f.root_requests().len() >= 2),
+    // A child asked: its offered tools had a grant to be within.
+    ("oracle.model-side.child-tools", |f| !f.spawns.is_empty()),
     // A named session served two runs (each must wait for the other to end).
     ("oracle.model-side.sessions", |f| named_runs(f).values().any(|runs| runs.len() >= 2)),
     // A reply held a terminal call and its agent asked again later.

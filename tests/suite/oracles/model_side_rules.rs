@@ -137,3 +137,34 @@ fn a_second_run_on_a_named_session_while_the_first_is_open_fires() {
         assert_eq!(fired, fires, "second run after the first ended: {after}: {got:#?}");
     }
 }
+
+/// `oracle.model-side.child-tools`: a child narrowed to `Read` is offered `Bash` (outside its
+/// grant), or a tool its parent lacked: each fires; offered `Read` and the terminal tools, or
+/// `Agent` (offered by depth, not by grant), it does not; `ask_user`, which only the root is
+/// offered, fires.
+#[test]
+fn a_child_offered_a_tool_outside_its_grant_or_its_parents_fires() {
+    let dialect = Dialect::builtin("rehearsal").unwrap();
+    for (offered, fires) in [
+        (&["Read", "Bash", "final_answer", "fail"][..], true),
+        (&["Read", "Write", "final_answer", "fail"][..], true),
+        (&["Read", "final_answer", "ask_user", "fail"][..], true),
+        (&["Read", "final_answer", "fail", "Agent"][..], false),
+    ] {
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Start.");
+        let spawn = Message::assistant(
+            "",
+            vec![call("c1", "subagent", serde_json::json!({"prompt": "Read only.", "allowed_tools": ["Read"]}))],
+        );
+        let (n, _) = t
+            .ask(std::slice::from_ref(&u1), &["Read", "Bash", "final_answer", "ask_user", "fail", "Agent", "subagent"]);
+        t.reply(n, &spawn);
+        t.ask(&[Message::user("Read only.")], offered);
+        let got = findings(t, &dialect, &Rules::bub());
+        let fired = got
+            .iter()
+            .any(|f| f.starts_with("model-side child-tools (oracle.model-side.child-tools): main/1 request #1"));
+        assert_eq!(fired, fires, "{offered:?}: {got:#?}");
+    }
+}
