@@ -27,6 +27,12 @@ struct Endpoint {
 }
 
 impl Endpoint {
+    /// The root's first request, `text` offering `tools`, answered with `calls`.
+    fn root_calls(&mut self, text: &str, tools: &[&str], calls: Vec<ToolCall>) {
+        let (n, _) = self.ask(&[user(text)], tools);
+        self.reply(n, &asst("", calls));
+    }
+
     fn new(dialect: Dialect) -> Endpoint {
         Endpoint { a: Attributor::new(Arc::new(dialect), Vec::new()), clock: 0 }
     }
@@ -556,16 +562,13 @@ fn an_undeclared_side_request_quoting_a_prompt_does_not_steal_the_child() {
 #[ignore = "limitation, documented in docs/evidence.md (ambiguity): same-prompt calls that differ in tools or model are taken in call order and reported ambiguous"]
 fn same_prompt_calls_are_told_apart_by_tools_and_model() {
     let mut e = Endpoint::builtin("bub");
-    let (n0, _) = e.ask(&[user("audit")], BUB_ROOT);
-    e.reply(
-        n0,
-        &asst(
-            "",
-            vec![
-                call("c1", "subagent", json!({"prompt": "audit", "allowed_tools": ["Read"], "model": "small"})),
-                call("c2", "subagent", json!({"prompt": "audit", "allowed_tools": ["Bash"], "model": "large"})),
-            ],
-        ),
+    e.root_calls(
+        "audit",
+        BUB_ROOT,
+        vec![
+            call("c1", "subagent", json!({"prompt": "audit", "allowed_tools": ["Read"], "model": "small"})),
+            call("c2", "subagent", json!({"prompt": "audit", "allowed_tools": ["Bash"], "model": "large"})),
+        ],
     );
     let (_, second) = e.ask_with(&[user("audit")], &["Bash", "final_answer", "fail"], Some("large"), "");
     assert_child(&second, "main/2");
@@ -580,16 +583,13 @@ fn same_prompt_calls_are_told_apart_by_tools_and_model() {
 #[test]
 fn a_retry_while_a_twin_waits_is_no_departure() {
     let mut e = Endpoint::builtin("bub-0.5.1");
-    let (n0, _) = e.ask(&[user("twice")], BUB051_ROOT);
-    e.reply(
-        n0,
-        &asst(
-            "",
-            vec![
-                call("call_1", "subagent", json!({"prompt": "roll"})),
-                call("call_2", "subagent", json!({"prompt": "roll"})),
-            ],
-        ),
+    e.root_calls(
+        "twice",
+        BUB051_ROOT,
+        vec![
+            call("call_1", "subagent", json!({"prompt": "roll"})),
+            call("call_2", "subagent", json!({"prompt": "roll"})),
+        ],
     );
     let (m0, b0) = e.ask(&[user("roll")], BUB051_CHILD);
     assert_child(&b0, "main/1");
@@ -631,16 +631,13 @@ fn bub051_a_call_refused_with_the_tool_error_json_takes_no_number() {
 #[test]
 fn parallel_children_asking_out_of_order_keep_their_numbers() {
     let mut e = Endpoint::builtin("bub-0.5.1");
-    let (n0, _) = e.ask(&[user("both")], BUB051_ROOT);
-    e.reply(
-        n0,
-        &asst(
-            "",
-            vec![
-                call("call_1", "subagent", json!({"prompt": "first"})),
-                call("call_2", "subagent", json!({"prompt": "second"})),
-            ],
-        ),
+    e.root_calls(
+        "both",
+        BUB051_ROOT,
+        vec![
+            call("call_1", "subagent", json!({"prompt": "first"})),
+            call("call_2", "subagent", json!({"prompt": "second"})),
+        ],
     );
     let (_, b) = e.ask(&[user("second")], BUB051_CHILD);
     assert_child(&b, "main/2");
