@@ -19,7 +19,7 @@ pub mod coverage {
 
 pub mod evidence {
     //! What the oracles judge: the trace plus the exchanges the model saw, and attribution.
-    pub use crate::evidence::{Due, Evidence, Exchange, attribution};
+    pub use crate::evidence::{Due, Evidence, Exchange, Setup, attribution};
 }
 
 #[cfg(feature = "fuzz")]

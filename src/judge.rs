@@ -55,7 +55,7 @@ pub fn default_only(scenario: &Scenario) -> Vec<String> {
 /// The model-side findings of a run: the model-side oracles, and, for a core that reports its
 /// aliases, whether the attribution gave each exchange the core's alias.
 fn model_side_findings(side: &crate::evidence::attribution::ModelSide, run: &Run) -> Vec<model_side::Finding> {
-    let mut findings = model_side::check(side, &run.rules, &dialect_of(side));
+    let mut findings = model_side::check(side, &run.rules, &dialect_of(side), Some(&run.setup));
     if run.reports == crate::sut::Reports::Events {
         findings.extend(model_side::proof(side, &run.exchanges));
     }

@@ -281,6 +281,10 @@ pub struct ModelSide {
     /// new run of its agent, even where it reads as going on from the agent's last request
     /// (the session's record held that request, then another task's prompt, then the message).
     pub restarts: Vec<usize>,
+    /// Whether a tool result says it is an error (`Message::is_error`): true in process, where
+    /// the harness hands the model the core's own messages; false over an API that does not
+    /// carry it, where a failed tool reads as any other result.
+    pub errors_shown: bool,
 }
 
 impl ModelSide {

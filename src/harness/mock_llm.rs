@@ -198,7 +198,8 @@ impl ScriptedLlm {
     /// In model-side mode, the run as the model saw it, with the attributions.
     pub fn model_side_record(&self) -> Option<ModelSide> {
         let attributor = self.attributor.as_ref()?;
-        Some(attributor.lock().expect("attributor lock poisoned").record().clone())
+        let side = attributor.lock().expect("attributor lock poisoned").record().clone();
+        Some(ModelSide { errors_shown: true, ..side })
     }
 
     fn attributor(&self) -> Option<std::sync::MutexGuard<'_, Attributor>> {

@@ -19,10 +19,14 @@ use std::time::Duration;
 
 use crate::dialect::{Dialect, SessionKind};
 use crate::evidence::attribution::{Attribution, Basis, CallOutcome, ModelExchange, ModelSide, SpawnCall, extension};
-use crate::evidence::same_reply;
+use crate::evidence::{Setup, same_reply};
 use crate::rules::Rules;
 use crate::sut::AgentId;
 use crate::sut::llm::{Message, Role};
+
+mod approval;
+mod nudges;
+mod steering;
 
 use super::expected_result;
 use super::index::seconds_text;
@@ -40,7 +44,7 @@ pub enum Judge {
 
 /// The model-side oracles, by name, in the order they run: what a verdict judged from the
 /// model's side says applied.
-pub const ORACLES: [&str; 15] = [
+pub const ORACLES: [&str; 18] = [
     "attribution",
     "depth",
     "truncation",
@@ -56,10 +60,13 @@ pub const ORACLES: [&str; 15] = [
     "terminal",
     "sessions",
     "child-tools",
+    "nudges",
+    "approval",
+    "steering",
 ];
 
 /// The clause of each oracle of [`ORACLES`], in the same order.
-pub const CLAUSES: [&str; 15] = [
+pub const CLAUSES: [&str; 18] = [
     "oracle.model-side.attribution",
     "oracle.model-side.depth",
     "oracle.model-side.truncation",
@@ -75,6 +82,9 @@ pub const CLAUSES: [&str; 15] = [
     "oracle.model-side.terminal",
     "oracle.model-side.sessions",
     "oracle.model-side.child-tools",
+    "oracle.model-side.nudges",
+    "oracle.model-side.approval",
+    "oracle.model-side.steering",
 ];
 
 /// One broken rule, as the model saw it.
@@ -176,8 +186,9 @@ impl Out<'_> {
 }
 
 /// Every model-side oracle on `side`, under `rules`, reading spawn calls as `dialect` spells
-/// them.
-pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect) -> Vec<Finding> {
+/// them. `setup` is how the harness set the run up (the gate, the steering it sent), where it
+/// set it up: the oracles that read it judge nothing without it.
+pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect, setup: Option<&Setup>) -> Vec<Finding> {
     let agents = Agents::new(side);
     let mut out = Out { findings: Vec::new(), agents: &agents };
     attribution(side, &mut out);
@@ -195,6 +206,9 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect) -> Vec<Finding>
     terminal(side, dialect, &mut out);
     sessions(side, dialect, &mut out);
     child_tools(side, dialect, &mut out);
+    nudges::nudges(side, rules, dialect, &mut out);
+    approval::approval(side, setup, &mut out);
+    steering::steering(side, dialect, setup, &mut out);
     out.findings
 }
 
@@ -367,6 +381,21 @@ fn runs(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> Vec<Vec<(usize, 
     }
     runs.retain(|r| !r.is_empty());
     runs
+}
+
+/// Whether `alias`'s first request is already a continued run: it holds a message a send
+/// continuing its task gave it (the task's own first run never asked: granted nothing, it
+/// failed at once; fuzz `--judge model-side --seed 5`, case 9907). Its spawn call's grant
+/// then says nothing of the run the model sees, which a fresh grant began.
+fn first_run_continued(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> bool {
+    let Some(&(first, _)) = agents.exchanges(alias).first() else { return false };
+    let continued = continuations(agents.side, alias, dialect);
+    !continued.is_empty()
+        && agents
+            .ex(first)
+            .messages
+            .iter()
+            .any(|m| m.role == Role::User && continued.iter().any(|c| c == m.content.trim()))
 }
 
 /// The messages (trimmed) of the send calls that continued `alias`'s finished task in a new
@@ -859,9 +888,10 @@ fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out
 fn budget(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
     let (bounds, mut findings) = grant_bounds(side, rules, dialect);
     for alias in out.agents.of.keys().filter(|a| a.depth() > 0) {
+        let continued = first_run_continued(out.agents, alias, dialect);
         for (r, run) in runs(out.agents, alias, dialect).iter().enumerate() {
             let cap = rules.child_step_cap;
-            let (allowed, why) = match bounds.get(alias).filter(|_| r == 0) {
+            let (allowed, why) = match bounds.get(alias).filter(|_| r == 0 && !continued) {
                 Some(b) if b.grant < cap => (
                     b.grant,
                     format!(

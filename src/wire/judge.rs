@@ -52,7 +52,7 @@ pub(crate) fn judgement(scenario: &Scenario, wire: &WireRun) -> Judgement {
         .as_deref()
         .cloned()
         .unwrap_or_else(|| crate::dialect::Dialect::builtin("generic").expect("a built-in dialect"));
-    for finding in model_side::check(&wire.side, &rules, &dialect) {
+    for finding in model_side::check(&wire.side, &rules, &dialect, None) {
         failures.push(crate::judge::model_side_failure(&finding));
     }
     for check in &wire.failed_checks {

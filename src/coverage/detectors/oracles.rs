@@ -44,6 +44,20 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
                 && ex[i + 1..].iter().any(|y| y.request.agent == x.request.agent)
         })
     }),
+    // An exhaustion nudge reached a request (its being due, and its numbers, were judged).
+    ("oracle.model-side.nudges", |f| {
+        f.e.exchanges
+            .iter()
+            .any(|x| x.request.messages.iter().any(|m| m.content.starts_with("System: step budget exhausted (")))
+    }),
+    // A call went through the risk gate, whose classes and policy the model reads in denials.
+    ("oracle.model-side.approval", |f| f.e.setup.is_some_and(|s| s.risk_gate) && !f.calls.is_empty()),
+    // The harness steered the root and the root asked the model again afterwards.
+    ("oracle.model-side.steering", |f| {
+        let root = AgentId::root();
+        f.e.setup
+            .is_some_and(|s| s.steering.iter().any(|(t, _)| f.e.due.iter().any(|d| d.agent == root && d.asked >= *t)))
+    }),
     ("oracle.depth.no-agent-beyond-limit", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
     ("oracle.depth.refused-at-limit", |f| f.calls_to("Agent").any(|c| c.agent.depth() == f.rules.depth_limit)),
     ("oracle.depth.not-refused-below-limit", |f| f.fg_spawns().next().is_some()),

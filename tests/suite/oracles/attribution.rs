@@ -73,7 +73,7 @@ fn basis(a: &Attribution) -> Option<&Basis> {
 }
 
 fn findings(side: &ModelSide, dialect: &Dialect) -> Vec<String> {
-    model_side::check(side, &Rules::bub(), dialect).iter().map(ToString::to_string).collect()
+    model_side::check(side, &Rules::bub(), dialect, None).iter().map(ToString::to_string).collect()
 }
 
 fn bub051() -> Dialect {

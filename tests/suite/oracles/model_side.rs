@@ -110,7 +110,10 @@ fn record(file: &str) -> (ModelSide, rehearsal::rules::Rules) {
 }
 
 fn findings(side: &ModelSide, rules: &rehearsal::rules::Rules) -> Vec<String> {
-    model_side::check(side, rules, &Dialect::builtin("rehearsal").unwrap()).iter().map(ToString::to_string).collect()
+    model_side::check(side, rules, &Dialect::builtin("rehearsal").unwrap(), None)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 fn index_of(side: &ModelSide, alias: &str, nth: usize) -> usize {
@@ -502,4 +505,20 @@ fn the_model_side_campaigns_findings_hold_by_case_number() {
         })
         .collect();
     assert!(failing.is_empty(), "{failing:#?}");
+}
+
+/// `oracle.model-side.nudges` keeps both costs of a refused `send` (fuzz seed 2, case 2444): a
+/// refused continuation pays the spawn cost, a refused hand-over 1 step.
+#[test]
+fn a_refused_send_to_a_finished_named_task_may_cost_the_spawn_cost() {
+    passes_model_side("tests/fixtures/model-side/refused-send-to-a-finished-named-task-pays-the-spawn-cost.json");
+}
+
+/// `fuzz --judge model-side --seed 5`, case 9907: a task whose first run was granted nothing
+/// (and so never asked) is continued by a send with a fresh grant; the run the model sees is
+/// bounded by that grant, not by the spawn call's (`core.budget.continuation-fresh-grant`), for
+/// `oracle.model-side.budget` and `oracle.model-side.nudges` alike.
+#[test]
+fn a_send_after_a_run_granted_nothing_is_granted_afresh() {
+    passes_model_side("tests/fixtures/model-side/send-after-a-run-granted-nothing-is-granted-afresh.json");
 }

@@ -24,7 +24,10 @@ fn record(name: &str) -> (ModelSide, Rules) {
 }
 
 fn findings(side: &ModelSide, rules: &Rules) -> Vec<String> {
-    model_side::check(side, rules, &Dialect::builtin("rehearsal").unwrap()).iter().map(ToString::to_string).collect()
+    model_side::check(side, rules, &Dialect::builtin("rehearsal").unwrap(), None)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 fn indices(side: &ModelSide, alias: &str) -> Vec<usize> {

@@ -9,7 +9,7 @@ use rehearsal::sut::llm::Message;
 use super::attribution::{Talk, call};
 
 fn findings(t: Talk, dialect: &Dialect, rules: &Rules) -> Vec<String> {
-    model_side::check(&t.finish(), rules, dialect).iter().map(ToString::to_string).collect()
+    model_side::check(&t.finish(), rules, dialect, None).iter().map(ToString::to_string).collect()
 }
 
 /// `oracle.model-side.terminal`: `[Read, final_answer]` ends the loop and runs neither call;
@@ -166,5 +166,223 @@ fn a_child_offered_a_tool_outside_its_grant_or_its_parents_fires() {
             .iter()
             .any(|f| f.starts_with("model-side child-tools (oracle.model-side.child-tools): main/1 request #1"));
         assert_eq!(fired, fires, "{offered:?}: {got:#?}");
+    }
+}
+
+/// The nudge for budgets `(steps, recovery)`, as `roku.nudge.after-regular-call` writes it.
+fn nudge(steps: u32, recovery: u32) -> Message {
+    Message::user(format!(
+        "System: step budget exhausted (remaining: {steps}, recovery: {recovery}). Please call final_answer or fail now."
+    ))
+}
+
+/// The root with `root_step_budget` 2 makes two `Read` calls, one per reply; the second leaves
+/// the step budget at 0. `after_first` and `after_second` are what follows each result.
+fn two_reads(
+    after_first: Option<Message>,
+    after_second: Option<Message>,
+    first_failed: bool,
+    shown: bool,
+) -> Vec<String> {
+    let dialect = Dialect::builtin("roku").unwrap();
+    let rules = Rules { root_step_budget: 2, recovery_budget: 1, ..Rules::roku() };
+    let tools = ["Read", "final_answer", "fail"];
+    let mut t = Talk::new(dialect.clone());
+    let mut history = vec![Message::user("Read two files.")];
+    let (n, _) = t.ask(&history, &tools);
+    for (k, after) in [(1, after_first), (2, after_second)] {
+        let reply = Message::assistant("", vec![call(&format!("r{k}"), "Read", serde_json::json!({"path": k}))]);
+        t.reply(n + k - 1, &reply);
+        history.push(reply);
+        history.push(Message::tool(&format!("r{k}"), "contents", k == 1 && first_failed));
+        history.extend(after);
+        t.ask(&history, &tools);
+    }
+    let mut side = t.finish();
+    side.errors_shown = shown;
+    model_side::check(&side, &rules, &dialect, None).iter().map(ToString::to_string).collect()
+}
+
+/// `oracle.model-side.nudges` (`roku.nudge.after-regular-call`): the call that spends the last
+/// step is followed by the nudge printing what is left; a missing nudge, one with other numbers,
+/// one after a call that left both budgets above 0, and one in another text are findings.
+#[test]
+fn a_nudge_is_there_exactly_when_due_with_the_budgets_left() {
+    let ours = |f: &&String| f.contains("(oracle.model-side.nudges)");
+    assert_eq!(two_reads(None, Some(nudge(0, 1)), false, true).iter().filter(ours).count(), 0);
+    let missing = two_reads(None, None, false, true);
+    assert!(
+        missing
+            .iter()
+            .any(|f| ours(&f)
+                && f.contains("no nudge follows the result of `Read`, which leaves remaining 0, recovery 1")),
+        "{missing:#?}"
+    );
+    let wrong = two_reads(None, Some(nudge(0, 5)), false, true);
+    assert!(
+        wrong.iter().any(|f| ours(&f)
+            && f.contains(
+                "prints remaining 0, recovery 5, where the calls the model made leave remaining 0, recovery 1"
+            )),
+        "{wrong:#?}"
+    );
+    let early = two_reads(Some(nudge(1, 1)), Some(nudge(0, 1)), false, true);
+    assert!(
+        early.iter().any(|f| ours(&f) && f.contains("which leaves remaining 1, recovery 1: neither budget is at 0")),
+        "{early:#?}"
+    );
+    let garbled = Message::user("System: step budget exhausted (remaining: 0). Stop.");
+    let text = two_reads(None, Some(garbled), false, true);
+    assert!(text.iter().any(|f| ours(&f) && f.contains("is not the rule's text")), "{text:#?}");
+}
+
+/// `roku.calls.failed-tool-recovery`: a failed `Read` spends the only recovery, so its nudge is
+/// due at once. Where the API does not mark errors, both readings stand: the nudge is no finding
+/// and neither is its absence; its numbers still must be one reading's.
+#[test]
+fn a_failed_call_spends_recovery_and_an_api_without_errors_leaves_both_readings() {
+    let ours = |f: &&String| f.contains("(oracle.model-side.nudges)");
+    let fired = two_reads(None, Some(nudge(0, 0)), true, true);
+    assert!(
+        fired
+            .iter()
+            .any(|f| ours(&f)
+                && f.contains("no nudge follows the result of `Read`, which leaves remaining 1, recovery 0")),
+        "{fired:#?}"
+    );
+    assert_eq!(two_reads(Some(nudge(1, 0)), Some(nudge(0, 0)), true, true).iter().filter(ours).count(), 0);
+    assert_eq!(two_reads(None, Some(nudge(0, 1)), false, false).iter().filter(ours).count(), 0);
+    assert_eq!(two_reads(Some(nudge(1, 0)), Some(nudge(0, 0)), true, false).iter().filter(ours).count(), 0);
+    let wrong = two_reads(Some(nudge(1, 3)), Some(nudge(0, 0)), true, false);
+    assert!(wrong.iter().any(|f| ours(&f) && f.contains("prints remaining 1, recovery 3")), "{wrong:#?}");
+}
+
+/// `roku.nudge.regular-only`, `core.spawn.no-nudge`, `roku.grant.min-remaining-cap`: an `Agent`
+/// call that spends the parent's last steps on its grant is followed by no nudge; the child
+/// counts from its grant, min(5 - 1, 10) = 4, so its fourth `Read` is the one nudged.
+#[test]
+fn no_nudge_after_a_spawn_and_the_child_counts_from_its_grant() {
+    let dialect = Dialect::builtin("roku").unwrap();
+    let rules = Rules { root_step_budget: 5, ..Rules::roku() };
+    for (after_spawn, child_nudged_at) in [(None, 4), (Some(nudge(0, 5)), 4), (None, 3)] {
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Delegate.");
+        let spawn = Message::assistant("", vec![call("a1", "Agent", serde_json::json!({"task": "Read four files."}))]);
+        let (n, _) = t.ask(std::slice::from_ref(&u1), &["Read", "final_answer", "ask_user", "fail", "Agent"]);
+        t.reply(n, &spawn);
+        let mut child = vec![Message::user("Read four files.")];
+        for k in 1..=4u32 {
+            let (n, _) = t.ask(&child, &["Read", "final_answer", "fail"]);
+            let read = Message::assistant("", vec![call(&format!("c{k}"), "Read", serde_json::json!({"path": k}))]);
+            t.reply(n, &read);
+            child.push(read);
+            child.push(Message::tool(&format!("c{k}"), "contents", false));
+            if k == child_nudged_at {
+                child.push(nudge(4 - k, 5));
+            }
+        }
+        let (n, _) = t.ask(&child, &["Read", "final_answer", "fail"]);
+        t.reply(n, &Message::assistant("Read them.", vec![]));
+        let mut root = vec![u1, spawn, Message::tool("a1", "Read them.", false)];
+        root.extend(after_spawn.clone());
+        t.ask(&root, &["Read", "final_answer", "ask_user", "fail", "Agent"]);
+        let mut side = t.finish();
+        side.errors_shown = true;
+        let got: Vec<String> =
+            model_side::check(&side, &rules, &dialect, None).iter().map(ToString::to_string).collect();
+        let ours: Vec<&String> = got.iter().filter(|f| f.contains("(oracle.model-side.nudges)")).collect();
+        match (after_spawn.is_some(), child_nudged_at) {
+            (false, 4) => assert!(ours.is_empty(), "{got:#?}"),
+            (true, _) => assert!(
+                ours.iter().any(|f| f.contains("main request #2")
+                    && f.contains("follows the result of `Agent`, which is no regular call")),
+                "{got:#?}"
+            ),
+            _ => assert!(
+                ours.iter().any(|f| f.contains("main/1")
+                    && f.contains("which leaves remaining 1, recovery 5: neither budget is at 0")),
+                "{got:#?}"
+            ),
+        }
+    }
+}
+
+/// `oracle.model-side.steering` (`bub.steer.wakes-held-root`, `bub.steer.reaches-parent-only`):
+/// the root answers while its child runs and is held; steering sent at 100 ms wakes it then.
+/// Asking at 500 ms is late; asking without the message is a message lost.
+#[test]
+fn steering_wakes_a_held_root_at_once_and_reaches_its_next_request() {
+    use rehearsal::internals::evidence::Setup;
+    let dialect = Dialect::builtin("bub").unwrap();
+    let setup = Setup {
+        steering: vec![(std::time::Duration::from_millis(100), "Also check the tests.".into())],
+        ..Setup::default()
+    };
+    let tools = ["subagent", "final_answer", "fail"];
+    for (asks_at, with_message, expect) in [
+        (99, true, None),
+        (499, true, Some("asked again only at 500 ms")),
+        (99, false, Some("is not in the root's first request since")),
+    ] {
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Scan the repo.");
+        let spawn = Message::assistant("", vec![call("s1", "subagent", serde_json::json!({"prompt": "Scan."}))]);
+        let (n, _) = t.ask(std::slice::from_ref(&u1), &tools);
+        t.reply(n, &spawn);
+        let started = Message::tool("s1", "{\"task_id\":\"t1\",\"status\":\"running\"}", false);
+        let mut root = vec![u1, spawn, started];
+        let (n, _) = t.ask(&root, &tools);
+        let answer = Message::assistant("Waiting for the scan.", vec![]);
+        t.reply(n, &answer);
+        let (c, _) = t.ask(&[Message::user("Scan.")], &["final_answer", "fail"]);
+        t.at(900);
+        t.reply(c, &Message::assistant("Clean.", vec![]));
+        root.push(answer);
+        if with_message {
+            root.push(Message::user("Also check the tests."));
+        }
+        t.at(asks_at);
+        t.ask(&root, &tools);
+        let got: Vec<String> = model_side::check(&t.finish(), &Rules::bub(), &dialect, Some(&setup))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let ours: Vec<&String> = got.iter().filter(|f| f.contains("(oracle.model-side.steering)")).collect();
+        match expect {
+            None => assert!(ours.is_empty(), "{got:#?}"),
+            Some(text) => assert!(ours.iter().any(|f| f.contains(text)), "{asks_at} {with_message}: {got:#?}"),
+        }
+    }
+}
+
+/// `oracle.model-side.approval` (`roku.approval.risk-classes` before `roku.approval.policy-deny`):
+/// a `risk:safe` tool the policy lists is approved; its denial is the finding.
+#[test]
+fn a_safe_tool_denied_by_the_policy_fires() {
+    use rehearsal::internals::evidence::Setup;
+    let dialect = Dialect::builtin("roku").unwrap();
+    let setup = Setup {
+        risk_gate: true,
+        policy_deny: vec!["Read".into()],
+        tool_tags: [("Read".to_string(), vec!["risk:safe".to_string()])].into(),
+        ..Setup::default()
+    };
+    for (result, fires) in
+        [("contents", false), ("[Tool denied] Tool `Read` is denied by the current security policy.", true)]
+    {
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Read it.");
+        let read = Message::assistant("", vec![call("r1", "Read", serde_json::json!({"path": "a"}))]);
+        let (n, _) = t.ask(std::slice::from_ref(&u1), &["Read", "final_answer", "fail"]);
+        t.reply(n, &read);
+        t.ask(&[u1, read, Message::tool("r1", result, result != "contents")], &["Read", "final_answer", "fail"]);
+        let got: Vec<String> = model_side::check(&t.finish(), &Rules::roku(), &dialect, Some(&setup))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let fired = got.iter().any(|f| {
+            f.contains("(oracle.model-side.approval)") && f.contains("is in the safe class (tagged risk:safe)")
+        });
+        assert_eq!(fired, fires, "{result}: {got:#?}");
     }
 }
