@@ -167,6 +167,10 @@ pub struct SpawnTool {
     /// after the first `:` (bub 0.5.1, pydantic-ai); `false`: they name the argument as given.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub model_provider: bool,
+    /// The argument naming the child's reasoning effort, if any (`bub.child.model`: the call's,
+    /// else its profile's, else the parent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
 }
 
 /// How a runtime wraps a spawn call's prompt into its child's first user message.
@@ -356,6 +360,7 @@ fn roku_agent() -> SpawnTool {
         wrap: None,
         untrimmed: false,
         model_provider: false,
+        reasoning_effort: None,
     }
 }
 
@@ -377,6 +382,7 @@ fn bub_subagent() -> SpawnTool {
         wrap: None,
         untrimmed: false,
         model_provider: false,
+        reasoning_effort: Some("reasoning_effort".into()),
     }
 }
 
@@ -489,6 +495,7 @@ impl Dialect {
                     wrap: None,
                     untrimmed: true,
                     model_provider: true,
+                    reasoning_effort: None,
                 }],
                 send: Vec::new(),
                 terminal: Vec::new(),
@@ -533,6 +540,7 @@ impl Dialect {
                     wrap: None,
                     untrimmed: false,
                     model_provider: false,
+                    reasoning_effort: None,
                 }],
                 send: Vec::new(),
                 terminal: Vec::new(),
@@ -682,6 +690,12 @@ impl SpawnTool {
             Some((_, id)) if self.model_provider => id.to_string(),
             _ => named.to_string(),
         })
+    }
+
+    /// The reasoning effort a call of this tool names for its child; `None` when it names none.
+    pub fn effort_of(&self, args: &serde_json::Value) -> Option<String> {
+        let named = args.get(self.reasoning_effort.as_ref()?)?.as_str()?.trim();
+        (!named.is_empty()).then(|| named.to_string())
     }
 
     /// The tool names a call of this tool lists for its child (its `tools` argument: a list,

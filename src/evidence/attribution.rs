@@ -92,6 +92,8 @@ pub struct ModelExchange {
     pub tools: Vec<String>,
     /// The model the request asked for, if it named one.
     pub model: Option<String>,
+    /// The reasoning effort the request asked for, if it named one (and the API carries it).
+    pub reasoning_effort: Option<String>,
     /// The reply given, as an assistant message; `None` when none was (a failure, a hang).
     pub reply: Option<Message>,
     /// When the reply was given.
@@ -482,6 +484,7 @@ impl Attributor {
             messages: messages.clone(),
             tools,
             model,
+            reasoning_effort: None,
             reply: None,
             replied: None,
             ends_loop_due: None,
@@ -489,6 +492,12 @@ impl Attributor {
         let attribution = self.attribute(number);
         self.record.attributions.push(attribution.clone());
         (number, attribution)
+    }
+
+    /// The reasoning effort request `number` asked for (kept apart from [`Attributor::request`]:
+    /// no attribution reads it).
+    pub fn reasoning_effort(&mut self, number: usize, effort: Option<String>) {
+        self.record.exchanges[number].reasoning_effort = effort;
     }
 
     /// The reply given to request `number`, as an assistant message, at virtual time `at`.

@@ -893,13 +893,15 @@ impl Llm for ScriptedLlm {
             let mut number = None;
             let attributed = self.attributor().map(|mut attributor| {
                 let tools = request.tools.iter().map(|t| t.name.clone()).collect();
-                attributor.request(
+                let (n, attribution) = attributor.request(
                     &request.system,
                     &request.messages,
                     tools,
                     request.model.as_deref().map(String::from),
                     self.recorder.elapsed(),
-                )
+                );
+                attributor.reasoning_effort(n, request.reasoning_effort.as_deref().map(String::from));
+                (n, attribution)
             });
             let who = match attributed {
                 None => Who::new(request.agent.clone(), request.goal.clone(), request.profile.clone()),

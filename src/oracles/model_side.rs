@@ -25,6 +25,7 @@ use crate::sut::AgentId;
 use crate::sut::llm::{Message, Role};
 
 mod approval;
+mod child_tools;
 mod nudges;
 mod steering;
 
@@ -205,7 +206,7 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect, setup: Option<&
     call_results(side, dialect, &mut out);
     terminal(side, dialect, &mut out);
     sessions(side, dialect, &mut out);
-    child_tools(side, dialect, &mut out);
+    child_tools::child_tools(side, rules, dialect, &mut out);
     nudges::nudges(side, rules, dialect, &mut out);
     approval::approval(side, setup, &mut out);
     steering::steering(side, dialect, setup, &mut out);
@@ -1084,6 +1085,16 @@ fn timeouts(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
                     {
                         got.push((n.body.to_string(), i));
                     }
+                    // A wait's answer hands the result over the same way (`bub.wait.result-shape`).
+                    if m.role == Role::Tool && dialect.wait.is_some() {
+                        for (id, status, body) in wait_entries(&m.content) {
+                            if let Some(body) = body
+                                .filter(|b| id == *task && status == "timed_out" && !got.iter().any(|(x, _)| x == b))
+                            {
+                                got.push((body, i));
+                            }
+                        }
+                    }
                 }
             }
             got
@@ -1535,14 +1546,33 @@ fn context(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             .spawn_tool(&c.tool)
             .and_then(|t| t.model_of(&parent.reply.as_ref()?.tool_calls.get(c.position)?.args));
         let want = named.or_else(|| parent.model.clone());
-        if let Some(&(i, n)) = out.agents.exchanges(child).first()
-            && side.exchanges[i].model != want
-        {
+        let Some(&(i, n)) = out.agents.exchanges(child).first() else { continue };
+        if side.exchanges[i].model != want {
             findings.push((
                 i,
                 format!(
                     "{child}'s request #{n} asks for model {:?}; its call names {:?} and its parent asked for {:?}",
                     side.exchanges[i].model, want, parent.model
+                ),
+            ));
+        }
+        // The reasoning effort is handed down the same way (`roku.child.context-passed`,
+        // `bub.child.model`): judged where the rules are the built-in core's.
+        if !matches!(dialect.name.as_str(), "roku" | "bub" | "rehearsal") {
+            continue;
+        }
+        let named = dialect
+            .spawn_tool(&c.tool)
+            .and_then(|t| t.effort_of(&parent.reply.as_ref()?.tool_calls.get(c.position)?.args));
+        let want = named.or_else(|| parent.reasoning_effort.clone());
+        if side.exchanges[i].reasoning_effort != want {
+            findings.push((
+                i,
+                format!(
+                    "{child}'s request #{n} asks for reasoning effort {:?}; its call names {:?} and its parent asked for {:?}",
+                    side.exchanges[i].reasoning_effort,
+                    want,
+                    parent.reasoning_effort
                 ),
             ));
         }
@@ -1597,51 +1627,6 @@ fn terminal(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     }
     for (i, message, m) in findings {
         out.at("terminal", "oracle.model-side.terminal", i, message, m.as_ref());
-    }
-}
-
-/// `oracle.model-side.child-tools`: a child is offered at most what its call granted
-/// ([`bub.child.tools-at-most-parent`], [`bub.child.tools-narrowed`], [`roku.child.tools`]):
-/// where the dialect says children narrow their parent's tools, no tool its parent's request
-/// was not offered (the dialect's terminal tools aside), and,
-/// where the call lists tools (the dialect's `tools` argument, a non-empty list), none outside
-/// that list (names matched as the dialect's runtime matches them), the sub-agent tools aside
-/// (those are offered by depth, [`core.depth.agent-offered-below-limit`]); nor one of the
-/// dialect's root-only tools (`ask_user`).
-fn child_tools(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
-    let mut findings = Vec::new();
-    for c in &side.calls {
-        let Some(child) = child_of(c) else { continue };
-        let Some(&(first, _)) = out.agents.exchanges(child).first() else { continue };
-        let parent = &side.exchanges[c.exchange].tools;
-        let terminal = |t: &str| dialect.terminal.iter().any(|x| x.name == t);
-        let granted = dialect.spawn_tool(&c.tool).and_then(|tool| tool.granted_names(&c.args));
-        // The sub-agent tools are offered by depth, not by grant (`core.depth.agent-offered-below-limit`).
-        let sub_agent = |t: &str| dialect.spawn_tool(t).is_some() || dialect.is_family(t);
-        let root_only = side.exchanges[first].tools.iter().find(|t| dialect.root_only.contains(t));
-        if let Some(tool) = root_only {
-            findings.push((first, format!("{child} is offered `{tool}`, which only the root is offered")));
-            continue;
-        }
-        let beyond = side.exchanges[first].tools.iter().find(|t| {
-            !terminal(t)
-                && (dialect.child_tools_within_parent && !parent.contains(t)
-                    || !sub_agent(t)
-                        && granted
-                            .as_ref()
-                            .is_some_and(|g| !crate::dialect::names_within(&[t.to_string()], g, |_| false, false)))
-        });
-        if let Some(tool) = beyond {
-            let why = if parent.contains(tool) {
-                format!("its call granted only {:?}", granted.as_deref().unwrap_or_default())
-            } else {
-                "its parent's request that made the call was not offered it".to_string()
-            };
-            findings.push((first, format!("{child} is offered `{tool}`, but {why}")));
-        }
-    }
-    for (i, message) in findings {
-        out.at("child-tools", "oracle.model-side.child-tools", i, message, None);
     }
 }
 

@@ -30,6 +30,10 @@ pub struct ChatRequest {
     /// Stream options: `include_usage` adds a last chunk with the usage.
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
+    /// The reasoning effort asked for (`low`, `medium`, `high`, …), kept as sent; a value that
+    /// is not a string is recorded as none.
+    #[serde(default)]
+    pub reasoning_effort: Option<serde_json::Value>,
 }
 
 /// `stream_options`.
@@ -125,6 +129,8 @@ pub struct Converted {
     pub messages: Transcript,
     /// The tools offered, in order.
     pub tools: Vec<ToolSpec>,
+    /// The reasoning effort the request asked for, if it named one.
+    pub reasoning_effort: Option<String>,
 }
 
 impl ChatRequest {
@@ -208,7 +214,8 @@ impl ChatRequest {
                 tags: Vec::new(),
             })
             .collect();
-        Ok(Converted { system: system.join("\n\n"), messages: messages.into(), tools })
+        let reasoning_effort = self.reasoning_effort.as_ref().and_then(|v| v.as_str()).map(String::from);
+        Ok(Converted { system: system.join("\n\n"), messages: messages.into(), tools, reasoning_effort })
     }
 }
 

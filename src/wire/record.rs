@@ -418,8 +418,9 @@ fn scenario_value(
             Event::Arrived(n) => {
                 let e = &recording.exchanges[n];
                 let tools = e.converted.tools.iter().map(|t| t.name.clone()).collect();
-                let (_, a) =
+                let (number, a) =
                     attributor.request(&e.converted.system, &e.converted.messages, tools, e.model.clone(), e.arrived);
+                attributor.reasoning_effort(number, e.converted.reasoning_effort.clone());
                 attributions[n] = Some(a);
             }
             Event::Replied(n) => {

@@ -116,6 +116,7 @@ impl Bridge {
         let tools = converted.tools.iter().map(|t| t.name.clone()).collect();
         let (number, attribution) =
             self.attributor.request(&converted.system, &converted.messages, tools, model.map(String::from), arrived);
+        self.attributor.reasoning_effort(number, converted.reasoning_effort.clone());
         self.labels.resize(number, None);
         self.labels.push(label);
         self.learn_task_ids();
@@ -137,7 +138,7 @@ impl Bridge {
             request_id: "".into(),
             session_id: self.session_id.clone(),
             model: model.map(Into::into),
-            reasoning_effort: None,
+            reasoning_effort: converted.reasoning_effort.as_deref().map(Into::into),
             memory: Arc::from(Vec::new()),
             system: converted.system.as_str().into(),
             messages: converted.messages.clone(),

@@ -53,9 +53,35 @@ pub(super) fn approval(side: &ModelSide, setup: Option<&Setup>, out: &mut Out) {
             }
         }
     }
+    // A spawn call the policy denies makes no child, whether or not its result was seen
+    // (`roku.agent.gate-first`: the gate sees an `Agent` call before anything else).
+    let mut made = Vec::new();
+    for c in &side.calls {
+        let Some(child) = super::child_of(c) else { continue };
+        let Some(&(first, _)) = out.agents.exchanges(child).first() else { continue };
+        if setup.risk_gate && !safe(&c.tool, setup) && setup.policy_deny.iter().any(|p| *p == c.tool) {
+            made.push((
+                first,
+                format!(
+                    "{child} asks the model, but the `{}` call that made it is on the policy's list and needs approval: the gate denies it before it spawns anything",
+                    c.tool
+                ),
+            ));
+        }
+    }
     for (i, message, m) in findings {
         out.at("approval", "oracle.model-side.approval", i, message, Some(&m));
     }
+    for (i, message) in made {
+        out.at("approval", "oracle.model-side.approval", i, message, None);
+    }
+}
+
+/// Whether a call of `name` is in the risk gate's safe class (`roku.approval.risk-classes`).
+fn safe(name: &str, setup: &Setup) -> bool {
+    let tags = setup.tool_tags.get(name).map_or(&[][..], Vec::as_slice);
+    let tagged = |t: &str| tags.iter().any(|x| x == t);
+    matches!(name, "final_answer" | "ask_user" | "fail") || !tagged("risk:write") && tagged("risk:safe")
 }
 
 /// What is wrong with `result` as the answer to a call of `name` under the gate `setup` set up.
@@ -66,8 +92,7 @@ fn wrong(name: &str, result: &str, setup: &Setup) -> Option<String> {
             .map(|_| "is a denial, but the run's gate is the auto gate, which approves every call".to_string());
     }
     let tags = setup.tool_tags.get(name).map_or(&[][..], Vec::as_slice);
-    let tagged = |t: &str| tags.iter().any(|x| x == t);
-    let safe = matches!(name, "final_answer" | "ask_user" | "fail") || !tagged("risk:write") && tagged("risk:safe");
+    let safe = safe(name, setup);
     let listed = setup.policy_deny.iter().any(|p| p == name);
     let policy = format!("Tool `{name}` is denied by the current security policy.");
     match (safe, listed, reason) {
