@@ -46,5 +46,5 @@ mod compile;
 mod draw;
 mod plan;
 
-pub use draw::{plan, scenario, scenario_for};
-pub use plan::{Family, Plan, Rare};
+pub use draw::{plan_in, scenario, scenario_for, scenario_in};
+pub use plan::{Family, Mode, Plan, Rare, Shape};
