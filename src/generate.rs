@@ -37,9 +37,10 @@
 //! once in thousands of cases (a queued task cancelled while another waits, a `send` that would
 //! continue a named session another task is using, a foreground child's reply in the very
 //! instant of its time limit), setting the knobs it needs. When the fuzzer judges from the
-//! model's side ([`Mode::ModelSide`]), two plans in five open instead with a [`Shape`] that makes
-//! a model-side rule visible (issue 38): the step budget run out by a regular call with recovery
-//! left (the nudge shown in a second turn), and recovery run out first with steps left; a
+//! model's side ([`Mode::ModelSide`]), about two plans in five of those without a rare
+//! situation open with a [`Shape`] that makes a model-side rule visible (issue 38): the step
+//! budget run out by a regular call with recovery left (the nudge shown in a second turn), and
+//! recovery run out first with steps left; a
 //! terminal call before or after a `Read`, a `Flaky`, an unknown name, an `Agent` or a
 //! `subagent` call of the same reply; a background child's last reply at exactly its time limit
 //! (from the call or the default knob); a `risk:safe` tool on the policy's deny list; `fork`

@@ -59,7 +59,7 @@ fn events_judged_plans_never_draw_a_model_side_shape() {
 #[test]
 fn model_side_plans_are_the_events_plans_plus_a_shape() {
     // The plan is drawn first, the shape after it: a case without a shape is the events
-    // case itself, and one with a shape keeps its knobs and replies.
+    // case itself, and only a case without a rare situation takes one.
     let mut same = 0;
     for case in 0..300 {
         let events = fuzz::case_plan_judged(1, case, Family::Any, Judge::Events);
@@ -69,7 +69,7 @@ fn model_side_plans_are_the_events_plans_plus_a_shape() {
             assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap(), "case {case}");
             same += 1;
         } else {
-            assert_eq!(model.rare, None, "case {case}: a shape replaces the rare situation");
+            assert_eq!(events.rare, None, "case {case}: a plan with a rare situation takes no shape");
         }
     }
     assert!(same >= 120, "only {same} of 300 cases drew no shape");
