@@ -176,7 +176,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = FamilyArg::Any)]
         family: FamilyArg,
         /// What judges each case: the core's events, or the model's side alone (as `run
-        /// --judge`).
+        /// --judge`). Judged from the model's side, cases also draw the shapes that make its
+        /// rules visible (docs/fuzzing.md); judged from events, a seed draws the cases it
+        /// always drew.
         #[arg(long, value_enum, default_value_t = JudgeArg::Events)]
         judge: JudgeArg,
         /// Where to write the minimal scenario of a finding.

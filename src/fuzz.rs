@@ -388,7 +388,31 @@ fn case_runner(seed: u64, case: u64) -> TestRunner {
 /// compiled from (the same draws, so `case_plan(..).compile()` is the case's scenario). For
 /// tests that count what the generator draws without running every case.
 pub fn case_plan(seed: u64, case: u64, family: Family) -> generate::Plan {
-    generate::plan(family).new_tree(&mut case_runner(seed, case)).expect("plan strategies never reject").current()
+    case_plan_judged(seed, case, family, crate::oracles::model_side::Judge::Events)
+}
+
+/// [`case_plan`] of a campaign judged as `judge` says: judged from the model's side, the plans
+/// also draw the model-side shapes ([`generate::Mode::ModelSide`]).
+pub fn case_plan_judged(
+    seed: u64,
+    case: u64,
+    family: Family,
+    judge: crate::oracles::model_side::Judge,
+) -> generate::Plan {
+    generate::plan_in(family, mode(judge))
+        .new_tree(&mut case_runner(seed, case))
+        .expect("plan strategies never reject")
+        .current()
+}
+
+/// What the generator draws for a campaign judged as `judge` says: the shapes that make the
+/// model-side rules visible only when it judges from that side, so an events-judged campaign
+/// draws exactly the cases it always drew.
+fn mode(judge: crate::oracles::model_side::Judge) -> generate::Mode {
+    match judge {
+        crate::oracles::model_side::Judge::Events => generate::Mode::Events,
+        crate::oracles::model_side::Judge::ModelSide => generate::Mode::ModelSide,
+    }
 }
 
 /// What one case showed in every tie order checked.
@@ -437,7 +461,7 @@ fn run_case(
 /// unshrunk. A campaign's finding, kept as a regression by its case number.
 pub fn replay_case(options: &Options, case: u64) -> Result<(), ReplayError> {
     let sut = runner::Runner::new().sut();
-    let strategy = generate::scenario_for(options.family, sut.capabilities());
+    let strategy = generate::scenario_in(options.family, sut.capabilities(), mode(options.judge));
     match run_case(sut, &strategy, options, case) {
         Outcome::Holds(_) | Outcome::Skipped(_) => Ok(()),
         Outcome::Invalid(reason) => Err(ReplayError::Invalid { case, reason }),
@@ -555,7 +579,7 @@ pub fn run_campaign_on(
     let first_reached = Mutex::new(vec![u64::MAX; coverage::clauses().len()]);
     let work = || {
         // Each thread builds its own strategy (proptest's are not shared across threads).
-        let strategy = generate::scenario_for(options.family, sut.capabilities());
+        let strategy = generate::scenario_in(options.family, sut.capabilities(), mode(options.judge));
         let mut mine = Vec::new();
         // The first case (by number in the shard) that reached each clause.
         let mut first = vec![u64::MAX; coverage::clauses().len()];
@@ -642,7 +666,7 @@ pub fn run_campaign_on(
                 report.invalid_reasons.entry(kind).or_insert((0, reason)).0 += 1;
             }
             Outcome::Violates(schedule) if nth == last => {
-                let strategy = generate::scenario_for(options.family, sut.capabilities());
+                let strategy = generate::scenario_in(options.family, sut.capabilities(), mode(options.judge));
                 let mut tree =
                     strategy.new_tree(&mut case_runner(options.seed, case)).expect("scenario strategies never reject");
                 let interrupted = || stop() == Some(Stop::Interrupted);

@@ -36,7 +36,20 @@
 //! One plan in six opens its first turn with a [`Rare`] situation the free draws reach only
 //! once in thousands of cases (a queued task cancelled while another waits, a `send` that would
 //! continue a named session another task is using, a foreground child's reply in the very
-//! instant of its time limit), setting the knobs it needs. What the generator cannot know in
+//! instant of its time limit), setting the knobs it needs. When the fuzzer judges from the
+//! model's side ([`Mode::ModelSide`]), about two plans in five of those without a rare
+//! situation open with a [`Shape`] that makes a model-side rule visible (issue 38): the step
+//! budget run out by a regular call with recovery left (the nudge shown in a second turn), and
+//! recovery run out first with steps left; a
+//! terminal call before or after a `Read`, a `Flaky`, an unknown name, an `Agent` or a
+//! `subagent` call of the same reply; a background child's last reply at exactly its time limit
+//! (from the call or the default knob); a `risk:safe` tool on the policy's deny list; `fork`
+//! and `inherit` spawns beside other calls of their reply; a child that ends early (answer,
+//! `fail`, time limit) while the parent then spends exactly what it has left, so a refund would
+//! show as one request more; and two children under a limit of 1.5 s (`Agent`'s knob, a call's
+//! `timeout_seconds`, the default knob) replying just before and just after it. The shape is
+//! drawn after the plan, so judged from events ([`Mode::Events`], the default) every case is
+//! drawn byte for byte as before the shapes existed. What the generator cannot know in
 //! advance it does not bet on: a `subagent` call on a named session an earlier call used may find
 //! it in use, so it is not counted among the tasks a `$taskN` may name, and a continued task that
 //! never asked the model (cancelled while queued) finds a lane for the `send`'s message.
@@ -46,5 +59,5 @@ mod compile;
 mod draw;
 mod plan;
 
-pub use draw::{plan, scenario, scenario_for};
-pub use plan::{Family, Plan, Rare};
+pub use draw::{plan_in, scenario, scenario_for, scenario_in};
+pub use plan::{Family, Mode, Plan, Rare, Shape};

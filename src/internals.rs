@@ -26,15 +26,15 @@ pub mod evidence {
 pub mod fuzz {
     //! `rehearsal fuzz`: generated cases against every oracle, shrunk to a file.
     pub use crate::fuzz::{
-        CaseResult, Ended, Options, ReplayError, Report, Shard, ShardError, Stop, case_plan, check, check_on,
-        replay_case, run, run_campaign, run_campaign_on, shrink,
+        CaseResult, Ended, Options, ReplayError, Report, Shard, ShardError, Stop, case_plan, case_plan_judged, check,
+        check_judged, check_on, replay_case, run, run_campaign, run_campaign_on, shrink,
     };
 }
 
 #[cfg(feature = "fuzz")]
 pub mod generate {
     //! Proptest strategies producing valid scenarios across both rule sets.
-    pub use crate::generate::{Family, Rare, scenario, scenario_for};
+    pub use crate::generate::{Family, Mode, Rare, Shape, scenario, scenario_for, scenario_in};
 }
 
 pub mod golden {

@@ -12,9 +12,9 @@ use crate::scenario::{
 };
 
 use super::plan::{
-    AgentPick, BODIES, CLAMPED_MS, CONTINUATION, ChildStep, FileForm, GatePlan, Grant, Knobs, LeafStep, Plan,
-    ProfilePlan, RARE_LIMIT_MS, Rare, RootCall, RootReply, SKILLS, SPAWNING, SPELLINGS, Said, SessionPick, SkillGrant,
-    SpawnExtras, TASK_PICKS, TaskForm, TextArg, UNITS, UNKNOWN_NAMES,
+    AgentPick, BODIES, CLAMPED_MS, CONTINUATION, ChildStep, FRACTIONAL_MS, FileForm, GatePlan, Grant, Knobs, LeafStep,
+    Plan, ProfilePlan, RARE_LIMIT_MS, Rare, RootCall, RootReply, SHAPE_LIMIT_MS, SKILLS, SPAWNING, SPELLINGS, Said,
+    SessionPick, Shape, SkillGrant, SpawnExtras, TASK_PICKS, TaskForm, TextArg, UNITS, UNKNOWN_NAMES,
 };
 
 fn call(tool: &str, args: serde_json::Value) -> Call {
@@ -225,6 +225,186 @@ impl Compiler {
             Rare::ForegroundReplyAtLimit => {
                 let task = self.child(&[ChildStep::Answer { unit: 0, around: 0, latency: RARE_LIMIT_MS }], true);
                 vec![reply(vec![call("Agent", json!({ "task": task }))], 1)]
+            }
+        }
+    }
+
+    /// The root's first replies that open `shape`, in the variant `twist` picks (the knobs
+    /// are [`Plan::shape_knobs`]'s, the gate [`Plan::shape_gate`]'s).
+    fn shape(&mut self, shape: Shape, twist: u8) -> Vec<Reply> {
+        let read = || call("Read", json!({"path": "file-1.md"}));
+        let flaky = || call("Flaky", json!({}));
+        let unknown = || Call { tool: UNKNOWN_NAMES[0].into(), args: json!({}), undeclared: true, bad_args: false };
+        let answer = |latency| ChildStep::Answer { unit: 0, around: 0, latency };
+        let spawn = |prompt: String, session: Option<&str>, timeout_ms: Option<u64>| {
+            let mut args = json!({ "prompt": prompt });
+            if let Some(name) = session {
+                args["session"] = json!(name);
+            }
+            if let Some(ms) = timeout_ms {
+                args["timeout_seconds"] = json!(ms as f64 / 1000.0);
+            }
+            call("subagent", args)
+        };
+        // One reply holding every call, or one reply per call.
+        let spread = |calls: Vec<Call>, together: bool| match together {
+            true => vec![reply(calls, 1)],
+            false => calls.into_iter().map(|c| reply(vec![c], 1)).collect(),
+        };
+        match shape {
+            Shape::BudgetOutRecoveryLeft => {
+                // Bits 0-1 and 2-3 are the budgets' (`shape_knobs`); 4-5 the last call; 6 together.
+                let budget = self.rules.root_step_budget as usize;
+                let mut calls: Vec<Call> = (1..budget).map(|_| read()).collect();
+                calls.push(match (twist >> 4) % 3 {
+                    0 => read(),
+                    1 => flaky(),
+                    _ => unknown(),
+                });
+                spread(calls, twist & 64 != 0)
+            }
+            Shape::RecoveryOutStepsLeft => {
+                // Bit 0 is the recovery budget's; 1 the failing call; 2 together.
+                let recovery = self.rules.recovery_budget as usize;
+                let failing = if twist & 2 != 0 { unknown } else { flaky };
+                let mut calls: Vec<Call> = (0..recovery).map(|_| failing()).collect();
+                // A call after recovery is gone is nudged again, and the loop goes on.
+                calls.push(read());
+                spread(calls, twist & 4 != 0)
+            }
+            Shape::TerminalBeside => {
+                let terminal = match twist % 3 {
+                    0 => call("final_answer", json!({"message": "All done."})),
+                    1 => call("fail", json!({"reason": "Giving up."})),
+                    _ => call("ask_user", json!({"question": "Which one?"})),
+                };
+                // A child that would answer at once, if its spawn ran (it must not).
+                let other = match (twist >> 3) % 5 {
+                    0 => read(),
+                    1 => flaky(),
+                    2 => unknown(),
+                    3 => call("Agent", json!({"task": self.child(&[answer(1)], false)})),
+                    _ => spawn(self.child(&[answer(1)], false), None, None),
+                };
+                let calls = if twist & 4 != 0 { vec![other, terminal] } else { vec![terminal, other] };
+                vec![reply(calls, 1)]
+            }
+            Shape::BackgroundReplyAtLimit => {
+                // Bit 0 is the limit's source (`shape_knobs`); 1 two steps; 2 a wait after
+                // (else text).
+                let steps = if twist & 2 != 0 {
+                    // 100 ms, the `Read` tool's 10 ms, then 140 ms: the last reply at the limit.
+                    vec![ChildStep::Read(100), answer(SHAPE_LIMIT_MS - 110)]
+                } else {
+                    vec![answer(SHAPE_LIMIT_MS)]
+                };
+                let prompt = self.child(&steps, true);
+                let given = (twist & 1 == 0).then_some(SHAPE_LIMIT_MS);
+                self.spawned += 1;
+                // Then the root waits for it (a wait, or text, which holds the turn open):
+                // a free reply next could end the turn and cancel it.
+                let then = match twist & 4 {
+                    0 => text("Let me wait for it."),
+                    _ => reply(vec![call("subagent.wait", json!({"task_ids": ["$task1"]}))], 1),
+                };
+                vec![reply(vec![spawn(prompt, None, given)], 1), then]
+            }
+            Shape::SafeToolDenied => {
+                // Through the gate like any root call: the safe `Read` runs unasked, and a
+                // `Flaky` beside it (bit 5) is asked about or refused as its tag and the
+                // policy say.
+                let spawned = self.spawned;
+                let mut calls = vec![self.root_call(&RootCall::Read(1), spawned)];
+                if twist & 32 != 0 {
+                    calls.push(self.root_call(&RootCall::Flaky, spawned));
+                }
+                vec![reply(calls, 1)]
+            }
+            Shape::ForkBeside => {
+                let session = if twist & 16 != 0 { "inherit" } else { "fork" };
+                let steps = if twist & 32 != 0 { vec![ChildStep::Read(1), answer(1)] } else { vec![answer(1)] };
+                let fork = |c: &mut Compiler| {
+                    c.spawned += 1;
+                    spawn(c.child(&steps, false), Some(session), None)
+                };
+                let other = |c: &mut Compiler| match twist % 4 {
+                    0 => read(),
+                    1 => flaky(),
+                    2 => {
+                        c.spawned += 1;
+                        spawn(c.child(&[answer(1)], false), Some("temp"), None)
+                    }
+                    _ => fork(c),
+                };
+                // Bits 2-3: the other call before the fork, after it, or on both sides.
+                let place = (twist >> 2) % 3;
+                let mut calls = Vec::new();
+                if place != 1 {
+                    calls.push(other(self));
+                }
+                calls.push(fork(self));
+                if place != 0 {
+                    calls.push(other(self));
+                }
+                // Text holds the turn open for the children.
+                vec![reply(calls, 1), text("Let me wait for them.")]
+            }
+            Shape::Refund => {
+                // Bits 0-1: how the child ends early; 2-3 the budget (`shape_knobs`).
+                let rules = &self.rules;
+                let left_after_spawn = rules.root_step_budget.saturating_sub(rules.spawn_cost);
+                let left = left_after_spawn - left_after_spawn.min(rules.child_step_cap);
+                let spawn_call = match twist % 4 {
+                    0 => call("Agent", json!({"task": self.child(&[answer(1)], false)})),
+                    1 => call("Agent", json!({"task": self.child(&[ChildStep::Fail], false)})),
+                    2 => spawn(self.child(&[answer(1)], false), None, None),
+                    _ => spawn(self.child(&[ChildStep::Hang], true), None, Some(100)),
+                };
+                if twist % 4 >= 2 {
+                    self.spawned += 1;
+                }
+                // The child has ended (and a background one's result is in) before the
+                // parent's last step is spent.
+                let mut replies = vec![reply(vec![spawn_call], 1)];
+                replies.extend((0..left).map(|_| reply(vec![read()], 150)));
+                replies
+            }
+            Shape::FractionalLimit => {
+                // Bits 0-1: the limit's source (`shape_knobs`); 2 the late child first; 3 and
+                // 4 each child's script.
+                let early = if twist & 8 != 0 {
+                    // Asks again at 1,490 ms, answers at 1,499 ms.
+                    vec![ChildStep::Read(FRACTIONAL_MS - 20), answer(9)]
+                } else {
+                    vec![answer(FRACTIONAL_MS - 1)]
+                };
+                let late = if twist & 16 != 0 {
+                    // Its `Read` ends at 1,505 ms, after the limit: it must not ask again.
+                    vec![ChildStep::Read(FRACTIONAL_MS - 5), answer(1)]
+                } else {
+                    vec![answer(FRACTIONAL_MS + 1)]
+                };
+                let mut scripts = [early, late];
+                if twist & 4 != 0 {
+                    scripts.reverse();
+                }
+                let calls: Vec<Call> = scripts
+                    .iter()
+                    .map(|steps| {
+                        let task = self.child(steps, true);
+                        match twist % 3 {
+                            0 => call("Agent", json!({ "task": task })),
+                            source => {
+                                self.spawned += 1;
+                                spawn(task, None, (source == 1).then_some(FRACTIONAL_MS))
+                            }
+                        }
+                    })
+                    .collect();
+                // Text holds the turn open for background children, once for each: the first
+                // to end wakes the root, and a free reply then could end the turn and cancel
+                // the other.
+                vec![reply(calls, 1), text("Let me wait for them."), text("Let me wait for the other.")]
             }
         }
     }
@@ -537,6 +717,9 @@ impl Plan {
     /// cap or time limit.
     fn rare_knobs(&self) -> Knobs {
         let mut k = self.knobs.clone();
+        if self.shape.is_some() {
+            return self.shape_knobs(k);
+        }
         let Some(rare) = self.rare else { return k };
         k.root_step_budget = Some(40);
         k.spawn_cost = Some(1);
@@ -555,6 +738,116 @@ impl Plan {
             }
         }
         k
+    }
+
+    /// The knobs with what the model-side shape needs set over the drawn ones (its budgets,
+    /// the family its calls use, a depth limit that lets them run, its time limits).
+    fn shape_knobs(&self, mut k: Knobs) -> Knobs {
+        let Some(shape) = self.shape else { return k };
+        let twist = self.twist;
+        let spawning = |k: &mut Knobs| {
+            k.root_step_budget = Some(40);
+            k.spawn_cost = Some(1);
+            k.child_step_cap = Some(3);
+            k.depth_limit = Some(k.depth_limit.unwrap_or(1).max(1));
+            k.max_concurrency = Some(4);
+        };
+        match shape {
+            Shape::BudgetOutRecoveryLeft => {
+                k.root_step_budget = Some(2 + u32::from(twist % 3));
+                k.recovery_budget = Some(2 + u32::from((twist >> 2) % 4));
+            }
+            Shape::RecoveryOutStepsLeft => {
+                k.root_step_budget = Some(12);
+                k.recovery_budget = Some(1 + u32::from(twist % 2));
+            }
+            Shape::TerminalBeside => {
+                spawning(&mut k);
+                match (twist >> 3) % 5 {
+                    3 => k.agent_tool = Some(true),
+                    4 => k.subagent_tools = Some(true),
+                    _ => {}
+                }
+            }
+            Shape::BackgroundReplyAtLimit => {
+                spawning(&mut k);
+                k.subagent_tools = Some(true);
+                if twist & 1 != 0 {
+                    k.default_timeout_ms = Some(Some(SHAPE_LIMIT_MS));
+                }
+            }
+            Shape::SafeToolDenied => {}
+            Shape::ForkBeside => {
+                spawning(&mut k);
+                k.subagent_tools = Some(true);
+                // No limit stops a child before it answers.
+                k.default_timeout_ms = Some(None);
+            }
+            Shape::Refund => {
+                spawning(&mut k);
+                k.root_step_budget = Some(6 + u32::from((twist >> 2) % 3));
+                match twist % 4 {
+                    0 | 1 => {
+                        k.agent_tool = Some(true);
+                        // The child answers at once: no limit may cut it short.
+                        k.agent_timeout_ms = Some(None);
+                    }
+                    _ => k.subagent_tools = Some(true),
+                }
+            }
+            Shape::FractionalLimit => {
+                spawning(&mut k);
+                match twist % 3 {
+                    0 => {
+                        k.agent_tool = Some(true);
+                        k.agent_timeout_ms = Some(Some(FRACTIONAL_MS));
+                    }
+                    source => {
+                        k.subagent_tools = Some(true);
+                        k.default_timeout_ms = Some((source == 2).then_some(FRACTIONAL_MS));
+                    }
+                }
+            }
+        }
+        k
+    }
+
+    /// The gate the plan runs under: the shape's for [`Shape::SafeToolDenied`], none for
+    /// another shape or a rare situation (their calls are not asked about), else the drawn one.
+    fn gate(&self) -> Option<GatePlan> {
+        match self.shape {
+            Some(Shape::SafeToolDenied) => Some(self.shape_gate()),
+            Some(_) => None,
+            None => self.gate.clone().filter(|_| self.rare.is_none()),
+        }
+    }
+
+    /// The gate of [`Shape::SafeToolDenied`]: `Read` tagged `risk:safe` and listed; `Flaky`'s
+    /// tag (bits 0-1), whether it is listed (bit 2), whether the unknown name is (bit 3) and the
+    /// user's first answer (bit 4) from the twist. The policy refuses spawning calls.
+    fn shape_gate(&self) -> GatePlan {
+        let twist = self.twist;
+        GatePlan {
+            read: (Some(RiskTag::Safe), true),
+            flaky: ([Some(RiskTag::Safe), None, Some(RiskTag::Write)][usize::from(twist % 3)], twist & 4 != 0),
+            unknown_listed: twist & 8 != 0,
+            safe_listed: None,
+            children: false,
+            answers: vec![twist & 16 != 0, true],
+        }
+    }
+
+    /// Which families and features the shape needs: (foreground, background, risk gate).
+    fn shape_needs(&self) -> (bool, bool, bool) {
+        let twist = self.twist;
+        match self.shape {
+            None | Some(Shape::BudgetOutRecoveryLeft | Shape::RecoveryOutStepsLeft) => (false, false, false),
+            Some(Shape::TerminalBeside) => ((twist >> 3) % 5 == 3, (twist >> 3) % 5 == 4, false),
+            Some(Shape::BackgroundReplyAtLimit | Shape::ForkBeside) => (false, true, false),
+            Some(Shape::SafeToolDenied) => (false, false, true),
+            Some(Shape::Refund) => (twist % 4 < 2, twist % 4 >= 2, false),
+            Some(Shape::FractionalLimit) => (twist % 3 == 0, twist % 3 != 0, false),
+        }
     }
 
     /// The tools of the root's calls the gate asks about, in order (a reply with a terminal
@@ -587,6 +880,13 @@ impl Plan {
         if (needs_background && !capabilities.background) || (needs_foreground && !capabilities.foreground) {
             self.rare = None;
         }
+        let (foreground, background, gate) = self.shape_needs();
+        if (foreground && !capabilities.foreground)
+            || (background && !capabilities.background)
+            || (gate && !capabilities.risk_gate)
+        {
+            self.shape = None;
+        }
         self
     }
 
@@ -601,10 +901,10 @@ impl Plan {
             spawned: 0,
             named: Vec::new(),
             sends: false,
-            gate: self.gate.clone().filter(|_| self.rare.is_none()),
+            gate: self.gate(),
             answers: Vec::new(),
-            asking_child: self.gate.as_ref().filter(|_| self.rare.is_none()).is_some_and(|gate| {
-                let questions = self.questions(gate);
+            asking_child: self.gate().is_some_and(|gate| {
+                let questions = self.questions(&gate);
                 questions.last() == Some(&"Agent") && questions.iter().filter(|t| **t == "Agent").count() == 1
             }),
             profile: self.profile.clone(),
@@ -612,7 +912,16 @@ impl Plan {
             // Skills are Bub's: a Roku session has none.
             skills: self.skills && k.bub,
         };
-        let mut root = self.rare.map(|rare| c.rare(rare)).unwrap_or_default();
+        let mut root = match (self.shape, self.rare) {
+            (Some(shape), _) => c.shape(shape, self.twist),
+            (None, Some(rare)) => c.rare(rare),
+            (None, None) => Vec::new(),
+        };
+        // The nudge of a budget run out is read by the model only in the next turn.
+        let mut turn_gaps = self.turns.clone();
+        if self.shape == Some(Shape::BudgetOutRecoveryLeft) && turn_gaps.is_empty() {
+            turn_gaps.push(None);
+        }
         for r in &self.root {
             root.push(match r {
                 RootReply::Calls(calls, latency) => {
@@ -649,9 +958,9 @@ impl Plan {
         }
         // Enough plain answers that the root never runs out: each ends a turn or reads one
         // more background result.
-        let spare = c.spawned + self.turns.len() + 3;
+        let spare = c.spawned + turn_gaps.len() + 3;
         root.extend((0..spare).map(|_| text("Summary.")));
-        let approval = match self.gate.as_ref().filter(|_| self.rare.is_none()) {
+        let approval = match self.gate() {
             Some(gate) => ApprovalSpec {
                 mode: GateMode::Risk,
                 policy_deny: gate.policy().into_iter().map(str::to_string).collect(),
@@ -659,7 +968,8 @@ impl Plan {
             },
             None => ApprovalSpec::default(),
         };
-        let tag = |name: &str| self.gate.as_ref().filter(|_| self.rare.is_none()).and_then(|gate| gate.tag(name));
+        let gate = self.gate();
+        let tag = |name: &str| gate.as_ref().and_then(|gate| gate.tag(name));
         let mut lanes = vec![Lane { agent: Some("main".into()), replies: root, ..lane() }];
         lanes.extend(c.lanes);
         if c.sends {
@@ -678,7 +988,7 @@ impl Plan {
             expect: TurnExpect::default(),
         }];
         let mut at = 0;
-        for (i, gap) in self.turns.iter().enumerate() {
+        for (i, gap) in turn_gaps.iter().enumerate() {
             let at_ms = gap.map(|g| {
                 at += g;
                 at
@@ -761,9 +1071,11 @@ impl Plan {
                 .collect(),
             lanes,
             turns,
+            // Steering would wake the root while a shape's children still run.
             steer: self
                 .steer
                 .iter()
+                .filter(|_| !self.shape.is_some_and(|shape| shape.spawns()))
                 .map(|at_ms| Steer { at_ms: *at_ms, message: format!("steer at {at_ms}") })
                 .collect(),
             expect: Expect::default(),

@@ -11,9 +11,9 @@ use proptest::sample::select;
 use crate::scenario::{RiskTag, Scenario};
 
 use super::plan::{
-    AgentPick, BODIES, CLAMPED_MS, ChildStep, Family, FileForm, GatePlan, Grant, Knobs, LATENCIES, LeafStep, Plan,
-    ProfilePlan, Rare, RootCall, RootReply, SPELLINGS, Said, SessionPick, SkillGrant, SpawnExtras, TASK_PICKS,
-    TIE_LATENCIES, TaskForm, TextArg, UNITS,
+    AgentPick, BODIES, CLAMPED_MS, ChildStep, Family, FileForm, GatePlan, Grant, Knobs, LATENCIES, LeafStep, Mode,
+    Plan, ProfilePlan, Rare, RootCall, RootReply, SPELLINGS, Said, SessionPick, Shape, SkillGrant, SpawnExtras,
+    TASK_PICKS, TIE_LATENCIES, TaskForm, TextArg, UNITS,
 };
 
 /// A latency: any of [`LATENCIES`], or one of [`TIE_LATENCIES`] one time in three.
@@ -298,6 +298,8 @@ pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
     )
         .prop_map(|(knobs, root, turns, steer, gate, (profile, skills), rare)| Plan {
             rare,
+            shape: None,
+            twist: 0,
             knobs,
             root,
             turns,
@@ -306,6 +308,36 @@ pub fn plan(family: Family) -> impl Strategy<Value = Plan> {
             profile,
             skills,
         })
+}
+
+/// How often a plan drawn for [`Mode::ModelSide`] without a rare situation opens with a
+/// [`Shape`]: with eight shapes, each is drawn in about one case in twenty, some 150 times in
+/// CI's 3,000 cases.
+const SHAPE_WEIGHT: f64 = 0.48;
+
+/// Plans of a family, drawn for `mode`. [`Mode::Events`] is [`plan`], draw for draw. Judged
+/// from the model's side, the plan is drawn exactly as [`plan`] draws it, then a [`Shape`]
+/// and its twist are drawn after it (so the same case keeps its knobs and replies); a plan
+/// with a rare situation keeps it and takes no shape (the two would set the same knobs), so
+/// the rare situations are drawn as often as judged from events.
+pub fn plan_in(family: Family, mode: Mode) -> BoxedStrategy<Plan> {
+    match mode {
+        Mode::Events => plan(family).boxed(),
+        Mode::ModelSide => {
+            (plan(family), prop::option::weighted(SHAPE_WEIGHT, (select(Shape::ALL.to_vec()), any::<u8>())))
+                .prop_map(|(plan, shape)| match shape {
+                    Some((shape, twist)) if plan.rare.is_none() => Plan { shape: Some(shape), twist, ..plan },
+                    _ => plan,
+                })
+                .boxed()
+        }
+    }
+}
+
+/// [`scenario_for`], drawn for `mode` ([`plan_in`]): with [`Mode::Events`] the same
+/// scenarios, case for case.
+pub fn scenario_in(family: Family, capabilities: crate::sut::Capabilities, mode: Mode) -> BoxedStrategy<Scenario> {
+    plan_in(family, mode).prop_map(move |plan| plan.within(capabilities).compile()).boxed()
 }
 
 /// Scenarios of a family, as a user would write them.

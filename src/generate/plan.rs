@@ -368,11 +368,101 @@ impl Rare {
 /// The time limit of [`Rare::ForegroundReplyAtLimit`], which its child's reply takes exactly.
 pub(super) const RARE_LIMIT_MS: u64 = 250;
 
+/// A shape that makes a rule visible from the model's side alone (issue 38), drawn only when
+/// the fuzzer judges a run by what the model endpoint saw ([`Mode::ModelSide`]): each opens the
+/// first turn (instead of a [`Rare`] situation), sets the knobs it needs and reads the variant
+/// it runs in from the plan's `twist` (a drawn byte: which call, which family, which source
+/// of a time limit). The free draws reach these rarely, or in forms the model cannot tell
+/// apart from a wrong core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// The root's step budget (2 to 4) reaches 0 by a regular call while recovery is left (a
+    /// `Read`, a failing `Flaky` or an unknown name last; the calls in one reply or one each),
+    /// so the nudge reads `remaining: 0, recovery: C` with C above 0; a second turn shows it
+    /// to the model (`roku.nudge.after-regular-call`, `roku.loop.budget-zero-no-llm-call`).
+    BudgetOutRecoveryLeft,
+    /// The reverse: recovery (1 or 2) reaches 0 first by failed calls while steps are left, so
+    /// the nudge reads `remaining: R, recovery: 0`, the loop goes on and every regular call
+    /// after it is nudged again (`roku.nudge.recovery-does-not-stop`).
+    RecoveryOutStepsLeft,
+    /// A terminal call (`final_answer`, `fail` or `ask_user`) beside a `Read`, a `Flaky`, an
+    /// unknown name, an `Agent` or a `subagent` call of the same reply, before or after it:
+    /// none of the other calls runs (`roku.terminal.scan-first`).
+    TerminalBeside,
+    /// A background child's final reply in exactly the instant its time limit (from the
+    /// call's `timeout_seconds` or the default knob) runs out, after one step or two: the
+    /// reply wins (`core.time.finish-at-limit-wins`).
+    BackgroundReplyAtLimit,
+    /// Roku's risk gate with `Read` tagged `risk:safe` and on the policy's deny list, called
+    /// by the root: a safe call runs all the same (`roku.approval.risk-classes`).
+    SafeToolDenied,
+    /// `subagent` calls on a `fork` (or `inherit`) session beside other calls of the same
+    /// reply (a `Read`, a failing `Flaky`, a `temp` spawn, another fork), before or after
+    /// them: each fork child starts from the parent's conversation up to that reply, without
+    /// the results of its other calls (`bub.session.fork-snapshot`).
+    ForkBeside,
+    /// A child that ends early (an answer, a `fail`, a time limit) with most of its grant
+    /// unused, then the parent's regular calls until its budget is exactly spent: a core that
+    /// refunded the rest would ask the model once more (`core.budget.never-refunded`).
+    Refund,
+    /// Two children under a fractional time limit of 1.5 s (`Agent`'s knob, a call's
+    /// `timeout_seconds` or the default knob): one replies just before it, one just after, so
+    /// a limit cut to whole seconds (or rounded up) shows in the times and in the timeout text
+    /// (`core.time.seconds-format`).
+    FractionalLimit,
+}
+
+impl Shape {
+    /// Every shape, in the order they are drawn.
+    pub const ALL: [Shape; 8] = [
+        Shape::BudgetOutRecoveryLeft,
+        Shape::RecoveryOutStepsLeft,
+        Shape::TerminalBeside,
+        Shape::BackgroundReplyAtLimit,
+        Shape::SafeToolDenied,
+        Shape::ForkBeside,
+        Shape::Refund,
+        Shape::FractionalLimit,
+    ];
+}
+
+impl Shape {
+    /// Whether the shape starts children whose end the root waits for (steering, which
+    /// wakes the root, is left out of its plan).
+    pub(super) fn spawns(self) -> bool {
+        matches!(self, Shape::BackgroundReplyAtLimit | Shape::ForkBeside | Shape::Refund | Shape::FractionalLimit)
+    }
+}
+
+/// What a plan is drawn for: the fuzzer's judge decides which shapes are worth drawing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Judged from the core's events: the draws every recorded finding and case number was
+    /// made with, kept byte for byte.
+    #[default]
+    Events,
+    /// Judged from the model's side: the same plans, then a [`Shape`] in some of them.
+    ModelSide,
+}
+
+/// The time limit of [`Shape::BackgroundReplyAtLimit`], which its child's last reply takes
+/// exactly.
+pub(super) const SHAPE_LIMIT_MS: u64 = 250;
+
+/// The fractional time limit of [`Shape::FractionalLimit`], and its children's replies either
+/// side of it.
+pub(super) const FRACTIONAL_MS: u64 = 1500;
+
 /// Everything a generated scenario is made of.
 #[derive(Clone, Debug)]
 pub struct Plan {
     /// The rare situation the turn opens with, if any.
     pub rare: Option<Rare>,
+    /// The model-side shape the turn opens with, if any (only in [`Mode::ModelSide`]; a plan
+    /// with one has no rare situation).
+    pub shape: Option<Shape>,
+    /// Which variant of the shape runs (see each [`Shape`]).
+    pub(super) twist: u8,
     pub(super) knobs: Knobs,
     pub(super) root: Vec<RootReply>,
     /// Virtual gaps before turns 2, 3, … (`None`: right after the previous one).
