@@ -59,7 +59,7 @@ pub(super) fn approval(side: &ModelSide, setup: Option<&Setup>, out: &mut Out) {
     for c in &side.calls {
         let Some(child) = super::child_of(c) else { continue };
         let Some(&(first, _)) = out.agents.exchanges(child).first() else { continue };
-        if setup.risk_gate && !safe(&c.tool, setup) && setup.policy_deny.iter().any(|p| *p == c.tool) {
+        if setup.risk_gate && !safe(&c.tool, setup) && setup.policy_deny.contains(&c.tool) {
             made.push((
                 first,
                 format!(
