@@ -27,7 +27,9 @@ use crate::sut::llm::{Message, Role};
 mod approval;
 mod child_tools;
 mod nudges;
+mod spawning;
 mod steering;
+mod waiting;
 
 use super::expected_result;
 use super::index::seconds_text;
@@ -45,7 +47,7 @@ pub enum Judge {
 
 /// The model-side oracles, by name, in the order they run: what a verdict judged from the
 /// model's side says applied.
-pub const ORACLES: [&str; 18] = [
+pub const ORACLES: [&str; 20] = [
     "attribution",
     "depth",
     "truncation",
@@ -64,10 +66,12 @@ pub const ORACLES: [&str; 18] = [
     "nudges",
     "approval",
     "steering",
+    "spawning",
+    "waiting",
 ];
 
 /// The clause of each oracle of [`ORACLES`], in the same order.
-pub const CLAUSES: [&str; 18] = [
+pub const CLAUSES: [&str; 20] = [
     "oracle.model-side.attribution",
     "oracle.model-side.depth",
     "oracle.model-side.truncation",
@@ -86,6 +90,8 @@ pub const CLAUSES: [&str; 18] = [
     "oracle.model-side.nudges",
     "oracle.model-side.approval",
     "oracle.model-side.steering",
+    "oracle.model-side.spawning",
+    "oracle.model-side.waiting",
 ];
 
 /// One broken rule, as the model saw it.
@@ -207,9 +213,12 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect, setup: Option<&
     terminal(side, dialect, &mut out);
     sessions(side, dialect, &mut out);
     child_tools::child_tools(side, rules, dialect, &mut out);
-    nudges::nudges(side, rules, dialect, &mut out);
+    let budgets = nudges::nudges(side, rules, dialect, &mut out);
     approval::approval(side, setup, &mut out);
     steering::steering(side, dialect, setup, &mut out);
+    spawning::spawning(side, rules, dialect, &mut out);
+    waiting::waiting(side, dialect, &mut out);
+    waiting::held(side, dialect, &budgets, &mut out);
     out.findings
 }
 
@@ -853,6 +862,31 @@ fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out
             break;
         }
     }
+    // No slot stays free while a task waits (`bub.cap.slot-refilled-at-once`): in the instant a
+    // run ends with its final reply, fewer runs open than the cap leave no task waiting that
+    // was made before that instant (its first run first asks later, or a later answer still
+    // says it is queued). Judged on virtual time; a run whose end is not seen stays open.
+    if !side.wall_times {
+        for (_, _, _, end, _) in runs.iter().filter(|r| r.4) {
+            let open = runs.iter().filter(|(_, _, s, e, k)| *s <= *end && (*e > *end || !*k)).count();
+            if open >= cap {
+                continue;
+            }
+            if let Some((c, why)) = waiting_at(side, out.agents, dialect, *end) {
+                let task = c.task_id.as_deref().unwrap_or("?");
+                out.at(
+                    "concurrency",
+                    "oracle.model-side.concurrency",
+                    c.exchange,
+                    format!(
+                        "at {end:?} a run ended and {open} of {cap} slots were in use, yet task {task} waited ({why}): a freed slot goes to the next queued task in that instant"
+                    ),
+                    None,
+                );
+                break;
+            }
+        }
+    }
     // Children start in the order of the calls that made them: a later call's child never
     // asks first at an earlier instant (first runs only; continued runs are queued anew, and
     // so is a first run that a send queued after the task was cancelled while queued).
@@ -880,6 +914,56 @@ fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out
             break;
         }
     }
+}
+
+/// A task made before `at` that was waiting in the queue at `at`: its first run first asks
+/// later, or an answer after `at` (a wait entry, a notification) still says `queued`.
+fn waiting_at<'a>(
+    side: &'a ModelSide,
+    agents: &Agents,
+    dialect: &Dialect,
+    at: Duration,
+) -> Option<(&'a SpawnCall, String)> {
+    side.calls.iter().filter(|c| !c.sync && !c.first_run_by_send).find_map(|c| {
+        let made = made_at(side, dialect, c).is_some_and(|t| t < at);
+        if !made || matches!(c.outcome, CallOutcome::Refused | CallOutcome::Waiting { .. }) {
+            return None;
+        }
+        if let Some(child) = child_of(c) {
+            let first = runs(agents, child, dialect).into_iter().next()?[0].0;
+            let asked = side.exchanges[first].arrived;
+            return (asked > at).then(|| (c, format!("its child first asked at {asked:?}")));
+        }
+        let task = c.task_id.as_deref()?;
+        let queued = |m: &Message| {
+            m.role == Role::Tool && wait_entries(&m.content).iter().any(|(id, s, _)| id == task && s == "queued")
+        };
+        // An answer first seen after `at` (a request's history holds the answers before it).
+        let seen_before =
+            |m: &Message| side.exchanges.iter().filter(|e| e.arrived <= at).any(|e| e.messages.iter().any(|x| x == m));
+        let later = side
+            .exchanges
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.arrived > at)
+            .find(|(_, e)| e.messages.iter().any(|m| queued(m) && !seen_before(m)));
+        later.map(|(i, e)| (c, format!("request {i} at {:?} is still told it is queued", e.arrived)))
+    })
+}
+
+/// When spawn call `c` ran, where the traffic shows it: its reply's instant, when every call
+/// before it in the reply is a spawn call too (those take no time); `None` otherwise (a tool's
+/// latency, unseen, came first).
+fn made_at(side: &ModelSide, dialect: &Dialect, c: &SpawnCall) -> Option<Duration> {
+    let e = &side.exchanges[c.exchange];
+    let reply = e.reply.as_ref()?;
+    reply
+        .tool_calls
+        .iter()
+        .take(c.position)
+        .all(|x| dialect.spawn_tool(&x.name).is_some())
+        .then_some(e.replied)
+        .flatten()
 }
 
 /// `oracle.model-side.budget`: a child never asks more often in one run than its grant can
@@ -1662,9 +1746,50 @@ fn sessions(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             ));
         }
     }
+    findings.extend(in_use_accepted(side, out.agents, dialect));
     for (i, message) in findings {
         out.at("sessions", "oracle.model-side.sessions", i, message, None);
     }
+}
+
+/// A spawn call on a named session accepted while an earlier call's task on it had not ended
+/// (`bub.session.named-one-at-a-time`: the session is in use from the call that takes it, queued
+/// or running, until its run ends): the task was still queued at the later call (its child
+/// first asked after it) or still running (its run's final reply came after it). Instants equal
+/// to the later call's are no evidence either way. Cited at the later call's child's first
+/// request, or at the caller's request holding the result.
+fn in_use_accepted(side: &ModelSide, agents: &Agents, dialect: &Dialect) -> Vec<(usize, String)> {
+    let mut findings = Vec::new();
+    for (k, later) in side.calls.iter().enumerate() {
+        let SessionKind::Named(name) = &later.session else { continue };
+        if later.sync || matches!(later.outcome, CallOutcome::Refused | CallOutcome::Waiting { .. }) {
+            continue;
+        }
+        let Some(at) = made_at(side, dialect, later) else { continue };
+        let busy = side.calls[..k].iter().find_map(|earlier| {
+            if earlier.sync || earlier.parent != later.parent || earlier.session != later.session {
+                return None;
+            }
+            let child = child_of(earlier)?;
+            let run = runs(agents, child, dialect).into_iter().next()?;
+            let first = side.exchanges[run[0].0].arrived;
+            let last = &side.exchanges[run[run.len() - 1].0];
+            let ended = last.reply.as_ref().filter(|r| dialect.final_text(r).is_some()).and(last.replied);
+            let queued = first > at && !earlier.first_run_by_send;
+            let running = first <= at && (ended.is_some_and(|t| t > at) || last.arrived > at);
+            (queued || running).then(|| (child.clone(), if queued { "queued" } else { "running" }))
+        });
+        let Some((other, state)) = busy else { continue };
+        let cite = child_of(later).and_then(|c| agents.exchanges(c).first()).map_or(later.exchange, |x| x.0);
+        findings.push((
+            cite,
+            format!(
+                "the call for session {name:?} (exchange {}) was accepted while {other}'s task on it was still {state}: a named session in use refuses the call",
+                later.exchange
+            ),
+        ));
+    }
+    findings
 }
 
 /// `oracle.model-side.call-results`: in every request, the results of an assistant message's

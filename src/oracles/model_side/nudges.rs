@@ -39,7 +39,7 @@ const DENIED: &str = "[Tool denied] ";
 
 /// The budgets (steps, recovery) an agent may have at one point of its run: every reading the
 /// model side cannot tell apart.
-type Budgets = BTreeSet<(u32, u32)>;
+pub(super) type Budgets = BTreeSet<(u32, u32)>;
 
 /// The nudge for budgets `(steps, recovery)`, byte for byte.
 fn nudge_text(steps: u32, recovery: u32) -> String {
@@ -78,10 +78,16 @@ enum Cost {
     Unknown,
 }
 
-/// `oracle.model-side.nudges`.
-pub(super) fn nudges(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
+/// Each agent's budgets at each of its requests, as the nudge oracle reckons them (the
+/// exchange's number to every reading; `None`: unknown).
+pub(super) type Reckoned = BTreeMap<usize, Option<Budgets>>;
+
+/// `oracle.model-side.nudges`; returns the budgets it reckoned (none where the dialect has no
+/// nudge).
+pub(super) fn nudges(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) -> Reckoned {
+    let mut reckoned = Reckoned::new();
     if !dialect.notices.iter().any(|n| NUDGE.starts_with(n.as_str()) || n.starts_with(NUDGE)) {
-        return;
+        return reckoned;
     }
     let fresh: Budgets = [(rules.root_step_budget, rules.recovery_budget)].into();
     // A child's budgets at the start of its first run, as its parent's spawn call granted them.
@@ -103,12 +109,14 @@ pub(super) fn nudges(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &m
         for (k, &(x, _)) in list.iter().enumerate() {
             let next = list.get(k + 1).map(|&(y, _)| y).filter(|y| !side.restarts.contains(y));
             let reckon = Reckoning { side, rules, dialect, x, next };
+            reckoned.insert(x, state.clone());
             state = reckon.reply(state, root, &fresh, &mut starts, &mut findings);
         }
     }
     for (i, message, m) in findings {
         out.at("nudges", "oracle.model-side.nudges", i, message, m.as_ref());
     }
+    reckoned
 }
 
 /// One reply of an agent, reckoned with the agent's next request (when it made one).

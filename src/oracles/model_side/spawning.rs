@@ -1,0 +1,108 @@
+//! `oracle.model-side.spawning`: a spawn call is refused exactly when the rules refuse it, with
+//! the rules' words.
+//!
+//! Read off each spawn call and its result (the built-in core's dialects only: the texts and
+//! the order of the checks are its rules). A call the gate denied, one answered as an unknown
+//! tool and one made at the depth limit are other oracles' (`approval`, `depth`). Then, in the
+//! order the rules check (`bub.spawn.*`, "depth, prompt, profile, tools, skills, session"):
+//! a blank prompt or task is refused with the empty-prompt text and only a blank one
+//! (`bub.spawn.empty-prompt`, `roku.agent.empty-task`); a profile the model side cannot read
+//! ends the judging; and the tools a call names are refused exactly when one of them is not the
+//! caller's catalog tool nor `final_answer` / `fail`, matched trimmed, without regard to case,
+//! `.` and `_` alike, the refusal listing every bad name trimmed, quoted and sorted
+//! (`bub.spawn.unknown-tools`, `bub.spawn.name-matching`, `bub.child.tools-at-most-parent`).
+
+use std::collections::BTreeSet;
+
+use crate::dialect::Dialect;
+use crate::evidence::attribution::ModelSide;
+use crate::rules::Rules;
+use crate::rules::words::{DEPTH_ERROR, NO_TASK};
+use crate::sut::llm::Message;
+
+use super::Out;
+
+/// The background family's refusal of a blank prompt (`bub.spawn.empty-prompt`).
+const EMPTY_PROMPT: &str = "error: empty prompt";
+
+/// The refusal of tools a call may not grant begins so (`bub.spawn.unknown-tools`).
+const UNKNOWN_TOOLS: &str = "unknown tool name(s): ";
+
+/// `oracle.model-side.spawning`.
+pub(super) fn spawning(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
+    if !matches!(dialect.name.as_str(), "roku" | "bub" | "rehearsal") {
+        return;
+    }
+    let mut findings = Vec::new();
+    for c in &side.calls {
+        let Some((result, _)) = &c.result else { continue };
+        let Some(tool) = dialect.spawn_tool(&c.tool) else { continue };
+        if result.starts_with("[Tool denied] ") || *result == rules.unknown_tool(&c.tool) || result == DEPTH_ERROR {
+            continue;
+        }
+        if c.parent.depth() >= rules.depth_limit {
+            continue;
+        }
+        let Some(args) =
+            side.exchanges[c.exchange].reply.as_ref().and_then(|r| r.tool_calls.get(c.position)).map(|t| &t.args)
+        else {
+            continue;
+        };
+        let blank = args.get(&tool.prompt).and_then(|v| v.as_str()).is_none_or(|p| p.trim().is_empty());
+        let empty = if c.sync { NO_TASK } else { EMPTY_PROMPT };
+        if blank != (result == empty) {
+            findings.push((
+                c.exchange,
+                if blank {
+                    format!(
+                        "the `{}` call's prompt is blank, so it is refused with {empty:?}; its result is {result:?}",
+                        c.tool
+                    )
+                } else {
+                    format!("the `{}` call's prompt is not blank, yet it is refused with {empty:?}", c.tool)
+                },
+            ));
+            continue;
+        }
+        if blank || tool.profile_of(args).is_some() {
+            continue;
+        }
+        let Some(names) = tool.granted_names(args) else { continue };
+        let offered = &side.exchanges[c.exchange].tools;
+        let norm = |n: &str| n.trim().to_lowercase().replace('.', "_");
+        let catalog: Vec<String> = offered
+            .iter()
+            .filter(|t| {
+                dialect.spawn_tool(t).is_none()
+                    && !dialect.is_family(t)
+                    && !dialect.root_only.contains(t)
+                    && !dialect.terminal.iter().any(|x| x.name == **t)
+            })
+            .map(|t| norm(t))
+            .chain(["final_answer".to_string(), "fail".to_string()])
+            .collect();
+        let bad: BTreeSet<String> =
+            names.iter().filter(|n| !catalog.contains(&norm(n))).map(|n| n.trim().to_string()).collect();
+        let want = (!bad.is_empty())
+            .then(|| format!("{UNKNOWN_TOOLS}{}", bad.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")));
+        match want {
+            Some(want) if *result != want => findings.push((
+                c.exchange,
+                format!("the `{}` call names tools its caller may not grant, so it is refused with {want:?}; its result is {result:?}", c.tool),
+            )),
+            None if result.starts_with(UNKNOWN_TOOLS) => findings.push((
+                c.exchange,
+                format!(
+                    "the `{}` call names only tools its caller was offered ({names:?}, matched trimmed, without regard to case, `.` and `_` alike), yet it is refused with {result:?}",
+                    c.tool
+                ),
+            )),
+            _ => {}
+        }
+    }
+    // A finding is cited at the request that holds the result: the caller's next one.
+    for (x, message) in findings {
+        let next = side.alias(x).and_then(|a| out.agents.exchanges(a).iter().map(|p| p.0).find(|&i| i > x));
+        out.at("spawning", "oracle.model-side.spawning", next.unwrap_or(x), message, None::<&Message>);
+    }
+}
