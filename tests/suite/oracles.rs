@@ -23,6 +23,7 @@ mod evidence;
 mod fork_isolation;
 mod model_side;
 mod model_side_blind;
+mod model_side_blind38;
 mod model_side_rules;
 mod precedence;
 mod routing;

@@ -386,3 +386,34 @@ fn a_safe_tool_denied_by_the_policy_fires() {
         assert_eq!(fired, fires, "{result}: {got:#?}");
     }
 }
+
+/// `oracle.model-side.approval` (`roku.agent.gate-first`): an `Agent` call on the policy's list
+/// makes no child; a child asking the model after it is the finding, whether or not the call's
+/// result was ever seen.
+#[test]
+fn a_child_made_by_a_spawn_call_the_policy_denies_fires() {
+    use rehearsal::internals::evidence::Setup;
+    let dialect = Dialect::builtin("roku").unwrap();
+    for (listed, fires) in [(true, true), (false, false)] {
+        let setup = Setup {
+            risk_gate: true,
+            policy_deny: if listed { vec!["Agent".into()] } else { Vec::new() },
+            ..Setup::default()
+        };
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Delegate.");
+        let spawn = Message::assistant("", vec![call("a1", "Agent", serde_json::json!({"task": "Do it."}))]);
+        let (n, _) = t.ask(std::slice::from_ref(&u1), &["final_answer", "ask_user", "fail", "Agent"]);
+        t.reply(n, &spawn);
+        t.ask(&[Message::user("Do it.")], &["final_answer", "fail"]);
+        let got: Vec<String> = model_side::check(&t.finish(), &Rules::roku(), &dialect, Some(&setup))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let fired = got.iter().any(|f| {
+            f.contains("(oracle.model-side.approval): main/1 request #1")
+                && f.contains("the `Agent` call that made it is on the policy's list")
+        });
+        assert_eq!(fired, fires, "{listed}: {got:#?}");
+    }
+}
