@@ -393,19 +393,21 @@ fn runs(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> Vec<Vec<(usize, 
     runs
 }
 
-/// Whether `alias`'s first request is already a continued run: it holds a message a send
-/// continuing its task gave it (the task's own first run never asked: granted nothing, it
-/// failed at once; fuzz `--judge model-side --seed 5`, case 9907). Its spawn call's grant
-/// then says nothing of the run the model sees, which a fresh grant began.
+/// Whether `alias`'s first request may already be a continued run: it holds a message a send
+/// gave its task (the task's own first run may never have asked: granted nothing, it failed at
+/// once, and a send continued it; fuzz `--judge model-side --seed 5`, case 9907). Where the
+/// send's result was never seen, a message handed to the task while it was queued reads the
+/// same (seed 2, case 2579). Its spawn call's grant then may say nothing of the run the model
+/// sees, which a fresh grant began.
 fn first_run_continued(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> bool {
     let Some(&(first, _)) = agents.exchanges(alias).first() else { return false };
-    let continued = continuations(agents.side, alias, dialect);
-    !continued.is_empty()
-        && agents
-            .ex(first)
-            .messages
-            .iter()
-            .any(|m| m.role == Role::User && continued.iter().any(|c| c == m.content.trim()))
+    let side = agents.side;
+    let mut sent = continuations(side, alias, dialect);
+    for c in side.calls.iter().filter(|c| child_of(c) == Some(alias)) {
+        sent.extend(c.task_id.iter().flat_map(|t| sent_to(side, dialect, t)).map(|m| m.trim().to_string()));
+    }
+    !sent.is_empty()
+        && agents.ex(first).messages.iter().any(|m| m.role == Role::User && sent.iter().any(|c| c == m.content.trim()))
 }
 
 /// The messages (trimmed) of the send calls that continued `alias`'s finished task in a new
@@ -952,18 +954,14 @@ fn waiting_at<'a>(
 }
 
 /// When spawn call `c` ran, where the traffic shows it: its reply's instant, when every call
-/// before it in the reply is a spawn call too (those take no time); `None` otherwise (a tool's
-/// latency, unseen, came first).
+/// before it in the reply is an asynchronous spawn call too (those return at once,
+/// `bub.spawn.returns-at-once`); `None` otherwise (a tool's latency or a foreground child's
+/// run, unseen, came first: fuzz seed 5, case 1682).
 fn made_at(side: &ModelSide, dialect: &Dialect, c: &SpawnCall) -> Option<Duration> {
     let e = &side.exchanges[c.exchange];
     let reply = e.reply.as_ref()?;
-    reply
-        .tool_calls
-        .iter()
-        .take(c.position)
-        .all(|x| dialect.spawn_tool(&x.name).is_some())
-        .then_some(e.replied)
-        .flatten()
+    let instant = |name: &str| dialect.spawn_tool(name).is_some_and(|t| t.result == crate::dialect::ResultMode::Async);
+    reply.tool_calls.iter().take(c.position).all(|x| instant(&x.name)).then_some(e.replied).flatten()
 }
 
 /// `oracle.model-side.budget`: a child never asks more often in one run than its grant can

@@ -58,6 +58,10 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
         f.e.setup
             .is_some_and(|s| s.steering.iter().any(|(t, _)| f.e.due.iter().any(|d| d.agent == root && d.asked >= *t)))
     }),
+    // A spawn call's result reached a later request of its caller (refused or not).
+    ("oracle.model-side.spawning", |f| f.calls_to("Agent").chain(f.calls_to("subagent")).next().is_some()),
+    // A wait answered.
+    ("oracle.model-side.waiting", |f| f.calls_to("subagent.wait").next().is_some()),
     ("oracle.depth.no-agent-beyond-limit", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
     ("oracle.depth.refused-at-limit", |f| f.calls_to("Agent").any(|c| c.agent.depth() == f.rules.depth_limit)),
     ("oracle.depth.not-refused-below-limit", |f| f.fg_spawns().next().is_some()),

@@ -522,3 +522,17 @@ fn a_refused_send_to_a_finished_named_task_may_cost_the_spawn_cost() {
 fn a_send_after_a_run_granted_nothing_is_granted_afresh() {
     passes_model_side("tests/fixtures/model-side/send-after-a-run-granted-nothing-is-granted-afresh.json");
 }
+
+/// Fuzz `--judge model-side --seed 2`, case 2579: a send whose result the root never saw; the
+/// child's first request holds its message, so the spawn call's grant bounds nothing.
+#[test]
+fn a_send_unseen_after_a_run_granted_nothing_bounds_nothing() {
+    passes_model_side("tests/fixtures/model-side/send-unseen-after-a-run-granted-nothing.json");
+}
+
+/// Fuzz `--judge model-side --seed 5`, case 1682: a `subagent` call after an `Agent` call in
+/// one reply runs once the foreground child has ended, not at the reply's instant.
+#[test]
+fn a_spawn_after_a_foreground_child_is_made_when_the_child_ends() {
+    passes_model_side("tests/fixtures/model-side/spawn-after-a-foreground-child-is-made-later.json");
+}
