@@ -199,10 +199,17 @@ pub(super) fn held(side: &ModelSide, dialect: &Dialect, budgets: &Reckoned, out:
             continue;
         }
         let Some(task) = c.task_id.as_deref() else { continue };
-        // Its result was there to read when the root answered (a child still running then may
-        // have been cut off by the harness's stop, which is no runtime's doing).
+        // The task was queued, running or unread when the root answered, and the run went on
+        // until its result existed: its child's final reply was given (at any time: the run
+        // was alive then, and a held root would have read it), or was due by the root's answer
+        // (in process, where the endpoint records when a reply ending a loop was due). A child
+        // whose end never came may have been cut off by a stop of the harness's, which is no
+        // runtime's doing, and is not judged.
         let Some(k) = side.calls.iter().position(|d| std::ptr::eq(d, c)) else { continue };
-        let ready = finished(side, out, dialect, k).is_some_and(|t| e.replied.is_some_and(|r| t < r));
+        let due = super::child_of(c)
+            .and_then(|a| out.agents.exchanges(a).last())
+            .and_then(|&(i, _)| side.exchanges[i].ends_loop_due);
+        let ready = finished(side, out, dialect, k).is_some() || due.is_some_and(|d| e.replied.is_some_and(|r| d <= r));
         if !ready || read(task) || cancelled(task) {
             continue;
         }
