@@ -49,57 +49,57 @@ pub(super) fn waiting(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             let ((x, _), (y, _)) = (pair[0], pair[1]);
             let e = &side.exchanges[x];
             let (Some(reply), Some(began)) = (&e.reply, e.replied) else { continue };
-            let [call] = reply.tool_calls.as_slice() else { continue };
-            if call.name != *wait {
-                continue;
-            }
             let next = &side.exchanges[y];
             let at = e.messages.len();
             if !next.messages.get(at).is_some_and(|m| same_reply(m, reply)) {
                 continue;
             }
-            let Some(answer) = next
-                .messages
-                .iter()
-                .skip(at + 1)
-                .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call.id.as_str()))
-            else {
-                continue;
-            };
-            let entries = wait_entries(&answer.content);
-            // The next request goes on from the wait (no new turn, no message from outside).
-            let goes_on = next.messages.iter().skip(at + 1).all(|m| {
-                m.role == Role::Tool
-                    || dialect.notified(&m.content).is_some()
-                    || dialect.notices.iter().any(|n| m.content.starts_with(n.as_str()))
-            });
-            if entries.is_empty() || !goes_on {
-                continue;
-            }
-            let deadline = call
-                .args
-                .get("timeout_seconds")
-                .and_then(serde_json::Value::as_f64)
-                .filter(|s| *s >= 0.0)
-                .map_or(DEFAULT_WAIT, |s| Duration::from_secs_f64(s.min(1e9)));
-            let returned = next.arrived;
-            if returned > began + deadline {
-                findings.push((
-                    y,
-                    format!(
-                        "the wait began at {} ms with a deadline of {} s and answered only at {} ms",
-                        began.as_millis(),
-                        deadline.as_secs_f64(),
-                        returned.as_millis()
-                    ),
-                    answer.clone(),
-                ));
-                continue;
-            }
-            if let Some((id, status, _)) = entries.iter().find(|(_, s, _)| UNFINISHED.contains(&s.as_str()))
-                && returned < began + deadline
-            {
-                findings.push((
+            for call in reply.tool_calls.iter().filter(|c| c.name == *wait) {
+                // Its instants are the reply's only when it is the reply's only call.
+                let alone = reply.tool_calls.len() == 1;
+                let Some(answer) = next
+                    .messages
+                    .iter()
+                    .skip(at + 1)
+                    .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call.id.as_str()))
+                else {
+                    continue;
+                };
+                let entries = wait_entries(&answer.content);
+                // The next request goes on from the wait (no new turn, no message from outside).
+                let goes_on = next.messages.iter().skip(at + 1).all(|m| {
+                    m.role == Role::Tool
+                        || dialect.notified(&m.content).is_some()
+                        || dialect.notices.iter().any(|n| m.content.starts_with(n.as_str()))
+                });
+                if entries.is_empty() {
+                    continue;
+                }
+                if alone && goes_on {
+                    let deadline = call
+                        .args
+                        .get("timeout_seconds")
+                        .and_then(serde_json::Value::as_f64)
+                        .filter(|s| *s >= 0.0)
+                        .map_or(DEFAULT_WAIT, |s| Duration::from_secs_f64(s.min(1e9)));
+                    let returned = next.arrived;
+                    if returned > began + deadline {
+                        findings.push((
+                            y,
+                            format!(
+                                "the wait began at {} ms with a deadline of {} s and answered only at {} ms",
+                                began.as_millis(),
+                                deadline.as_secs_f64(),
+                                returned.as_millis()
+                            ),
+                            answer.clone(),
+                        ));
+                        continue;
+                    }
+                    if let Some((id, status, _)) = entries.iter().find(|(_, s, _)| UNFINISHED.contains(&s.as_str()))
+                        && returned < began + deadline
+                    {
+                        findings.push((
                     y,
                     format!(
                         "the wait answered at {} ms, before its deadline at {} ms, with task {id} still {status}: it returns early only once every task it covers has finished",
@@ -108,23 +108,24 @@ pub(super) fn waiting(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                     ),
                     answer.clone(),
                 ));
-                continue;
-            }
-            // The results read, in completion order (ties in spawn order), where both
-            // children's final replies are seen.
-            let read: Vec<(usize, Option<Duration>, &str)> = entries
-                .iter()
-                .filter(|(_, _, result)| result.is_some())
-                .filter_map(|(id, _, _)| {
-                    let k = side.calls.iter().position(|c| c.task_id.as_deref() == Some(id.as_str()))?;
-                    Some((k, finished(side, out, dialect, k), id.as_str()))
-                })
-                .collect();
-            for w in read.windows(2) {
-                let ((k1, t1, id1), (k2, t2, id2)) = (w[0], w[1]);
-                let (Some(t1), Some(t2)) = (t1, t2) else { continue };
-                if t2 < t1 || t2 == t1 && k2 < k1 {
-                    findings.push((
+                        continue;
+                    }
+                }
+                // The results read, in completion order (ties in spawn order), where both
+                // children's final replies are seen.
+                let read: Vec<(usize, Option<Duration>, &str)> = entries
+                    .iter()
+                    .filter(|(_, _, result)| result.is_some())
+                    .filter_map(|(id, _, _)| {
+                        let k = side.calls.iter().position(|c| c.task_id.as_deref() == Some(id.as_str()))?;
+                        Some((k, finished(side, out, dialect, k), id.as_str()))
+                    })
+                    .collect();
+                for w in read.windows(2) {
+                    let ((k1, t1, id1), (k2, t2, id2)) = (w[0], w[1]);
+                    let (Some(t1), Some(t2)) = (t1, t2) else { continue };
+                    if t2 < t1 || t2 == t1 && k2 < k1 {
+                        findings.push((
                         y,
                         format!(
                             "the wait reads {id1} (finished at {} ms) before {id2} (finished at {} ms{}): results come in completion order, ties in spawn order",
@@ -134,7 +135,8 @@ pub(super) fn waiting(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                         ),
                         answer.clone(),
                     ));
-                    break;
+                        break;
+                    }
                 }
             }
         }
