@@ -140,8 +140,8 @@ fn a_second_run_on_a_named_session_while_the_first_is_open_fires() {
 
 /// `oracle.model-side.child-tools`: a child narrowed to `Read` is offered `Bash` (outside its
 /// grant), or a tool its parent lacked: each fires; offered `Read` and the terminal tools, or
-/// `Agent` (offered by depth, not by grant), it does not; `ask_user`, which only the root is
-/// offered, fires.
+/// `Agent` (offered by depth, not by grant: the limit is 2), it does not; `ask_user`, which only
+/// the root is offered, fires.
 #[test]
 fn a_child_offered_a_tool_outside_its_grant_or_its_parents_fires() {
     let dialect = Dialect::builtin("rehearsal").unwrap();
@@ -161,7 +161,8 @@ fn a_child_offered_a_tool_outside_its_grant_or_its_parents_fires() {
             .ask(std::slice::from_ref(&u1), &["Read", "Bash", "final_answer", "ask_user", "fail", "Agent", "subagent"]);
         t.reply(n, &spawn);
         t.ask(&[Message::user("Read only.")], offered);
-        let got = findings(t, &dialect, &Rules::bub());
+        // With a depth limit of 2 a child is below the limit and is offered `Agent`.
+        let got = findings(t, &dialect, &Rules { depth_limit: 2, ..Rules::bub() });
         let fired = got
             .iter()
             .any(|f| f.starts_with("model-side child-tools (oracle.model-side.child-tools): main/1 request #1"));
