@@ -11,6 +11,8 @@
 //! caller's catalog tool nor `final_answer` / `fail`, matched trimmed, without regard to case,
 //! `.` and `_` alike, the refusal listing every bad name trimmed, quoted and sorted
 //! (`bub.spawn.unknown-tools`, `bub.spawn.name-matching`, `bub.child.tools-at-most-parent`).
+//! And a call of a name its caller was not offered, none of the sub-agent tools' own names, is
+//! answered as an unknown tool (`roku.calls.unknown-tool`), not by a tool of a similar name.
 
 use std::collections::BTreeSet;
 
@@ -100,9 +102,57 @@ pub(super) fn spawning(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: 
             _ => {}
         }
     }
+    findings.extend(unknown_names(side, rules, dialect, out));
     // A finding is cited at the request that holds the result: the caller's next one.
     for (x, message) in findings {
         let next = side.alias(x).and_then(|a| out.agents.exchanges(a).iter().map(|p| p.0).find(|&i| i > x));
         out.at("spawning", "oracle.model-side.spawning", next.unwrap_or(x), message, None::<&Message>);
     }
+}
+
+/// A call of a name its caller was not offered, and that is none of the sub-agent tools' own
+/// names, is answered as an unknown tool (`roku.calls.unknown-tool`, with the run's
+/// `unknown_tool_message`), never by a tool of a similar name (semantic mutant 334: `subagent.status`
+/// taken for the family by its prefix); the gate may deny it first (`roku.agent.gate-first`:
+/// the gate sees every call). Each as (the exchange whose reply held the call, what is wrong).
+fn unknown_names(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &Out) -> Vec<(usize, String)> {
+    let own = |name: &str| {
+        dialect.spawn_tool(name).is_some()
+            || dialect.send_tool(name).is_some()
+            || dialect.wait.as_deref() == Some(name)
+            || dialect.cancel.iter().any(|c| c.name == name)
+            || dialect.terminal.iter().any(|t| t.name == name)
+    };
+    let mut findings = Vec::new();
+    for list in out.agents.of.values() {
+        for pair in list.windows(2) {
+            let ((x, _), (y, _)) = (pair[0], pair[1]);
+            let e = &side.exchanges[x];
+            let Some(reply) = &e.reply else { continue };
+            let next = &side.exchanges[y].messages;
+            let at = e.messages.len();
+            if !next.get(at).is_some_and(|m| crate::evidence::same_reply(m, reply)) {
+                continue;
+            }
+            for call in reply.tool_calls.iter().filter(|c| !e.tools.contains(&c.name) && !own(&c.name)) {
+                let Some(result) = next.iter().skip(at + 1).find(|m| {
+                    m.role == crate::sut::llm::Role::Tool && m.tool_call_id.as_deref() == Some(call.id.as_str())
+                }) else {
+                    continue;
+                };
+                let want = rules.unknown_tool(&call.name);
+                if result.content != want && !result.content.starts_with("[Tool denied] ") {
+                    findings.push((
+                        x,
+                        format!(
+                            "`{}` was not offered to its caller, so it is answered {want:?} as an unknown tool; its result is {:?}",
+                            call.name,
+                            super::short(&result.content)
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    findings
 }

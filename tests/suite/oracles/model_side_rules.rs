@@ -418,3 +418,27 @@ fn a_child_made_by_a_spawn_call_the_policy_denies_fires() {
         assert_eq!(fired, fires, "{listed}: {got:#?}");
     }
 }
+
+/// `oracle.model-side.spawning` (`roku.calls.unknown-tool`): a name the caller was not offered
+/// is answered as an unknown tool, never by a tool of a similar name (semantic mutant 334's
+/// `subagent.status` taken for the family by its prefix).
+#[test]
+fn a_name_not_offered_answered_by_another_tool_fires() {
+    let dialect = Dialect::builtin("bub").unwrap();
+    let rules = Rules::bub();
+    for (answer, fires) in [("[]".to_string(), true), (rules.unknown_tool("subagent.status"), false)] {
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Status?");
+        let status = Message::assistant("", vec![call("s1", "subagent.status", serde_json::json!({}))]);
+        let tools = ["final_answer", "fail", "subagent", "subagent.wait"];
+        let (n, _) = t.ask(std::slice::from_ref(&u1), &tools);
+        t.reply(n, &status);
+        t.ask(&[u1, status, Message::tool("s1", &answer, !fires)], &tools);
+        let got: Vec<String> =
+            model_side::check(&t.finish(), &rules, &dialect, None).iter().map(ToString::to_string).collect();
+        let fired = got
+            .iter()
+            .any(|f| f.contains("(oracle.model-side.spawning)") && f.contains("`subagent.status` was not offered"));
+        assert_eq!(fired, fires, "{answer}: {got:#?}");
+    }
+}
