@@ -94,6 +94,9 @@ pub struct ModelExchange {
     pub model: Option<String>,
     /// The reasoning effort the request asked for, if it named one (and the API carries it).
     pub reasoning_effort: Option<String>,
+    /// The request's request id and session id, where the runtime's API carries them (in
+    /// process, the core's request; Chat Completions carries neither).
+    pub ids: Option<(String, String)>,
     /// The reply given, as an assistant message; `None` when none was (a failure, a hang).
     pub reply: Option<Message>,
     /// When the reply was given.
@@ -485,6 +488,7 @@ impl Attributor {
             tools,
             model,
             reasoning_effort: None,
+            ids: None,
             reply: None,
             replied: None,
             ends_loop_due: None,
@@ -498,6 +502,11 @@ impl Attributor {
     /// no attribution reads it).
     pub fn reasoning_effort(&mut self, number: usize, effort: Option<String>) {
         self.record.exchanges[number].reasoning_effort = effort;
+    }
+
+    /// The request id and session id request `number` carried.
+    pub fn ids(&mut self, number: usize, request_id: &str, session_id: &str) {
+        self.record.exchanges[number].ids = Some((request_id.to_string(), session_id.to_string()));
     }
 
     /// The reply given to request `number`, as an assistant message, at virtual time `at`.

@@ -901,6 +901,7 @@ impl Llm for ScriptedLlm {
                     self.recorder.elapsed(),
                 );
                 attributor.reasoning_effort(n, request.reasoning_effort.as_deref().map(String::from));
+                attributor.ids(n, &request.request_id, &request.session_id);
                 (n, attribution)
             });
             let who = match attributed {

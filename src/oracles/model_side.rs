@@ -1647,6 +1647,29 @@ fn context(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             .spawn_tool(&c.tool)
             .and_then(|t| t.effort_of(&parent.reply.as_ref()?.tool_calls.get(c.position)?.args));
         let want = named.or_else(|| parent.reasoning_effort.clone());
+        // The request id and session id, where the record has them (in process):
+        // `roku.child.request-id` (the parent's and `-sub`), `bub.child.request-id` (the
+        // parent's, `-` and the task id), `roku.child.context-passed` (the session id unchanged).
+        // A first request that a send began is another turn's, perhaps: not judged.
+        let begun_by_send = c.first_run_by_send || first_run_continued(out.agents, child, dialect);
+        if let (Some((parent_id, parent_session)), Some((id, session)), false) =
+            (&parent.ids, &side.exchanges[i].ids, begun_by_send)
+        {
+            let want_id = if c.sync {
+                Some(format!("{parent_id}-sub"))
+            } else {
+                c.task_id.as_ref().map(|t| format!("{parent_id}-{t}"))
+            };
+            if want_id.as_ref().is_some_and(|w| w != id) || session != parent_session {
+                findings.push((
+                    i,
+                    format!(
+                        "{child}'s request #{n} carries request id {id:?} and session id {session:?}; its parent's request carried {parent_id:?} and {parent_session:?}, so it carries {:?} and {parent_session:?}",
+                        want_id.unwrap_or_default()
+                    ),
+                ));
+            }
+        }
         if side.exchanges[i].reasoning_effort != want {
             findings.push((
                 i,

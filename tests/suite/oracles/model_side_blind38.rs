@@ -197,3 +197,17 @@ fn timeouts_fires_on_a_limit_cut_to_whole_seconds_in_a_wait_answer() {
         "{got:#?}"
     );
 }
+
+/// `oracle.model-side.context` (`bub.child.request-id`, `roku.child.context-passed`): the ids a
+/// child's request carries, in process. Not one of the blind set's bugs: the record of
+/// `b38_effort_falls_back` serves, its child's request id changed to Roku's `-sub` form.
+#[test]
+fn context_fires_on_a_background_childs_request_id_without_its_task_id() {
+    let (mut side, rules, setup) = record("b38_effort_falls_back");
+    let first = of(&side, "main/1")[0];
+    let (id, session) = side.exchanges[first].ids.clone().expect("ids in process");
+    assert!(id.starts_with("req-1-sub-"), "{id}");
+    side.exchanges[first].ids = Some(("req-1-sub".into(), session));
+    let got = findings(&side, &rules, &setup);
+    assert!(fired(&got, "oracle.model-side.context", "carries request id \"req-1-sub\""), "{got:#?}");
+}
