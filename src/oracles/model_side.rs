@@ -47,7 +47,7 @@ pub enum Judge {
 
 /// The model-side oracles, by name, in the order they run: what a verdict judged from the
 /// model's side says applied.
-pub const ORACLES: [&str; 20] = [
+pub const ORACLES: [&str; 21] = [
     "attribution",
     "depth",
     "truncation",
@@ -68,10 +68,11 @@ pub const ORACLES: [&str; 20] = [
     "steering",
     "spawning",
     "waiting",
+    "quit",
 ];
 
 /// The clause of each oracle of [`ORACLES`], in the same order.
-pub const CLAUSES: [&str; 20] = [
+pub const CLAUSES: [&str; 21] = [
     "oracle.model-side.attribution",
     "oracle.model-side.depth",
     "oracle.model-side.truncation",
@@ -92,6 +93,7 @@ pub const CLAUSES: [&str; 20] = [
     "oracle.model-side.steering",
     "oracle.model-side.spawning",
     "oracle.model-side.waiting",
+    "oracle.model-side.quit",
 ];
 
 /// One broken rule, as the model saw it.
@@ -219,6 +221,7 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect, setup: Option<&
     spawning::spawning(side, rules, dialect, &mut out);
     waiting::waiting(side, dialect, &mut out);
     waiting::held(side, dialect, &budgets, &mut out);
+    waiting::quit(side, dialect, setup, &mut out);
     out.findings
 }
 

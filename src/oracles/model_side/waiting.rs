@@ -228,3 +228,56 @@ pub(super) fn held(side: &ModelSide, dialect: &Dialect, budgets: &Reckoned, out:
         );
     }
 }
+
+/// `oracle.model-side.quit`: ending the session cancels every task still queued or running
+/// (`bub.quit.cancels-children`). The session ends when its last turn does; a turn that ends
+/// with `fail` or `ask_user` is never held (`bub.turn.fail-ask-user-not-held`), so it ends in
+/// the instant of that reply. After it no background child asks the model, nor is given a
+/// reply (a cancelled child no longer listens). Judged in process on virtual time, where the
+/// record has the request ids that tell the session's last turn (`Setup::request_ids`).
+pub(super) fn quit(side: &ModelSide, dialect: &Dialect, setup: Option<&crate::evidence::Setup>, out: &mut Out) {
+    let Some(last_turn) = setup.and_then(|s| s.request_ids.last()) else { return };
+    if side.wall_times {
+        return;
+    }
+    let Some(root) = out.agents.of.keys().find(|a| a.depth() == 0) else { return };
+    let Some(&(last, _)) = out.agents.exchanges(root).last() else { return };
+    let e = &side.exchanges[last];
+    let (Some(reply), Some(ended)) = (&e.reply, e.replied) else { return };
+    // The first terminal call decides how the loop ends (`roku.terminal.scan-first`).
+    let decides = reply
+        .tool_calls
+        .iter()
+        .find(|c| dialect.terminal.iter().any(|t| t.name == c.name) || dialect.root_only.contains(&c.name));
+    let Some(decides) = decides else { return };
+    let unheld = decides.name == "fail" || dialect.root_only.contains(&decides.name);
+    if !unheld || e.ids.as_ref().is_none_or(|(id, _)| id != last_turn) {
+        return;
+    }
+    for c in side.calls.iter().filter(|c| !c.sync && c.parent == *root) {
+        let Some(child) = super::child_of(c) else { continue };
+        let after = out.agents.exchanges(child).iter().find(|&&(i, _)| {
+            let x = &side.exchanges[i];
+            x.arrived > ended || x.replied.is_some_and(|r| r > ended)
+        });
+        if let Some(&(i, n)) = after {
+            let x = &side.exchanges[i];
+            let what = if x.arrived > ended {
+                format!("asks the model at {} ms", x.arrived.as_millis())
+            } else {
+                format!("is given the reply to its request #{n} at {} ms", x.replied.unwrap_or_default().as_millis())
+            };
+            out.at(
+                "quit",
+                "oracle.model-side.quit",
+                i,
+                format!(
+                    "{child} {what}, after the session's last turn ended with `{}` at {} ms: ending the session cancels every task still queued or running",
+                    decides.name,
+                    ended.as_millis()
+                ),
+                None,
+            );
+        }
+    }
+}

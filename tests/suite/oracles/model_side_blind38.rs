@@ -17,8 +17,13 @@ use rehearsal::sut::llm::{Message, Role, Transcript};
 
 /// The clean core's record of `name`, its rules and setup; every oracle passes it.
 fn record(name: &str) -> (ModelSide, Rules, Setup) {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/model-side-blind").join(format!("{name}.json"));
+    record_of(&format!("tests/fixtures/model-side-blind/{name}.json"))
+}
+
+/// The clean core's record of the scenario at `file`, its rules and setup; every oracle passes it.
+fn record_of(file: &str) -> (ModelSide, Rules, Setup) {
+    let name = file;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
     let (_, verdict) = Runner::new().judge(Judge::ModelSide).check_file(&path).unwrap();
     verdict.assert_passed();
     let run = verdict.run().unwrap();
@@ -210,4 +215,26 @@ fn context_fires_on_a_background_childs_request_id_without_its_task_id() {
     side.exchanges[first].ids = Some(("req-1-sub".into(), session));
     let got = findings(&side, &rules, &setup);
     assert!(fired(&got, "oracle.model-side.context", "carries request id \"req-1-sub\""), "{got:#?}");
+}
+
+/// `oracle.model-side.quit` (`bub.quit.cancels-children`; semantic mutant 327, quitting lets the
+/// running tasks finish): the session's last turn fails while a task runs; its child given its
+/// reply after that is the finding.
+#[test]
+fn quit_fires_on_a_child_answered_after_the_session_ended() {
+    let (mut side, rules, setup) =
+        record_of("tests/fixtures/model-side/quit-after-a-failed-turn-cancels-the-running-task.json");
+    let child = of(&side, "main/1")[0];
+    assert!(side.exchanges[child].reply.is_none(), "the clean core cancels the child before its reply");
+    side.exchanges[child].reply = Some(Message::assistant("done at last", vec![]));
+    side.exchanges[child].replied = Some(Duration::from_millis(510));
+    let got = findings(&side, &rules, &setup);
+    assert!(
+        fired(
+            &got,
+            "oracle.model-side.quit",
+            "main/1 is given the reply to its request #1 at 510 ms, after the session's last turn ended with `fail`"
+        ),
+        "{got:#?}"
+    );
 }
