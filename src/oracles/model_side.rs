@@ -29,6 +29,7 @@ mod child_tools;
 mod nudges;
 mod spawning;
 mod steering;
+mod task_ids;
 mod waiting;
 
 use super::expected_result;
@@ -47,7 +48,7 @@ pub enum Judge {
 
 /// The model-side oracles, by name, in the order they run: what a verdict judged from the
 /// model's side says applied.
-pub const ORACLES: [&str; 21] = [
+pub const ORACLES: [&str; 22] = [
     "attribution",
     "depth",
     "truncation",
@@ -69,10 +70,11 @@ pub const ORACLES: [&str; 21] = [
     "spawning",
     "waiting",
     "quit",
+    "task-ids",
 ];
 
 /// The clause of each oracle of [`ORACLES`], in the same order.
-pub const CLAUSES: [&str; 21] = [
+pub const CLAUSES: [&str; 22] = [
     "oracle.model-side.attribution",
     "oracle.model-side.depth",
     "oracle.model-side.truncation",
@@ -94,6 +96,7 @@ pub const CLAUSES: [&str; 21] = [
     "oracle.model-side.spawning",
     "oracle.model-side.waiting",
     "oracle.model-side.quit",
+    "oracle.model-side.task-ids",
 ];
 
 /// One broken rule, as the model saw it.
@@ -222,6 +225,7 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect, setup: Option<&
     waiting::waiting(side, dialect, &mut out);
     waiting::held(side, dialect, &budgets, &mut out);
     waiting::quit(side, dialect, setup, &mut out);
+    task_ids::task_ids(side, dialect, setup, &mut out);
     out.findings
 }
 

@@ -24,6 +24,12 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The ids `seed` gives, in order, each new (`bub.task-id.seeded`): the model-side oracles
+/// draw them too.
+pub(crate) fn seeded(seed: u64) -> impl Iterator<Item = String> {
+    Ids { counter: seed, drawn: BTreeSet::new() }
+}
+
 /// The ids the seed gives, in order, each new.
 struct Ids {
     counter: u64,

@@ -64,6 +64,8 @@ pub(super) const DETECTORS: &[(&str, Detector)] = &[
     ("oracle.model-side.waiting", |f| f.calls_to("subagent.wait").next().is_some()),
     // The session's last turn ended with `fail` or `ask_user` while the root had tasks.
     ("oracle.model-side.quit", |f| quit_cancelled(f).next().is_some()),
+    // A background task was made: its id and its session's name reached the model.
+    ("oracle.model-side.task-ids", |f| f.calls_to("subagent").any(|c| c.result.starts_with("{\"task_id\""))),
     ("oracle.depth.no-agent-beyond-limit", |f| !f.spawns.is_empty() || f.calls.iter().any(|c| c.result == DEPTH_ERROR)),
     ("oracle.depth.refused-at-limit", |f| f.calls_to("Agent").any(|c| c.agent.depth() == f.rules.depth_limit)),
     ("oracle.depth.not-refused-below-limit", |f| f.fg_spawns().next().is_some()),

@@ -238,3 +238,29 @@ fn quit_fires_on_a_child_answered_after_the_session_ended() {
         "{got:#?}"
     );
 }
+
+/// `oracle.model-side.task-ids` (`bub.task-id.seeded`; semantic mutant 330, a refused spawn
+/// draws an id): the second task's id is not the seed's second; (`bub.spawn.session-key`;
+/// mutant 332) a temp child's session named as the argument was given.
+#[test]
+fn task_ids_fires_on_an_id_off_the_seed_and_a_session_named_as_given() {
+    let (side, rules, setup) = record("b38_wait_completion_order");
+    let mut shifted = side.clone();
+    let second = shifted.calls.iter_mut().filter(|c| c.tool == "subagent").nth(1).unwrap();
+    assert_eq!(second.task_id.as_deref(), Some("sub-6e789e6a"));
+    second.task_id = Some("sub-06c45d18".into());
+    let got = findings(&shifted, &rules, &setup);
+    assert!(
+        fired(&got, "oracle.model-side.task-ids", "has the id sub-06c45d18, where seed 0 gives sub-6e789e6a"),
+        "{got:#?}"
+    );
+    let mut renamed = side;
+    let first = renamed.calls.iter_mut().find(|c| c.tool == "subagent").unwrap();
+    let (text, error) = first.result.clone().unwrap();
+    first.result = Some((text.replace("\"session\":\"temp/sub-e220a839\"", "\"session\":\"temp\""), error));
+    let got = findings(&renamed, &rules, &setup);
+    assert!(
+        fired(&got, "oracle.model-side.task-ids", "names the session \"temp\"; its session is \"temp/sub-e220a839\""),
+        "{got:#?}"
+    );
+}

@@ -442,3 +442,30 @@ fn a_name_not_offered_answered_by_another_tool_fires() {
         assert_eq!(fired, fires, "{answer}: {got:#?}");
     }
 }
+
+/// `oracle.model-side.task-ids` (`bub.task-id.unknown`; semantic mutant 331, ids matched without
+/// regard to case): a cancel naming an id no task has is answered as unknown.
+#[test]
+fn a_cancel_of_an_id_no_task_has_answered_otherwise_fires() {
+    let dialect = Dialect::builtin("bub").unwrap();
+    for (answer, fires) in
+        [("{\"task_id\":\"SUB-E220A839\",\"status\":\"cancelled\"}", true), ("unknown task id: 'SUB-E220A839'", false)]
+    {
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Stop it.");
+        let cancel = Message::assistant(
+            "",
+            vec![call("c1", "subagent.cancel", serde_json::json!({"task_id": " SUB-E220A839 "}))],
+        );
+        let tools = ["final_answer", "fail", "subagent", "subagent.cancel"];
+        let (n, _) = t.ask(std::slice::from_ref(&u1), &tools);
+        t.reply(n, &cancel);
+        t.ask(&[u1, cancel, Message::tool("c1", answer, !fires)], &tools);
+        let got: Vec<String> =
+            model_side::check(&t.finish(), &Rules::bub(), &dialect, None).iter().map(ToString::to_string).collect();
+        let fired = got
+            .iter()
+            .any(|f| f.contains("(oracle.model-side.task-ids)") && f.contains("names \"SUB-E220A839\", which no task"));
+        assert_eq!(fired, fires, "{answer}: {got:#?}");
+    }
+}
