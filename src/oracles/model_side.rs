@@ -214,6 +214,7 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect, setup: Option<&
     timeouts(side, rules, dialect, &mut out);
     delivery(side, dialect, &mut out);
     context(side, dialect, &mut out);
+    profiles_listed(side, rules, setup, &mut out);
     call_results(side, dialect, &mut out);
     terminal(side, dialect, &mut out);
     sessions(side, dialect, &mut out);
@@ -1691,6 +1692,31 @@ fn context(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     }
     for (i, message) in findings {
         out.at("context", "oracle.model-side.context", i, message, None);
+    }
+}
+
+/// `oracle.model-side.context`, the root's system prompt: with the `subagent` family switched
+/// on and profiles configured, every request of the root lists them
+/// (`core.context.system-prompt`, `bub.profile.listed`: the line ``Agent profiles (pass the
+/// name as `agent` to `subagent`):`` and `- name: description` for each), whether or not the
+/// family is offered at the root's depth. In process, where the setup holds the profiles.
+fn profiles_listed(side: &ModelSide, rules: &Rules, setup: Option<&Setup>, out: &mut Out) {
+    let Some(setup) = setup.filter(|s| rules.subagent_tools && !s.profiles.is_empty()) else { return };
+    let Some(root) = out.agents.of.keys().find(|a| a.depth() == 0) else { return };
+    let header = "Agent profiles (pass the name as `agent` to `subagent`):";
+    let lines: Vec<String> = std::iter::once(header.to_string())
+        .chain(setup.profiles.iter().map(|p| format!("- {}: {}", p.name, p.description)))
+        .collect();
+    let Some(&(i, n)) = out.agents.exchanges(root).first() else { return };
+    let system = &side.exchanges[i].system;
+    if let Some(missing) = lines.iter().find(|l| !system.lines().any(|x| x == l.as_str())) {
+        out.at(
+            "context",
+            "oracle.model-side.context",
+            i,
+            format!("the root's request #{n} has a system prompt without the line {missing:?}: with the subagent family on, the root's prompt lists the profiles"),
+            None,
+        );
     }
 }
 

@@ -264,3 +264,21 @@ fn task_ids_fires_on_an_id_off_the_seed_and_a_session_named_as_given() {
         "{got:#?}"
     );
 }
+
+/// `oracle.model-side.context` (`bub.profile.listed`; semantic mutant 336, profiles listed only
+/// when the family is offered): the root's system prompt without its profile listing.
+#[test]
+fn context_fires_on_a_root_prompt_without_its_profile_listing() {
+    let (mut side, rules, setup) = record_of("scenarios/bub/allowed-skills-narrow-from-call-or-profile.json");
+    assert!(!setup.profiles.is_empty() && rules.subagent_tools);
+    let root = of(&side, "main")[0];
+    let system = side.exchanges[root].system.to_string();
+    let listing = "Agent profiles (pass the name as `agent` to `subagent`):";
+    assert!(system.contains(listing), "{system}");
+    side.exchanges[root].system = system.replace(listing, "").into();
+    let got = findings(&side, &rules, &setup);
+    assert!(
+        fired(&got, "oracle.model-side.context", "has a system prompt without the line \"Agent profiles"),
+        "{got:#?}"
+    );
+}
