@@ -30,11 +30,13 @@ fn findings(side: &ModelSide, rules: &Rules) -> Vec<String> {
         .collect()
 }
 
-fn indices(side: &ModelSide, alias: &str) -> Vec<usize> {
+/// The exchanges put down to `alias`, in arrival order.
+pub(super) fn indices(side: &ModelSide, alias: &str) -> Vec<usize> {
     (0..side.exchanges.len()).filter(|&i| side.alias(i).is_some_and(|a| a.as_str() == alias)).collect()
 }
 
-fn edit(e: &mut ModelExchange, f: impl Fn(&mut Vec<Message>)) {
+/// Changes exchange `e`'s messages with `f`.
+pub(super) fn edit(e: &mut ModelExchange, f: impl Fn(&mut Vec<Message>)) {
     let mut messages: Vec<Message> = e.messages.iter().cloned().collect();
     f(&mut messages);
     e.messages = Transcript::from(messages);

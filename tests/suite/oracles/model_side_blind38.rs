@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use rehearsal::dialect::Dialect;
 use rehearsal::internals::evidence::Setup;
-use rehearsal::internals::evidence::attribution::{CallOutcome, ModelExchange, ModelSide};
+use rehearsal::internals::evidence::attribution::{CallOutcome, ModelSide};
 use rehearsal::internals::oracles::model_side::{self, Judge};
 use rehearsal::rules::Rules;
 use rehearsal::runner::Runner;
-use rehearsal::sut::llm::{Message, Role, Transcript};
+use rehearsal::sut::llm::{Message, Role};
 
 /// The clean core's record of `name`, its rules and setup; every oracle passes it.
 fn record(name: &str) -> (ModelSide, Rules, Setup) {
@@ -39,15 +39,7 @@ fn findings(side: &ModelSide, rules: &Rules, setup: &Setup) -> Vec<String> {
         .collect()
 }
 
-fn of(side: &ModelSide, alias: &str) -> Vec<usize> {
-    (0..side.exchanges.len()).filter(|&i| side.alias(i).is_some_and(|a| a.as_str() == alias)).collect()
-}
-
-fn edit(e: &mut ModelExchange, f: impl Fn(&mut Vec<Message>)) {
-    let mut messages: Vec<Message> = e.messages.iter().cloned().collect();
-    f(&mut messages);
-    e.messages = Transcript::from(messages);
-}
+use super::model_side_blind::{edit, indices as of};
 
 /// Replaces `from` by `to` in every tool result of `alias`'s requests.
 fn rewrite_results(side: &mut ModelSide, alias: &str, from: &str, to: &str) {
