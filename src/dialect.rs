@@ -756,7 +756,7 @@ pub(crate) fn opens(wrap: Option<&PromptWrap>, prompt: &str, args: &serde_json::
 }
 
 /// Bub's name matching: trimmed, case-insensitive, `.` and `_` alike.
-fn normalized(name: &str) -> String {
+pub(crate) fn normalized(name: &str) -> String {
     name.trim().to_lowercase().replace('.', "_")
 }
 

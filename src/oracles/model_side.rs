@@ -167,6 +167,42 @@ impl<'a> Agents<'a> {
     }
 }
 
+/// A denied call's result begins so (`roku.approval.deny-result`).
+const DENIED: &str = "[Tool denied] ";
+
+/// Whether the rules are the built-in core's (its dialects), whose exact texts, lists and
+/// orders the checks that read them may hold a runtime to.
+fn builtin_rules(dialect: &Dialect) -> bool {
+    matches!(dialect.name.as_str(), "roku" | "bub" | "rehearsal")
+}
+
+/// Whether request `y` goes on from request `x` and the reply `x` was given (kept right where
+/// `x`'s messages end).
+fn keeps_reply(side: &ModelSide, x: usize, y: usize) -> bool {
+    let e = &side.exchanges[x];
+    e.reply
+        .as_ref()
+        .is_some_and(|reply| side.exchanges[y].messages.get(e.messages.len()).is_some_and(|m| same_reply(m, reply)))
+}
+
+/// The result of the call with id `id` in request `y`, past request `x`'s messages and its
+/// kept reply: its index in `y` and the message.
+fn result_in<'a>(side: &'a ModelSide, x: usize, y: usize, id: &str) -> Option<(usize, &'a Message)> {
+    let from = side.exchanges[x].messages.len() + 1;
+    side.exchanges[y]
+        .messages
+        .iter()
+        .enumerate()
+        .skip(from)
+        .find(|(_, m)| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id))
+}
+
+/// The request after exchange `x` of the same agent, where a finding about `x`'s reply is
+/// cited (it holds the reply's results); `x` itself when there is none.
+fn cite_next(side: &ModelSide, agents: &Agents, x: usize) -> usize {
+    side.alias(x).and_then(|a| agents.exchanges(a).iter().map(|p| p.0).find(|&i| i > x)).unwrap_or(x)
+}
+
 struct Out<'a> {
     findings: Vec<Finding>,
     agents: &'a Agents<'a>,
@@ -1648,7 +1684,7 @@ fn context(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
         }
         // The reasoning effort is handed down the same way (`roku.child.context-passed`,
         // `bub.child.model`): judged where the rules are the built-in core's.
-        if !matches!(dialect.name.as_str(), "roku" | "bub" | "rehearsal") {
+        if !builtin_rules(dialect) {
             continue;
         }
         let named = dialect

@@ -14,13 +14,8 @@
 
 use crate::evidence::Setup;
 use crate::evidence::attribution::ModelSide;
-use crate::evidence::same_reply;
-use crate::sut::llm::Role;
 
-use super::Out;
-
-/// A denied call's result begins so (`roku.approval.deny-result`).
-const DENIED: &str = "[Tool denied] ";
+use super::{DENIED, Out, keeps_reply, result_in};
 
 /// The user's reason (`roku.approval.user-deny`).
 const USER: &str = "User denied the operation.";
@@ -33,20 +28,9 @@ pub(super) fn approval(side: &ModelSide, setup: Option<&Setup>, out: &mut Out) {
     for list in out.agents.of.values() {
         for pair in list.windows(2) {
             let ((x, _), (y, _)) = (pair[0], pair[1]);
-            let Some(reply) = &side.exchanges[x].reply else { continue };
-            let next = &side.exchanges[y].messages;
-            let at = side.exchanges[x].messages.len();
-            if !next.get(at).is_some_and(|m| same_reply(m, reply)) {
-                continue;
-            }
+            let Some(reply) = side.exchanges[x].reply.as_ref().filter(|_| keeps_reply(side, x, y)) else { continue };
             for call in &reply.tool_calls {
-                let Some(result) = next
-                    .iter()
-                    .skip(at + 1)
-                    .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call.id.as_str()))
-                else {
-                    continue;
-                };
+                let Some((_, result)) = result_in(side, x, y, &call.id) else { continue };
                 if let Some(why) = wrong(&call.name, &result.content, setup) {
                     findings.push((y, format!("the result of `{}` {why}", call.name), result.clone()));
                 }

@@ -1,11 +1,11 @@
 //! `oracle.model-side.child-tools`: the tools a child is offered, read from its first request
 //! against its parent's request that made the call and the call's own grant.
 
-use crate::dialect::{Dialect, ResultMode};
+use crate::dialect::{Dialect, ResultMode, normalized};
 use crate::evidence::attribution::ModelSide;
 use crate::rules::Rules;
 
-use super::{Out, child_of};
+use super::{Out, builtin_rules, child_of};
 
 /// `oracle.model-side.child-tools`: a child is offered at most what its call granted
 /// ([`bub.child.tools-at-most-parent`], [`bub.child.tools-narrowed`], [`roku.child.tools`]):
@@ -86,11 +86,10 @@ fn exact(
     parent: &[String],
     depth: u32,
 ) -> Option<Vec<String>> {
-    if !matches!(dialect.name.as_str(), "roku" | "bub" | "rehearsal") || c.profile.is_some() {
+    if !builtin_rules(dialect) || c.profile.is_some() {
         return None;
     }
     let granted = dialect.spawn_tool(&c.tool)?.granted_names(&c.args);
-    let norm = |n: &str| n.trim().to_lowercase().replace('.', "_");
     let want = parent.iter().filter(|t| {
         let t = t.as_str();
         if dialect.terminal.iter().any(|x| x.name == t) {
@@ -105,7 +104,7 @@ fn exact(
         if dialect.is_family(t) {
             return false;
         }
-        granted.as_ref().is_none_or(|g| g.iter().any(|n| norm(n) == norm(t)))
+        granted.as_ref().is_none_or(|g| g.iter().any(|n| normalized(n) == normalized(t)))
     });
     Some(want.cloned().collect())
 }

@@ -24,18 +24,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::dialect::Dialect;
 use crate::evidence::attribution::{CallOutcome, ModelExchange, ModelSide};
-use crate::evidence::same_reply;
 use crate::rules::Rules;
 use crate::sut::AgentId;
 use crate::sut::llm::{Message, Role, ToolCall};
 
-use super::Out;
+use super::{DENIED, Out, keeps_reply, result_in};
 
 /// The nudge's text begins so (`roku.nudge.after-regular-call`).
 const NUDGE: &str = "System: step budget exhausted (";
-
-/// A denied call's result begins so (`roku.approval.deny-result`).
-const DENIED: &str = "[Tool denied] ";
 
 /// The budgets (steps, recovery) an agent may have at one point of its run: every reading the
 /// model side cannot tell apart.
@@ -171,8 +167,7 @@ impl Reckoning<'_> {
                 _ => None,
             };
         }
-        let kept =
-            self.next.filter(|&y| self.ex(y).messages.get(e.messages.len()).is_some_and(|m| same_reply(m, reply)));
+        let kept = self.next.filter(|&y| keeps_reply(self.side, self.x, y));
         let mut state = state;
         for (position, call) in reply.tool_calls.iter().enumerate() {
             let result = self.result(kept, call);
@@ -198,14 +193,7 @@ impl Reckoning<'_> {
 
     /// The result of `call` in the agent's next request: its index there and the message.
     fn result(&self, kept: Option<usize>, call: &ToolCall) -> Option<(usize, &Message)> {
-        let y = kept?;
-        let from = self.ex(self.x).messages.len() + 1;
-        self.ex(y)
-            .messages
-            .iter()
-            .enumerate()
-            .skip(from)
-            .find(|(_, m)| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call.id.as_str()))
+        result_in(self.side, self.x, kept?, &call.id)
     }
 
     /// What the call at `position` cost, read from its result (or, for a spawn call, from what

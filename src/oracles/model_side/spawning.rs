@@ -16,13 +16,13 @@
 
 use std::collections::BTreeSet;
 
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, normalized};
 use crate::evidence::attribution::ModelSide;
 use crate::rules::Rules;
 use crate::rules::words::{DEPTH_ERROR, NO_TASK};
 use crate::sut::llm::Message;
 
-use super::Out;
+use super::{DENIED, Out, builtin_rules, cite_next, keeps_reply, result_in};
 
 /// The background family's refusal of a blank prompt (`bub.spawn.empty-prompt`).
 const EMPTY_PROMPT: &str = "error: empty prompt";
@@ -32,14 +32,14 @@ const UNKNOWN_TOOLS: &str = "unknown tool name(s): ";
 
 /// `oracle.model-side.spawning`.
 pub(super) fn spawning(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
-    if !matches!(dialect.name.as_str(), "roku" | "bub" | "rehearsal") {
+    if !builtin_rules(dialect) {
         return;
     }
     let mut findings = Vec::new();
     for c in &side.calls {
         let Some((result, _)) = &c.result else { continue };
         let Some(tool) = dialect.spawn_tool(&c.tool) else { continue };
-        if result.starts_with("[Tool denied] ") || *result == rules.unknown_tool(&c.tool) || result == DEPTH_ERROR {
+        if result.starts_with(DENIED) || *result == rules.unknown_tool(&c.tool) || result == DEPTH_ERROR {
             continue;
         }
         if c.parent.depth() >= rules.depth_limit {
@@ -71,7 +71,6 @@ pub(super) fn spawning(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: 
         }
         let Some(names) = tool.granted_names(args) else { continue };
         let offered = &side.exchanges[c.exchange].tools;
-        let norm = |n: &str| n.trim().to_lowercase().replace('.', "_");
         let catalog: Vec<String> = offered
             .iter()
             .filter(|t| {
@@ -80,11 +79,11 @@ pub(super) fn spawning(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: 
                     && !dialect.root_only.contains(t)
                     && !dialect.terminal.iter().any(|x| x.name == **t)
             })
-            .map(|t| norm(t))
+            .map(|t| normalized(t))
             .chain(["final_answer".to_string(), "fail".to_string()])
             .collect();
         let bad: BTreeSet<String> =
-            names.iter().filter(|n| !catalog.contains(&norm(n))).map(|n| n.trim().to_string()).collect();
+            names.iter().filter(|n| !catalog.contains(&normalized(n))).map(|n| n.trim().to_string()).collect();
         let want = (!bad.is_empty())
             .then(|| format!("{UNKNOWN_TOOLS}{}", bad.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")));
         match want {
@@ -105,8 +104,7 @@ pub(super) fn spawning(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: 
     findings.extend(unknown_names(side, rules, dialect, out));
     // A finding is cited at the request that holds the result: the caller's next one.
     for (x, message) in findings {
-        let next = side.alias(x).and_then(|a| out.agents.exchanges(a).iter().map(|p| p.0).find(|&i| i > x));
-        out.at("spawning", "oracle.model-side.spawning", next.unwrap_or(x), message, None::<&Message>);
+        out.at("spawning", "oracle.model-side.spawning", cite_next(side, out.agents, x), message, None::<&Message>);
     }
 }
 
@@ -128,20 +126,11 @@ fn unknown_names(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &Out) 
         for pair in list.windows(2) {
             let ((x, _), (y, _)) = (pair[0], pair[1]);
             let e = &side.exchanges[x];
-            let Some(reply) = &e.reply else { continue };
-            let next = &side.exchanges[y].messages;
-            let at = e.messages.len();
-            if !next.get(at).is_some_and(|m| crate::evidence::same_reply(m, reply)) {
-                continue;
-            }
+            let Some(reply) = e.reply.as_ref().filter(|_| keeps_reply(side, x, y)) else { continue };
             for call in reply.tool_calls.iter().filter(|c| !e.tools.contains(&c.name) && !own(&c.name)) {
-                let Some(result) = next.iter().skip(at + 1).find(|m| {
-                    m.role == crate::sut::llm::Role::Tool && m.tool_call_id.as_deref() == Some(call.id.as_str())
-                }) else {
-                    continue;
-                };
+                let Some((_, result)) = result_in(side, x, y, &call.id) else { continue };
                 let want = rules.unknown_tool(&call.name);
-                if result.content != want && !result.content.starts_with("[Tool denied] ") {
+                if result.content != want && !result.content.starts_with(DENIED) {
                     findings.push((
                         x,
                         format!(

@@ -16,10 +16,9 @@ use std::time::Duration;
 use crate::dialect::Dialect;
 use crate::evidence::Setup;
 use crate::evidence::attribution::ModelSide;
-use crate::evidence::same_reply;
 use crate::sut::llm::Role;
 
-use super::Out;
+use super::{Out, keeps_reply};
 
 /// `oracle.model-side.steering`.
 pub(super) fn steering(side: &ModelSide, dialect: &Dialect, setup: Option<&Setup>, out: &mut Out) {
@@ -54,10 +53,10 @@ pub(super) fn steering(side: &ModelSide, dialect: &Dialect, setup: Option<&Setup
         if dialect.final_text(reply).is_none() {
             continue;
         }
-        let at = before.messages.len();
-        if !now.messages.get(at).is_some_and(|m| same_reply(m, reply)) {
+        if !keeps_reply(side, p, r) {
             continue;
         }
+        let at = before.messages.len();
         let gained: Vec<&str> = now.messages.iter().skip(at + 1).map(|m| m.content.as_str()).collect();
         // Steering sent once the root had answered (one sent before waits in its inbox, which
         // the rules do not say the hold looks at).

@@ -14,11 +14,12 @@ use crate::dialect::{Dialect, SessionKind};
 use crate::evidence::Setup;
 use crate::evidence::attribution::{CallOutcome, ModelSide};
 
-use super::Out;
+use super::{DENIED, Out, builtin_rules, cite_next, result_in};
 
 /// `oracle.model-side.task-ids`.
 pub(super) fn task_ids(side: &ModelSide, dialect: &Dialect, setup: Option<&Setup>, out: &mut Out) {
-    if !matches!(dialect.name.as_str(), "bub" | "rehearsal") {
+    // The background family's own rules (the built-in core's dialects that have it).
+    if !builtin_rules(dialect) || dialect.wait.is_none() {
         return;
     }
     let mut findings = Vec::new();
@@ -56,11 +57,12 @@ pub(super) fn task_ids(side: &ModelSide, dialect: &Dialect, setup: Option<&Setup
             if known.contains(&id) {
                 continue;
             }
-            let Some(result) = result_of(side, out, x, &call.id) else { continue };
+            let Some((_, result)) = result_in(side, x, cite_next(side, out.agents, x), &call.id) else { continue };
+            let result = result.content.as_str();
             let want = format!("unknown task id: '{id}'");
             // The gate sees the call first (`roku.agent.gate-first`); another answer is the
             // unknown tool's, where the caller lacks the family.
-            if result != want && !result.starts_with("[Tool denied] ") && e.tools.contains(&call.name) {
+            if result != want && !result.starts_with(DENIED) && e.tools.contains(&call.name) {
                 findings.push((
                     x,
                     format!("`{}` names {id:?}, which no task of the session has, so it is answered {want:?}; its result is {:?}", call.name, super::short(result)),
@@ -98,19 +100,6 @@ pub(super) fn task_ids(side: &ModelSide, dialect: &Dialect, setup: Option<&Setup
     }
     for (x, message) in findings {
         // Cited at the caller's request holding the result.
-        let next = side.alias(x).and_then(|a| out.agents.exchanges(a).iter().map(|p| p.0).find(|&i| i > x));
-        out.at("task-ids", "oracle.model-side.task-ids", next.unwrap_or(x), message, None);
+        out.at("task-ids", "oracle.model-side.task-ids", cite_next(side, out.agents, x), message, None);
     }
-}
-
-/// The result of the call with id `id` in the reply of exchange `x`, as the caller's next
-/// request holds it.
-fn result_of<'a>(side: &'a ModelSide, out: &Out, x: usize, id: &str) -> Option<&'a str> {
-    let alias = side.alias(x)?;
-    let y = out.agents.exchanges(alias).iter().map(|p| p.0).find(|&i| i > x)?;
-    side.exchanges[y]
-        .messages
-        .iter()
-        .find(|m| m.role == crate::sut::llm::Role::Tool && m.tool_call_id.as_deref() == Some(id))
-        .map(|m| m.content.as_str())
 }

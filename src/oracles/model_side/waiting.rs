@@ -24,11 +24,10 @@ use std::time::Duration;
 
 use crate::dialect::Dialect;
 use crate::evidence::attribution::{CallOutcome, ModelSide};
-use crate::evidence::same_reply;
 use crate::sut::llm::{Message, Role};
 
 use super::nudges::Reckoned;
-use super::{Out, wait_entries};
+use super::{Out, keeps_reply, result_in, wait_entries};
 
 /// A wait's deadline when its call gives none (`bub.wait.params`).
 const DEFAULT_WAIT: Duration = Duration::from_secs(60);
@@ -49,22 +48,14 @@ pub(super) fn waiting(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             let ((x, _), (y, _)) = (pair[0], pair[1]);
             let e = &side.exchanges[x];
             let (Some(reply), Some(began)) = (&e.reply, e.replied) else { continue };
-            let next = &side.exchanges[y];
-            let at = e.messages.len();
-            if !next.messages.get(at).is_some_and(|m| same_reply(m, reply)) {
+            if !keeps_reply(side, x, y) {
                 continue;
             }
+            let (next, at) = (&side.exchanges[y], e.messages.len());
             for call in reply.tool_calls.iter().filter(|c| c.name == *wait) {
                 // Its instants are the reply's only when it is the reply's only call.
                 let alone = reply.tool_calls.len() == 1;
-                let Some(answer) = next
-                    .messages
-                    .iter()
-                    .skip(at + 1)
-                    .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call.id.as_str()))
-                else {
-                    continue;
-                };
+                let Some((_, answer)) = result_in(side, x, y, &call.id) else { continue };
                 let entries = wait_entries(&answer.content);
                 // The next request goes on from the wait (no new turn, no message from outside).
                 let goes_on = next.messages.iter().skip(at + 1).all(|m| {
