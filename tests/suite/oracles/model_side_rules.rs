@@ -469,3 +469,43 @@ fn a_cancel_of_an_id_no_task_has_answered_otherwise_fires() {
         assert_eq!(fired, fires, "{answer}: {got:#?}");
     }
 }
+
+/// `oracle.model-side.concurrency`, first come first started, on wall time. Three children of
+/// one reply: C asks first, then A and B. On virtual time that is the finding; on wall time,
+/// with the cap at 4, it is not (children started in one instant ask in any order: a CI run of
+/// examples/py_runtime failed for it), and with the cap at 1, C asking while its own run fills
+/// the cap proves A had not started (a LIFO queue), so it is.
+#[test]
+fn a_later_child_asking_first_on_wall_time_fires_only_when_the_cap_was_full_without_the_earlier() {
+    let dialect = Dialect::builtin("bub").unwrap();
+    for (wall, cap, fires) in [(false, 4, true), (true, 4, false), (true, 1, true)] {
+        let mut t = Talk::new(dialect.clone());
+        let spawn = Message::assistant(
+            "",
+            ["A", "B", "C"]
+                .iter()
+                .enumerate()
+                .map(|(i, j)| call(&format!("c{i}"), "subagent", serde_json::json!({"prompt": format!("Job {j}")})))
+                .collect(),
+        );
+        let (n, _) = t.ask(&[Message::user("Run three jobs.")], &["subagent"]);
+        t.reply(n, &spawn);
+        let mut asks = Vec::new();
+        for j in ["C", "A", "B"] {
+            let prompt = Message::user(format!("Job {j}"));
+            let (k, _) = t.ask(std::slice::from_ref(&prompt), &[]);
+            asks.push((k, j));
+        }
+        t.at(100);
+        for (k, j) in asks {
+            t.reply(k, &Message::assistant(format!("{j} done"), Vec::new()));
+        }
+        let mut side = t.finish();
+        side.wall_times = wall;
+        let rules = Rules { max_concurrency: cap, ..Rules::bub() };
+        let got: Vec<String> =
+            model_side::check(&side, &rules, &dialect, None).iter().map(ToString::to_string).collect();
+        let fired = got.iter().any(|f| f.contains("the queue is first come, first started"));
+        assert_eq!(fired, fires, "wall time {wall}, cap {cap}: {got:#?}");
+    }
+}
