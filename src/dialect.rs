@@ -568,10 +568,17 @@ impl Dialect {
             column: e.column(),
             source: Box::new(e),
         })?;
-        if dialect.spawn.is_empty() {
+        dialect.check(file)?;
+        Ok(dialect)
+    }
+
+    /// What a dialect's types cannot say: at least one spawn tool, and a task id field for
+    /// each asynchronous one. `file` names it in errors.
+    pub fn check(&self, file: &str) -> Result<(), DialectError> {
+        if self.spawn.is_empty() {
             return Err(DialectError::NoSpawnTool { file: file.to_string() });
         }
-        for (index, tool) in dialect.spawn.iter().enumerate() {
+        for (index, tool) in self.spawn.iter().enumerate() {
             if tool.result == ResultMode::Async && tool.task_id_field.is_none() {
                 return Err(DialectError::AsyncWithoutTaskId {
                     file: file.to_string(),
@@ -580,7 +587,7 @@ impl Dialect {
                 });
             }
         }
-        Ok(dialect)
+        Ok(())
     }
 
     /// A built-in dialect by name, or a dialect file.

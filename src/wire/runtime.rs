@@ -31,8 +31,9 @@ pub struct RuntimeDescription {
     /// Its name, for messages.
     pub name: String,
     /// The dialect its requests are read in: a built-in dialect's name (see
-    /// [`crate::dialect::BUILTIN`]).
-    pub dialect: String,
+    /// [`crate::dialect::BUILTIN`]), a dialect file (relative to the description's folder), or
+    /// the dialect itself, inline.
+    pub dialect: DialectRef,
     /// The environment it is started with, by variable. In each value `{base_url}` stands for
     /// the server's base URL (`http://127.0.0.1:PORT/v1`), `{model}` for the scenario's model
     /// (`session.model`, else `rehearsal`), `{home}` for the temp home and `{workdir}` for the
@@ -59,6 +60,71 @@ pub struct RuntimeDescription {
     /// Default `{"name": "X-Rehearsal-Agent", "absent": "unlabelled"}`.
     #[serde(default)]
     pub agent_header: crate::wire::AgentHeader,
+}
+
+/// The dialect a description names: a built-in dialect by name, a dialect file, or one written
+/// inline. A file is read when the description is ([`RuntimeDescription::from_json`]), relative
+/// to the description's folder, and checked as `serve --runtime FILE` checks it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DialectRef {
+    /// A built-in dialect's name.
+    Builtin(String),
+    /// A dialect file as written in the description, and the dialect read from it.
+    File {
+        /// The path as written.
+        path: String,
+        /// The dialect it holds.
+        dialect: Box<Dialect>,
+    },
+    /// A dialect written inline, as a JSON object in the dialect file's form.
+    Inline(Box<Dialect>),
+}
+
+impl DialectRef {
+    /// The dialect itself.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            DialectRef::Builtin(name) => Dialect::builtin(name).expect("checked when the description was made"),
+            DialectRef::File { dialect, .. } | DialectRef::Inline(dialect) => (**dialect).clone(),
+        }
+    }
+}
+
+impl From<&str> for DialectRef {
+    fn from(name: &str) -> DialectRef {
+        DialectRef::Builtin(name.to_string())
+    }
+}
+
+impl Serialize for DialectRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            DialectRef::Builtin(name) | DialectRef::File { path: name, .. } => s.serialize_str(name),
+            DialectRef::Inline(dialect) => dialect.serialize(s),
+        }
+    }
+}
+
+/// A string is kept as a name (a file is read after parsing, where its folder is known); an
+/// object is read as a dialect, its errors placed by line, column and field path.
+impl<'de> Deserialize<'de> for DialectRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<DialectRef, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = DialectRef;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a built-in dialect's name, a dialect file's path, or a dialect object")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<DialectRef, E> {
+                Ok(DialectRef::Builtin(name.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<DialectRef, A::Error> {
+                Dialect::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|d| DialectRef::Inline(Box::new(d)))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 /// A model-side oracle a runtime's description turns off, and why.
@@ -175,7 +241,14 @@ pub enum RuntimeError {
         /// The model-side oracles.
         known: &'static [&'static str],
     },
-    /// `dialect` is not a built-in dialect.
+    /// `dialect` names a file or holds a dialect that is not a good dialect.
+    BadDialect {
+        /// The description's file.
+        file: String,
+        /// What is wrong with the dialect (its own file, line and column where it has them).
+        source: crate::dialect::DialectError,
+    },
+    /// `dialect` is neither a built-in dialect nor a `.json` file.
     UnknownDialect {
         /// The file.
         file: String,
@@ -201,9 +274,12 @@ impl std::fmt::Display for RuntimeError {
             RuntimeError::UnknownOracle { file, oracle, known } => {
                 write!(f, "{file}: oracles_off: `{oracle}` is not a model-side oracle (one of {})", known.join(", "))
             }
-            RuntimeError::UnknownDialect { file, dialect, known } => {
-                write!(f, "{file}: dialect `{dialect}` is not a built-in dialect (one of {})", known.join(", "))
-            }
+            RuntimeError::UnknownDialect { file, dialect, known } => write!(
+                f,
+                "{file}: dialect `{dialect}` is not a built-in dialect (one of {}) or a dialect `.json` file",
+                known.join(", ")
+            ),
+            RuntimeError::BadDialect { file, source } => write!(f, "{file}: dialect: {source}"),
         }
     }
 }
@@ -213,6 +289,7 @@ impl std::error::Error for RuntimeError {
         match self {
             RuntimeError::Unreadable { source, .. } => Some(source),
             RuntimeError::NotADescription { source, .. } => Some(&**source),
+            RuntimeError::BadDialect { source, .. } => Some(source),
             RuntimeError::UnknownRuntime { .. }
             | RuntimeError::UnknownOracle { .. }
             | RuntimeError::UnknownDialect { .. } => None,
@@ -378,12 +455,25 @@ impl RuntimeDescription {
                 });
             }
         }
-        if Dialect::builtin(&description.dialect).is_none() {
-            return Err(RuntimeError::UnknownDialect {
-                file: file.to_string(),
-                dialect: description.dialect.clone(),
-                known: &crate::dialect::BUILTIN,
-            });
+        let mut description = description;
+        let bad = |source| RuntimeError::BadDialect { file: file.to_string(), source };
+        match &description.dialect {
+            DialectRef::Builtin(name) if Dialect::builtin(name).is_some() => {}
+            DialectRef::Builtin(path) if path.ends_with(".json") => {
+                let at = Path::new(file).parent().unwrap_or(Path::new("")).join(path);
+                let dialect = Dialect::load(&at.to_string_lossy()).map_err(bad)?;
+                description.dialect = DialectRef::File { path: path.clone(), dialect: Box::new(dialect) };
+            }
+            DialectRef::Builtin(name) => {
+                return Err(RuntimeError::UnknownDialect {
+                    file: file.to_string(),
+                    dialect: name.clone(),
+                    known: &crate::dialect::BUILTIN,
+                });
+            }
+            DialectRef::File { dialect, .. } | DialectRef::Inline(dialect) => {
+                dialect.check(&format!("{file} (its inline dialect)")).map_err(bad)?;
+            }
         }
         Ok(description)
     }
@@ -403,7 +493,7 @@ impl RuntimeDescription {
 
     /// The dialect its requests are read in.
     pub fn dialect(&self) -> Dialect {
-        Dialect::builtin(&self.dialect).expect("checked when the description was made")
+        self.dialect.dialect()
     }
 
     /// The environment for one scenario, every placeholder filled.
@@ -553,6 +643,7 @@ mod tests {
             RuntimeDescription::from_json("{\"name\":\"x\",\"dialect\":\"nope\",\"preset\":\"bub\"}", "d.json")
                 .unwrap_err();
         assert!(dialect.to_string().contains("`nope` is not a built-in dialect"), "{dialect}");
+        assert!(dialect.to_string().contains("or a dialect `.json` file"), "{dialect}");
         assert!(matches!(&dialect, RuntimeError::UnknownDialect { dialect, .. } if dialect == "nope"), "{dialect:?}");
         let off = RuntimeDescription::from_json(
             "{\"name\":\"x\",\"dialect\":\"bub\",\"preset\":\"bub\",\"oracles_off\":[{\"oracle\":\"trunc\",\"why\":\"w\"}]}",
@@ -587,6 +678,50 @@ mod tests {
             d.agent_header,
             crate::wire::AgentHeader { name: "x-agent-ID".into(), absent: crate::wire::Absent::Unlabelled }
         );
+    }
+
+    /// `dialect` as a file beside the description (read relative to its folder, not the
+    /// current one) and inline; each bad form is refused where it is written.
+    #[test]
+    fn a_dialect_may_be_a_file_beside_the_description_or_inline() {
+        let dir = tempfile::tempdir().unwrap();
+        let generic = serde_json::to_string_pretty(&Dialect::builtin("generic").unwrap()).unwrap();
+        let mine = generic.replace("spawn_agent", "delegate");
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/mine.json"), &mine).unwrap();
+        let file = dir.path().join("runtime.json");
+        let text = r#"{"name": "x", "dialect": "d/mine.json", "preset": "roku"}"#;
+        std::fs::write(&file, text).unwrap();
+        let d = RuntimeDescription::load(&file.to_string_lossy()).unwrap();
+        assert_eq!(d.dialect().spawn[0].name, "delegate");
+        assert!(matches!(&d.dialect, DialectRef::File { path, .. } if path == "d/mine.json"));
+        // Written back, the file is named as it was written.
+        assert!(serde_json::to_string(&d).unwrap().contains(r#""dialect":"d/mine.json""#));
+
+        let inline = format!(r#"{{"name": "x", "preset": "roku", "dialect": {mine}}}"#);
+        let d = RuntimeDescription::from_json(&inline, "r.json").unwrap();
+        assert_eq!(d.dialect().spawn[0].name, "delegate");
+        let again = serde_json::to_string(&d).unwrap();
+        assert_eq!(RuntimeDescription::from_json(&again, "r.json").unwrap(), d, "an inline dialect round-trips");
+
+        let typo = "{\"name\": \"x\", \"preset\": \"roku\",\n \"dialect\": {\"name\": \"d\", \"spwn\": []}}";
+        let err = RuntimeDescription::from_json(typo, "r.json").unwrap_err();
+        let RuntimeError::NotADescription { line, field, .. } = &err else { panic!("{err:?}") };
+        assert_eq!((*line, field.as_str()), (2, "dialect.spwn"), "{err}");
+
+        let no_spawn = r#"{"name": "x", "preset": "roku", "dialect": {"name": "d", "spawn": []}}"#;
+        let err = RuntimeDescription::from_json(no_spawn, "r.json").unwrap_err();
+        assert!(matches!(&err, RuntimeError::BadDialect { .. }), "{err:?}");
+        assert!(err.to_string().contains("`spawn` names no tool"), "{err}");
+
+        std::fs::write(&file, r#"{"name": "x", "dialect": "missing.json", "preset": "roku"}"#).unwrap();
+        let err = RuntimeDescription::load(&file.to_string_lossy()).unwrap_err();
+        assert!(matches!(&err, RuntimeError::BadDialect { .. }), "{err:?}");
+        assert!(err.to_string().contains("missing.json"), "{err}");
+        std::fs::write(dir.path().join("d/bad.json"), "{\"name\": \"d\",\n  \"spawn\": 3}").unwrap();
+        std::fs::write(&file, r#"{"name": "x", "dialect": "d/bad.json", "preset": "roku"}"#).unwrap();
+        let err = RuntimeDescription::load(&file.to_string_lossy()).unwrap_err();
+        assert!(err.to_string().contains("d/bad.json:2:"), "the dialect file's own line: {err}");
     }
 
     #[test]
