@@ -604,6 +604,24 @@ impl Dialect {
         Dialect::from_json(&text, name_or_path)
     }
 
+    /// The tool names a scenario may call without declaring them when this dialect's runtime
+    /// answers (`drive`, `serve`, `record`): every tool it reads. The built-in core's tools are
+    /// the runtime's own only under one of the core's dialects (`roku`, `bub`, `rehearsal`).
+    pub fn vocabulary(&self) -> crate::scenario::Vocabulary {
+        let names = self
+            .spawn
+            .iter()
+            .map(|t| t.name.as_str())
+            .chain(self.send.iter().map(|t| t.name.as_str()))
+            .chain(self.wait.iter().map(String::as_str))
+            .chain(self.cancel.iter().map(|t| t.name.as_str()))
+            .chain(self.terminal.iter().map(|t| t.name.as_str()))
+            .chain(self.root_only.iter().map(String::as_str))
+            .chain(self.handoff.iter().map(String::as_str));
+        let core = ["roku", "bub", "rehearsal"].iter().any(|n| Dialect::builtin(n).as_ref() == Some(self));
+        crate::scenario::Vocabulary::runtime(names, core)
+    }
+
     /// Whether a tool called `name` hands the conversation to another agent (`handoff`).
     pub fn is_handoff(&self, name: &str) -> bool {
         self.handoff.iter().any(|h| match h.strip_suffix('*') {
@@ -859,5 +877,64 @@ mod tests {
         );
         assert_eq!(n, Some(Notified { task_id: "sub-1", status: "completed", body: "hi\nthere" }));
         assert_eq!(d.notified("plain"), None);
+    }
+}
+
+#[cfg(test)]
+mod vocabulary_tests {
+    use super::*;
+    use crate::scenario::Vocabulary;
+    use std::path::Path;
+
+    fn parse(json: &str, vocabulary: &Vocabulary) -> Result<crate::scenario::Scenario, String> {
+        crate::scenario::parse_with(Path::new("s.json"), json, vocabulary).map_err(|e| e.to_string())
+    }
+
+    fn script(tools: &str, calls: &str) -> String {
+        format!(
+            r#"{{"name": "s", "tools": [{tools}], "lanes": [{{"agent": "main", "replies": [{{"calls": [{calls}]}}, {{"text": "done"}}]}}],
+               "turns": [{{"user": "go"}}]}}"#
+        )
+    }
+
+    /// A framework's dialect: its spawn tool `delegate`, its handoffs `transfer_to_*`, and its
+    /// own `final_answer` (argument `answer`, not the core's).
+    fn framework() -> Dialect {
+        let mut d = Dialect::builtin("generic").unwrap();
+        d.spawn[0].name = "delegate".into();
+        d.handoff = vec!["transfer_to_*".into()];
+        d.terminal =
+            vec![crate::dialect::TerminalTool { name: "final_answer".into(), text: "answer".into(), default: None }];
+        d
+    }
+
+    #[test]
+    fn a_runtimes_own_tools_are_called_without_declaring_them() {
+        let v = framework().vocabulary();
+        let calls = r#"{"tool": "delegate", "args": {"prompt": "p"}}, {"tool": "transfer_to_billing", "args": {}},
+                       {"tool": "final_answer", "args": {"answer": "a"}}"#;
+        parse(&script("", calls), &v).unwrap();
+        // In process none of them is a tool, and the core's `final_answer` takes no `answer`.
+        let err = parse(&script("", calls), &Vocabulary::core()).unwrap_err();
+        assert!(err.contains("the script calls `delegate`, which is not a declared tool"), "{err}");
+        // Declaring one the dialect reads is refused where it is written.
+        let err = parse(&script(r#"{"name": "delegate"}"#, ""), &v).unwrap_err();
+        assert!(err.contains("tools[0].name") && err.contains("a tool the runtime's dialect reads"), "{err}");
+    }
+
+    #[test]
+    fn a_core_name_is_reserved_only_where_the_runtime_has_it() {
+        // smolagents has a `final_answer` of its own; a runtime whose dialect does not read
+        // `fail` may declare a tool of that name, and its call is the declared tool's.
+        let generic = Dialect::builtin("generic").unwrap().vocabulary();
+        let declared = script(r#"{"name": "fail"}"#, r#"{"tool": "fail", "args": {"why": 3}}"#);
+        parse(&declared, &generic).unwrap();
+        let err = parse(&declared, &Vocabulary::core()).unwrap_err();
+        assert!(err.contains("`fail` is a built-in tool of the core"), "{err}");
+        let err = parse(&declared, &Dialect::builtin("bub").unwrap().vocabulary()).unwrap_err();
+        assert!(err.contains("tools[0].name") && err.contains("call it without declaring it"), "under bub's: {err}");
+        // Under the core's dialects a core tool's call is still checked against its schema.
+        let bad = script("", r#"{"tool": "subagent", "args": {"promt": "p"}}"#);
+        assert!(parse(&bad, &Dialect::builtin("bub").unwrap().vocabulary()).is_err());
     }
 }

@@ -81,8 +81,15 @@ pub fn file(path: &Path, sut: &dyn SystemUnderTest) -> Result<Loaded, ScenarioEr
 /// core declares there; the runtime's description decides what applies
 /// (`runtime::Description::missing`).
 pub fn outside(path: &Path) -> Result<Loaded, ScenarioError> {
+    outside_for(path, &scenario::Vocabulary::core())
+}
+
+/// [`outside`] for a runtime whose dialect reads the tools of `vocabulary`
+/// ([`crate::dialect::Dialect::vocabulary`]): those are called without declaring them, and a
+/// built-in core name the runtime has as its own tool may be declared.
+pub fn outside_for(path: &Path, vocabulary: &scenario::Vocabulary) -> Result<Loaded, ScenarioError> {
     let text = read(path, "scenario file")?;
-    let scenario = scenario::parse(path, &text)?;
+    let scenario = scenario::parse_with(path, &text, vocabulary)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let profiles = checked(&scenario, None, dir, path, Some(&text))?;
     Ok(Loaded { scenario, profiles, file: Some(path.to_path_buf()) })

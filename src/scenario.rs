@@ -22,6 +22,7 @@ mod text;
 mod tools;
 mod validate;
 mod version;
+mod vocabulary;
 
 pub use crate::sut::approval::GateMode;
 pub use builder::ScenarioBuilder;
@@ -32,7 +33,7 @@ pub use format::{
 };
 pub use lanes::{Call, Check, Lane, NthMessage, Reply, ReplyFn, When};
 pub use limits::{CEILINGS, Ceilings, Limits, MAX_DEPTH, MAX_VIRTUAL_MS, ceilings, lower_ceilings, raise_ceilings};
-pub use parse::parse;
+pub use parse::{parse, parse_with};
 pub use place::Place;
 pub(crate) use recorded::volatile_regex;
 pub use recorded::{RecordedCall, RecordedMessage, RecordedRequest, RecordedRole, VOLATILE_PATTERN_MAX_BYTES};
@@ -47,5 +48,6 @@ pub use text::Text;
 pub(crate) use tools::builtin_call_fits;
 pub use tools::{RiskTag, ToolFn, ToolResult, ToolSpec};
 pub(crate) use validate::check_seconds;
-pub use validate::{check_profile_names, validate};
+pub use validate::{check_profile_names, validate, validate_with};
 pub use version::FORMAT;
+pub use vocabulary::Vocabulary;

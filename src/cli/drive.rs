@@ -241,11 +241,12 @@ pub(super) fn drive(args: &DriveArgs, out: &mut dyn Write, err: &mut dyn Write, 
         reporter.bad_input(out, err, problem.path(), problem);
     }
     let mut tally = Tally::default();
+    let vocabulary = description.dialect().vocabulary();
     jobs::ordered(
         &files,
         jobs,
         |(file, _)| {
-            let scenario = match crate::load::outside(file) {
+            let scenario = match crate::load::outside_for(file, &vocabulary) {
                 Ok(loaded) => loaded.into_parts().0,
                 Err(e) => return Checked::Bad(e),
             };

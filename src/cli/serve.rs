@@ -107,21 +107,6 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
     let mut style = Style::plain(args.format, false, args.color, terminal);
     style.verbose = args.verbose;
     let mut reporter = Reporter::new(style);
-    let scenario = match crate::load::outside(&args.scenario) {
-        Ok(loaded) => loaded.into_parts().0,
-        Err(e) => {
-            reporter.bad_input(out, err, &args.scenario, &e);
-            return reporter.finish(out, err, None);
-        }
-    };
-    // No output may be written over an input (as for `run --timeline`).
-    if let Some(timeline) = &args.timeline
-        && crate::golden::same_file(timeline, &args.scenario)
-    {
-        let shown = crate::trace::printable(&timeline.to_string_lossy()).into_owned();
-        reporter.error(err, &format!("--timeline {shown} is the input file: not overwritten (name another file)"));
-        return Exit::BadInput;
-    }
     // A dialect, or else a runtime description (as `drive --runtime` takes): then its dialect
     // reads the requests, its limits are judged in place of the file's `rules`, and its env
     // is among the lines to export.
@@ -141,6 +126,21 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
             }
         },
     };
+    let scenario = match crate::load::outside_for(&args.scenario, &dialect.vocabulary()) {
+        Ok(loaded) => loaded.into_parts().0,
+        Err(e) => {
+            reporter.bad_input(out, err, &args.scenario, &e);
+            return reporter.finish(out, err, None);
+        }
+    };
+    // No output may be written over an input (as for `run --timeline`).
+    if let Some(timeline) = &args.timeline
+        && crate::golden::same_file(timeline, &args.scenario)
+    {
+        let shown = crate::trace::printable(&timeline.to_string_lossy()).into_owned();
+        reporter.error(err, &format!("--timeline {shown} is the input file: not overwritten (name another file)"));
+        return Exit::BadInput;
+    }
     let judged = match &described {
         Some(description) => {
             let (judged, notes) = description.judged_as(&scenario);

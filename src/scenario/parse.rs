@@ -8,8 +8,9 @@ use std::path::Path;
 use super::error::ScenarioError;
 use super::format::Scenario;
 use super::place::Place;
-use super::validate::validate;
+use super::validate::validate_with;
 use super::version::future_format;
+use super::vocabulary::Vocabulary;
 use super::{place, suggest};
 
 /// Parses scenario JSON; `path` only names the source in errors.
@@ -17,6 +18,12 @@ use super::{place, suggest};
 /// Notes for readers are taken out first: a `"$comment"` key holding a string in any object
 /// (but inside a call's `args`, which are sent as written), and `"$schema"` at the top.
 pub fn parse(path: &Path, json: &str) -> Result<Scenario, ScenarioError> {
+    parse_with(path, json, &Vocabulary::core())
+}
+
+/// [`parse`] for calls answered by `vocabulary`'s runtime (a runtime in another process: its
+/// dialect's tool names).
+pub fn parse_with(path: &Path, json: &str, vocabulary: &Vocabulary) -> Result<Scenario, ScenarioError> {
     // A byte-order mark is accepted, as in profile files.
     let json = json.strip_prefix('\u{feff}').unwrap_or(json);
     // serde would read a top-level array as the struct's fields by position.
@@ -59,7 +66,7 @@ pub fn parse(path: &Path, json: &str) -> Result<Scenario, ScenarioError> {
     })?;
     // Anything after the scenario object (a stray brace, a second object) is an error too.
     de.end().map_err(|e| parse_error(e, ".".to_string()))?;
-    validate(&scenario).map_err(|problem| problem.at(path, Some(&json)))?;
+    validate_with(&scenario, vocabulary).map_err(|problem| problem.at(path, Some(&json)))?;
     Ok(scenario)
 }
 

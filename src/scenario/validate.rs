@@ -14,10 +14,17 @@ use super::suggest::did_you_mean;
 use super::task_refs::{check_task_refs, task_number};
 use super::text::Text;
 use super::version::check_format;
+use super::vocabulary::Vocabulary;
 use super::{builtin, suggest};
 
 /// Checks what types alone cannot: returns the first problem, with its field path and a hint.
 pub fn validate(s: &Scenario) -> Result<(), Problem> {
+    validate_with(s, &Vocabulary::core())
+}
+
+/// [`validate`] for calls answered by `vocabulary`'s runtime: which tool names are known
+/// without declaring, reserved, and checked against the built-in core's schemas.
+pub fn validate_with(s: &Scenario, vocabulary: &Vocabulary) -> Result<(), Problem> {
     check_format(s.format.map(u64::from))?;
     let rules = s.rules.resolve();
     rules.validate().map_err(|m| Problem::new("rules", m.to_string()))?;
@@ -72,7 +79,14 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
         if tool.name.trim().is_empty() {
             return Err(Problem::new(format!("tools[{i}].name"), "a tool needs a name"));
         }
-        if builtin::parameters(&tool.name).is_some() {
+        if vocabulary.owns(&tool.name) {
+            return Err(Problem::new(
+                format!("tools[{i}].name"),
+                format!("`{}` is a tool the runtime's dialect reads", tool.name),
+            )
+            .hint("call it without declaring it"));
+        }
+        if builtin::parameters(&tool.name).is_some() && vocabulary.reserves_core_name(&tool.name) {
             return Err(Problem::new(
                 format!("tools[{i}].name"),
                 format!("`{}` is a built-in tool of the core", tool.name),
@@ -187,10 +201,14 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
             }
             for (k, call) in reply.calls.iter().enumerate() {
                 let at = Indexed(&place, ".calls", k);
-                let builtin = builtin::parameters(&call.tool).is_some();
-                if !builtin && !declared.contains(call.tool.as_str()) && !call.undeclared {
+                let own = vocabulary.owns(&call.tool);
+                let declared_here = declared.contains(call.tool.as_str());
+                // A core name the runtime declares as its own tool is that tool, not the core's.
+                let builtin = builtin::parameters(&call.tool).is_some() && !declared_here;
+                if !builtin && !own && !declared_here && !call.undeclared {
                     let mut names: Vec<&str> = builtin::names().collect();
                     names.extend(declared.iter().copied());
+                    names.extend(vocabulary.own_names());
                     let guess =
                         suggest::did_you_mean(&call.tool, names).map(|g| format!("{g} Otherwise ")).unwrap_or_default();
                     return Err(Problem::new(
@@ -201,14 +219,14 @@ pub fn validate(s: &Scenario) -> Result<(), Problem> {
                         "{guess}declare it under `tools`, or mark the call `\"undeclared\": true` to show the unknown-tool answer"
                     )));
                 }
-                if !builtin && !declared.contains(call.tool.as_str()) {
+                if !builtin && !own && !declared_here {
                     unknown_tool_answer(&rules.unknown_tool_message, &call.tool, s.limits.max_text_chars, at)?;
                 }
                 if !call.args.is_object() {
                     return Err(Problem::new(format!("{at}.args"), "arguments must be a JSON object"));
                 }
                 check_task_refs(&call.args, format_args!("{at}.args"))?;
-                if builtin && !call.bad_args {
+                if builtin && !call.bad_args && vocabulary.checks_core_schema(&call.tool) {
                     builtin::check_call(&call.tool, &call.args, at)?;
                 }
             }

@@ -336,7 +336,8 @@ pub async fn record(
     let value = redacted(value, &secrets, &redact);
     let text = layout(&value);
     std::fs::write(out, &text).map_err(|source| RecordError::Write { path: out.to_path_buf(), source })?;
-    let scenario = crate::load::outside(out).map_err(RecordError::Written)?.into_parts().0;
+    let vocabulary = description.dialect().vocabulary();
+    let scenario = crate::load::outside_for(out, &vocabulary).map_err(RecordError::Written)?.into_parts().0;
     // The writer's own guard: the file's script fed the recording as the file holds it
     // (secrets blanked the same way) must give back every reply recorded and pass every
     // request check it wrote. A difference is the writer's bug, reported as such, never a
