@@ -318,7 +318,8 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         }
         return reporter.finish(out, err, None);
     }
-    let mut judgement = wire::judgement(&judged, &run);
+    let request_limits = described.as_ref().map(|d| d.limits.request_limits.clone()).unwrap_or_default();
+    let mut judgement = wire::judgement(&judged, &run, &request_limits);
     if let Some(report) = &clock {
         reporter.note(err, &format!("the clock ended at {} virtual", crate::wire::clock::seconds(report.now_ns)));
         judgement = judgement.elapsed(std::time::Duration::from_nanos(report.now_ns));

@@ -53,6 +53,10 @@ pub(super) const NOT_MEASURABLE: &[(&str, &str)] = &[
         "a run that reaches its horizon or event cap is stopped and fails, so no passing run shows it (tests/fixtures/hostile/stops/, tests/suite/load/hostile.rs)",
     ),
     (
+        "oracle.model-side.requests",
+        "the built-in core states no request limit, so no in-process run has one to count; a runtime description's `request_limits` set it over the wire (tests/suite/oracles/model_side_rules.rs, conformance/pydantic-ai/)",
+    ),
+    (
         "core.never.wall-clock",
         "a property of the core's code: a run cannot show an absence; the determinism oracle compares two runs of every scenario",
     ),

@@ -290,6 +290,9 @@ pub struct ModelSide {
     /// the harness hands the model the core's own messages; false over an API that does not
     /// carry it, where a failed tool reads as any other result.
     pub errors_shown: bool,
+    /// The first exchange of each user turn after the first, where the harness knows them
+    /// (`drive` runs one command per turn); empty where it does not: the run is one turn.
+    pub turn_starts: Vec<usize>,
 }
 
 impl ModelSide {
@@ -725,6 +728,15 @@ impl Attributor {
             && let Some(agent) = self.agents.iter_mut().find(|a| a.alias == who.alias)
         {
             agent.open = false;
+        }
+    }
+
+    /// A new user turn begins: the next request is its first (a run of several turns where
+    /// the harness knows their starts: `drive`).
+    pub fn turn_begins(&mut self) {
+        let next = self.record.exchanges.len();
+        if next > 0 && self.record.turn_starts.last() != Some(&next) {
+            self.record.turn_starts.push(next);
         }
     }
 

@@ -1080,6 +1080,7 @@ impl Plan {
                 .collect(),
             expect: Expect::default(),
             limits: Limits::default(),
+            runtime_limits: Default::default(),
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::sut::llm::{Message, Role};
 mod approval;
 mod child_tools;
 mod nudges;
+mod requests;
 mod spawning;
 mod steering;
 mod task_ids;
@@ -48,7 +49,7 @@ pub enum Judge {
 
 /// The model-side oracles, by name, in the order they run: what a verdict judged from the
 /// model's side says applied.
-pub const ORACLES: [&str; 22] = [
+pub const ORACLES: [&str; 23] = [
     "attribution",
     "depth",
     "truncation",
@@ -71,10 +72,11 @@ pub const ORACLES: [&str; 22] = [
     "waiting",
     "quit",
     "task-ids",
+    "requests",
 ];
 
 /// The clause of each oracle of [`ORACLES`], in the same order.
-pub const CLAUSES: [&str; 22] = [
+pub const CLAUSES: [&str; 23] = [
     "oracle.model-side.attribution",
     "oracle.model-side.depth",
     "oracle.model-side.truncation",
@@ -97,6 +99,7 @@ pub const CLAUSES: [&str; 22] = [
     "oracle.model-side.waiting",
     "oracle.model-side.quit",
     "oracle.model-side.task-ids",
+    "oracle.model-side.requests",
 ];
 
 /// One broken rule, as the model saw it.
@@ -263,6 +266,17 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect, setup: Option<&
     waiting::held(side, dialect, &budgets, &mut out);
     waiting::quit(side, dialect, setup, &mut out);
     task_ids::task_ids(side, dialect, setup, &mut out);
+    out.findings
+}
+
+pub use requests::{RequestLimit, RequestScope};
+
+/// `oracle.model-side.requests` on `side`: the request limits a runtime's description states
+/// (the built-in core has none, so [`check`] never runs it).
+pub fn check_requests(side: &ModelSide, limits: &[RequestLimit]) -> Vec<Finding> {
+    let agents = Agents::new(side);
+    let mut out = Out { findings: Vec::new(), agents: &agents };
+    requests::requests(side, limits, &mut out);
     out.findings
 }
 

@@ -70,6 +70,12 @@ pub struct Scenario {
     /// Limits that make every run end.
     #[serde(default, skip_serializing_if = "is_default")]
     pub limits: Limits,
+    /// The limits a runtime in another process is started with, by the names its runtime
+    /// description makes settable (`settable`: `max_turns`, `max_concurrency`, ...): `drive`
+    /// sets each one's variable and judges the run against the value. Not read in process,
+    /// where `rules` sets the core's limits.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub runtime_limits: BTreeMap<String, u64>,
 }
 
 pub(super) fn is_zero(n: &u64) -> bool {

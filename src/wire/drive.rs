@@ -274,6 +274,8 @@ pub async fn drive(
     let Some(program) = options.command.first() else {
         return Err(DriveError::NoCommand);
     };
+    let (description, limit_notes) = description.started_for(scenario);
+    let description = &description;
     let temp = TempDir::new(options.temp_root.as_deref()).map_err(|source| DriveError::TempFolder { source })?;
     let home = temp.0.join("home");
     let workdir = temp.0.join("work");
@@ -324,6 +326,9 @@ pub async fn drive(
             .iter()
             .map(|a| substitute(a, &turn.user, i + 1, &scenario.session.id, &home, &workdir))
             .collect();
+        if i > 0 {
+            server.turn_begins();
+        }
         match run_turn(program, &args, &env, &home, &workdir, &options.watch(), clock.as_ref()).await {
             Ok(run) => turns.push(run),
             Err(e) => {
@@ -344,7 +349,8 @@ pub async fn drive(
         Some(endpoint) => Some(endpoint.finish().await),
         None => None,
     };
-    let (judgement, notes) = judged(scenario, description, &wire, &turns, clock.as_ref());
+    let (judgement, mut notes) = judged(scenario, description, &wire, &turns, clock.as_ref());
+    notes.splice(0..0, limit_notes);
     Ok(Driven { judgement, turns, wire, notes, clock })
 }
 
@@ -360,7 +366,7 @@ pub(crate) fn judged(
     clock: Option<&crate::wire::clock::ClockReport>,
 ) -> (Judgement, Vec<String>) {
     let (judged, mut notes) = description.judged_as(scenario);
-    let mut judgement = wire::judgement(&judged, wire);
+    let mut judgement = wire::judgement(&judged, wire, &description.limits.request_limits);
     let mut elapsed = Duration::ZERO;
     for off in &description.oracles_off {
         let left_out = judgement.switch_off(&format!("oracle.model-side.{}", off.oracle));

@@ -15,12 +15,12 @@ use crate::evidence::attribution::{Attribution, ModelSide};
 /// Judges a served run of `scenario`: what decides its verdict, on the record the model side
 /// saw (a runtime in another process reports no events), with its wall time.
 pub fn judge(scenario: &Scenario, wire: &WireRun) -> Verdict {
-    judgement(scenario, wire).verdict()
+    judgement(scenario, wire, &[]).verdict()
 }
 
 /// What decides the verdict on a served run, before `drive` and `serve` add what only they
 /// know (the runtime's switched-off oracles, how its commands ended, the clock's end).
-pub(crate) fn judgement(scenario: &Scenario, wire: &WireRun) -> Judgement {
+pub(crate) fn judgement(scenario: &Scenario, wire: &WireRun, request_limits: &[model_side::RequestLimit]) -> Judgement {
     let mut causes = Vec::new();
     let mut failures = Vec::new();
     // A runtime that retries a request the script cannot answer meets the same stop again:
@@ -52,8 +52,9 @@ pub(crate) fn judgement(scenario: &Scenario, wire: &WireRun) -> Judgement {
         .as_deref()
         .cloned()
         .unwrap_or_else(|| crate::dialect::Dialect::builtin("generic").expect("a built-in dialect"));
-    for finding in model_side::check(&wire.side, &rules, &dialect, None) {
-        failures.push(crate::judge::model_side_failure(&finding));
+    let findings = model_side::check(&wire.side, &rules, &dialect, None);
+    for finding in findings.iter().chain(&model_side::check_requests(&wire.side, request_limits)) {
+        failures.push(crate::judge::model_side_failure(finding));
     }
     for check in &wire.failed_checks {
         failures.push(Failure::new(FailureKind::Check, format!("check failed: {check}"), Vec::new()));

@@ -22,6 +22,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::dialect::Dialect;
+pub use crate::oracles::model_side::{RequestLimit, RequestScope};
 use crate::scenario::{PresetName, Scenario};
 
 /// What `rehearsal drive` knows of one runtime.
@@ -48,6 +49,10 @@ pub struct RuntimeDescription {
     /// The scenario features it has.
     #[serde(default)]
     pub features: Features,
+    /// The limits a scenario may set (`runtime_limits`), each by the environment variable the
+    /// runtime reads it from: a knob of [`SETTABLE_KNOBS`] or a request limit's name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settable: BTreeMap<String, String>,
     /// Model-side oracles that cannot judge this runtime, each with the reason (printed as a
     /// note on every scenario): their findings are left out of its verdicts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -156,7 +161,15 @@ pub struct RuntimeLimits {
     /// The root's step budget per turn.
     #[serde(default)]
     pub root_step_budget: Option<u32>,
+    /// Limits on the model requests it makes (openai-agents' `max_turns`, smolagents'
+    /// `max_steps`, pydantic-ai's `request_limit`), judged by `oracle.model-side.requests`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_limits: Vec<RequestLimit>,
 }
+
+/// The limits a scenario may set: the knobs of [`RuntimeLimits`] with a single value.
+pub const SETTABLE_KNOBS: [&str; 5] =
+    ["depth_limit", "result_limit_chars", "max_concurrency", "subagent_default_timeout_ms", "root_step_budget"];
 
 /// A field that may be written `null`: present, it is `Some` of what was written (`null`:
 /// `Some(None)`, "none"); absent, `#[serde(default)]` leaves `None`, "keep the preset's".
@@ -241,6 +254,15 @@ pub enum RuntimeError {
         /// The model-side oracles.
         known: &'static [&'static str],
     },
+    /// A request limit or a settable limit that cannot be used.
+    BadLimit {
+        /// The description's file.
+        file: String,
+        /// The field (`limits.request_limits[1].name`, `settable.max_turn`).
+        field: String,
+        /// What is wrong.
+        why: String,
+    },
     /// `dialect` names a file or holds a dialect that is not a good dialect.
     BadDialect {
         /// The description's file.
@@ -280,6 +302,7 @@ impl std::fmt::Display for RuntimeError {
                 known.join(", ")
             ),
             RuntimeError::BadDialect { file, source } => write!(f, "{file}: dialect: {source}"),
+            RuntimeError::BadLimit { file, field, why } => write!(f, "{file}: at `{field}`: {why}"),
         }
     }
 }
@@ -292,7 +315,8 @@ impl std::error::Error for RuntimeError {
             RuntimeError::BadDialect { source, .. } => Some(source),
             RuntimeError::UnknownRuntime { .. }
             | RuntimeError::UnknownOracle { .. }
-            | RuntimeError::UnknownDialect { .. } => None,
+            | RuntimeError::UnknownDialect { .. }
+            | RuntimeError::BadLimit { .. } => None,
         }
     }
 }
@@ -335,6 +359,7 @@ impl RuntimeDescription {
                     max_concurrency: None,
                     subagent_default_timeout_ms: None,
                     root_step_budget: None,
+                    request_limits: Vec::new(),
                 },
                 features: Features {
                     tools: Vec::new(),
@@ -362,6 +387,7 @@ impl RuntimeDescription {
                 ],
                 note: None,
                 agent_header: crate::wire::AgentHeader::default(),
+                settable: BTreeMap::new(),
             },
             // examples/py_runtime: Bub's background family as docs/rules/bub.md writes it.
             "py-runtime" => RuntimeDescription {
@@ -391,6 +417,7 @@ impl RuntimeDescription {
                 oracles_off: Vec::new(),
                 note: None,
                 agent_header: crate::wire::AgentHeader::default(),
+                settable: BTreeMap::new(),
             },
             "roku" => RuntimeDescription {
                 name: "roku".into(),
@@ -415,6 +442,7 @@ impl RuntimeDescription {
                         .into(),
                 ),
                 agent_header: crate::wire::AgentHeader::default(),
+                settable: BTreeMap::new(),
             },
             "generic" => RuntimeDescription {
                 name: "generic".into(),
@@ -426,6 +454,7 @@ impl RuntimeDescription {
                 oracles_off: Vec::new(),
                 note: None,
                 agent_header: crate::wire::AgentHeader::default(),
+                settable: BTreeMap::new(),
             },
             _ => return None,
         })
@@ -455,6 +484,11 @@ impl RuntimeDescription {
                 });
             }
         }
+        description.check_limits().map_err(|(field, why)| RuntimeError::BadLimit {
+            file: file.to_string(),
+            field,
+            why,
+        })?;
         let mut description = description;
         let bad = |source| RuntimeError::BadDialect { file: file.to_string(), source };
         match &description.dialect {
@@ -489,6 +523,73 @@ impl RuntimeDescription {
         let text = std::fs::read_to_string(Path::new(name_or_path))
             .map_err(|source| RuntimeError::Unreadable { file: name_or_path.to_string(), source })?;
         RuntimeDescription::from_json(&text, name_or_path)
+    }
+
+    /// The request limits and settable names checked against each other: a request limit
+    /// allows at least one request and names itself once; a settable name is a knob or a request
+    /// limit's name, set by a variable a process can be given. The error names the field.
+    fn check_limits(&self) -> Result<(), (String, String)> {
+        let limits = &self.limits.request_limits;
+        for (i, limit) in limits.iter().enumerate() {
+            let at = |f: &str| format!("limits.request_limits[{i}].{f}");
+            if limit.name.trim().is_empty() {
+                return Err((at("name"), "a request limit needs the runtime's name for it".into()));
+            }
+            if limits[..i].iter().any(|l| l.name == limit.name) || SETTABLE_KNOBS.contains(&limit.name.as_str()) {
+                return Err((at("name"), format!("`{}` names another limit too", limit.name)));
+            }
+            if limit.requests == 0 {
+                return Err((at("requests"), "a limit of 0 requests lets no run start; the least is 1".into()));
+            }
+        }
+        for (name, var) in &self.settable {
+            let known = SETTABLE_KNOBS.contains(&name.as_str()) || limits.iter().any(|l| &l.name == name);
+            if !known {
+                let mut names: Vec<&str> = SETTABLE_KNOBS.to_vec();
+                names.extend(limits.iter().map(|l| l.name.as_str()));
+                return Err((
+                    format!("settable.{name}"),
+                    format!(
+                        "`{name}` is neither a limit knob nor a request limit's name (one of {})",
+                        names.join(", ")
+                    ),
+                ));
+            }
+            if var.is_empty() || var.contains('=') || var.contains('\0') {
+                return Err((format!("settable.{name}"), format!("{var:?} is not an environment variable's name")));
+            }
+        }
+        Ok(())
+    }
+
+    /// This description as one scenario starts the runtime: each of the scenario's
+    /// `runtime_limits` set in its variable (`settable`) and in the limits judged, with a note
+    /// each. A limit the description cannot set is among [`missing`](Self::missing)'s.
+    pub fn started_for(&self, scenario: &Scenario) -> (RuntimeDescription, Vec<String>) {
+        let mut started = self.clone();
+        let mut notes = Vec::new();
+        for (name, value) in &scenario.runtime_limits {
+            let Some(var) = self.settable.get(name) else { continue };
+            started.env.insert(var.clone(), value.to_string());
+            let l = &mut started.limits;
+            let set = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+            match name.as_str() {
+                "depth_limit" => l.depth_limit = Some(set(*value)),
+                "result_limit_chars" => l.result_limit_chars = Some(Some(*value as usize)),
+                "max_concurrency" => l.max_concurrency = Some(*value as usize),
+                "subagent_default_timeout_ms" => l.subagent_default_timeout_ms = Some(Some(*value)),
+                "root_step_budget" => l.root_step_budget = Some(set(*value)),
+                _ => {
+                    if let Some(limit) = l.request_limits.iter_mut().find(|r| &r.name == name) {
+                        limit.requests = set(*value);
+                    }
+                }
+            }
+            notes.push(format!(
+                "runtime_limits.{name} = {value}: the runtime is started with {var}={value} and judged with it"
+            ));
+        }
+        (started, notes)
     }
 
     /// The dialect its requests are read in.
@@ -527,6 +628,9 @@ impl RuntimeDescription {
         }
         if !f.turns && scenario.turns.len() > 1 {
             out.push("more than one turn".to_string());
+        }
+        for name in scenario.runtime_limits.keys().filter(|n| !self.settable.contains_key(*n)) {
+            out.push(format!("`runtime_limits.{name}` (the description sets no variable for it)"));
         }
         if !f.tools.is_empty() {
             let mut unknown: Vec<&str> = scenario
@@ -722,6 +826,56 @@ mod tests {
         std::fs::write(&file, r#"{"name": "x", "dialect": "d/bad.json", "preset": "roku"}"#).unwrap();
         let err = RuntimeDescription::load(&file.to_string_lossy()).unwrap_err();
         assert!(err.to_string().contains("d/bad.json:2:"), "the dialect file's own line: {err}");
+    }
+
+    /// A scenario's `runtime_limits` reach the runtime through the variables the description
+    /// names, and the run is judged with them; a limit it cannot set skips the scenario.
+    #[test]
+    fn a_scenario_sets_the_limits_the_description_makes_settable() {
+        let text = r#"{"name": "fw", "dialect": "generic", "preset": "roku",
+            "env": {"OPENAI_BASE_URL": "{base_url}"},
+            "limits": {"request_limits": [{"name": "request_limit", "requests": 50, "scope": "shared"}]},
+            "settable": {"request_limit": "FW_REQUEST_LIMIT", "max_concurrency": "FW_CAP"}}"#;
+        let d = RuntimeDescription::from_json(text, "fw.json").unwrap();
+        let scenario: Scenario = serde_json::from_str(
+            r#"{"name":"s","runtime_limits":{"request_limit":4,"max_concurrency":2},"lanes":[],"turns":[]}"#,
+        )
+        .unwrap();
+        assert!(d.missing(&scenario).is_empty());
+        let (started, notes) = d.started_for(&scenario);
+        assert_eq!(started.limits.request_limits[0].requests, 4);
+        assert_eq!(started.limits.max_concurrency, Some(2));
+        let env = started.env_for("http://b/v1", "m", Path::new("/h"), Path::new("/w"));
+        assert!(env.contains(&("FW_REQUEST_LIMIT".into(), "4".into())), "{env:?}");
+        assert!(env.contains(&("FW_CAP".into(), "2".into())), "{env:?}");
+        assert!(notes.iter().any(|n| n.contains("started with FW_REQUEST_LIMIT=4 and judged with it")), "{notes:?}");
+        assert_eq!(d.limits.request_limits[0].requests, 50, "the description itself is unchanged");
+        let other: Scenario =
+            serde_json::from_str(r#"{"name":"s","runtime_limits":{"max_turns":3},"lanes":[],"turns":[]}"#).unwrap();
+        assert_eq!(d.missing(&other), ["`runtime_limits.max_turns` (the description sets no variable for it)"]);
+    }
+
+    #[test]
+    fn a_request_limit_or_settable_name_that_cannot_be_used_is_refused_where_written() {
+        let with = |limits: &str, settable: &str| {
+            let text = format!(
+                r#"{{"name": "fw", "dialect": "generic", "preset": "roku", "limits": {{"request_limits": [{limits}]}}, "settable": {{{settable}}}}}"#
+            );
+            RuntimeDescription::from_json(&text, "fw.json").map(|_| ()).map_err(|e| e.to_string())
+        };
+        let limit = r#"{"name": "max_turns", "requests": 10, "scope": "run"}"#;
+        assert_eq!(with(limit, r#""max_turns": "MAX_TURNS""#), Ok(()));
+        let err = with(r#"{"name": "max_turns", "requests": 0, "scope": "run"}"#, "").unwrap_err();
+        assert!(err.starts_with("fw.json: at `limits.request_limits[0].requests`: a limit of 0"), "{err}");
+        let err = with(&format!("{limit}, {limit}"), "").unwrap_err();
+        assert!(err.contains("limits.request_limits[1].name") && err.contains("names another limit"), "{err}");
+        let err = with(limit, r#""max_turn": "X""#).unwrap_err();
+        assert!(err.contains("at `settable.max_turn`") && err.contains("one of depth_limit"), "{err}");
+        assert!(err.contains("max_turns"), "the request limit is among the names: {err}");
+        let err = with(limit, r#""max_turns": "A=B""#).unwrap_err();
+        assert!(err.contains("not an environment variable's name"), "{err}");
+        let err = with(r#"{"name": "max_turns", "requests": 3, "scope": "session"}"#, "").unwrap_err();
+        assert!(err.contains("limits.request_limits[0].scope") && err.contains("`agent`, `run`, `shared`"), "{err}");
     }
 
     #[test]

@@ -161,6 +161,11 @@ impl Bridge {
         }
     }
 
+    /// A new user turn begins (`drive` is about to run the turn's command).
+    pub(crate) fn turn_begins(&mut self) {
+        self.attributor.turn_begins();
+    }
+
     /// No reply will come for exchange `number`.
     pub(crate) fn failed(&mut self, number: usize) {
         self.attributor.failed(number);

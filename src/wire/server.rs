@@ -602,6 +602,12 @@ impl Server {
         }
     }
 
+    /// A new user turn begins: requests from now on are the next turn's (`drive` calls it
+    /// before each turn's command but the first; the previous command has ended).
+    pub fn turn_begins(&self) {
+        self.shared.bridge.lock().expect("bridge lock poisoned").turn_begins();
+    }
+
     /// Marks the script as over (after [`Server::done`] gave [`End::Script`]): from now on a
     /// chat request is answered with a 400 API error object (`script_ended`) and recorded as
     /// a finding, so that a runtime asking after the script is told so and the verdict names

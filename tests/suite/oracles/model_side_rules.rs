@@ -509,3 +509,80 @@ fn a_later_child_asking_first_on_wall_time_fires_only_when_the_cap_was_full_with
         assert_eq!(fired, fires, "wall time {wall}, cap {cap}: {got:#?}");
     }
 }
+
+fn limits(name: &str, requests: u32, scope: model_side::RequestScope) -> Vec<model_side::RequestLimit> {
+    vec![model_side::RequestLimit { name: name.into(), requests, scope }]
+}
+
+fn over(side: &rehearsal::internals::evidence::attribution::ModelSide, l: &[model_side::RequestLimit]) -> Vec<String> {
+    model_side::check_requests(side, l).iter().map(ToString::to_string).collect()
+}
+
+/// `oracle.model-side.requests`: the root asks twice (a delegation, then its answer), the
+/// child three times, one of them its HTTP client's retry of a request that got no reply.
+/// Per agent the child made 2 steps; shared, the turn made 4; each limit fires one under.
+#[test]
+fn a_request_past_a_stated_limit_fires_per_agent_and_shared_and_a_retry_is_not_counted() {
+    use model_side::RequestScope::{Agent, Shared};
+    let dialect = Dialect::builtin("generic").unwrap();
+    let mut t = Talk::new(dialect.clone());
+    let u = Message::user("Plan the trip.");
+    let spawn = Message::assistant("", vec![call("c1", "spawn_agent", serde_json::json!({"prompt": "Find hotels."}))]);
+    let (r, _) = t.ask(std::slice::from_ref(&u), &["spawn_agent"]);
+    t.reply(r, &spawn);
+    let task = Message::user("Find hotels.");
+    let (c, _) = t.ask(std::slice::from_ref(&task), &["search"]);
+    let search = Message::assistant("", vec![call("s1", "search", serde_json::json!({"q": "hotels"}))]);
+    t.reply(c, &search);
+    let found = Message::tool("s1", "Hotel A", false);
+    let history = [task.clone(), search.clone(), found.clone()];
+    t.ask(&history, &["search"]); // no reply: the client retries
+    let (c3, _) = t.ask(&history, &["search"]);
+    t.reply(c3, &Message::assistant("Hotel A", Vec::new()));
+    let (r2, _) = t.ask(&[u, spawn, Message::tool("c1", "Hotel A", false)], &["spawn_agent"]);
+    t.reply(r2, &Message::assistant("Stay at Hotel A.", Vec::new()));
+    let side = t.finish();
+    assert!(over(&side, &limits("max_steps", 2, Agent)).is_empty(), "the retry is the same step");
+    let got = over(&side, &limits("max_steps", 1, Agent));
+    assert_eq!(got.len(), 2, "each agent once: {got:#?}");
+    assert!(got[0].contains("main/1 request #2") && got[0].contains("request 2 of main/1's"), "{got:#?}");
+    assert!(got[0].contains("`max_steps` allows 1 model requests per agent"), "{got:#?}");
+    assert!(over(&side, &limits("request_limit", 4, Shared)).is_empty());
+    let got = over(&side, &limits("request_limit", 3, Shared));
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(got[0].contains("main request #2") && got[0].contains("request 4 of the agents'"), "{got:#?}");
+    // Told that the root's second request began a second turn, the turn made 3 and 1.
+    let mut turns = side.clone();
+    turns.turn_starts = vec![r2];
+    assert!(over(&turns, &limits("request_limit", 3, Shared)).is_empty());
+}
+
+/// `scope: run`: an agent and the agents it handed the conversation to count together
+/// (openai-agents' `max_turns`: a handoff goes on in the same run); per agent they do not.
+#[test]
+fn a_run_counts_the_agents_it_handed_off_to() {
+    use model_side::RequestScope::{Agent, Run};
+    let mut dialect = Dialect::builtin("generic").unwrap();
+    dialect.handoff = vec!["transfer_to_*".into()];
+    let mut t = Talk::new(dialect.clone());
+    let u = Message::user("My bill is wrong.");
+    let hand = Message::assistant("", vec![call("h1", "transfer_to_billing", serde_json::json!({}))]);
+    let (r, _) = t.ask(std::slice::from_ref(&u), &["transfer_to_billing"]);
+    t.reply(r, &hand);
+    let handed = [u.clone(), hand.clone(), Message::tool("h1", "{\"assistant\": \"Billing\"}", false)];
+    let (b1, who) = t.ask(&handed, &["refund"]);
+    let rehearsal::internals::evidence::attribution::Attribution::Agent(who) = who else { panic!("{who:?}") };
+    assert_eq!(who.alias.to_string(), "main/1", "the billing agent");
+    let refund = Message::assistant("", vec![call("f1", "refund", serde_json::json!({}))]);
+    t.reply(b1, &refund);
+    let mut more = handed.to_vec();
+    more.extend([refund, Message::tool("f1", "done", false)]);
+    let (b2, _) = t.ask(&more, &["refund"]);
+    t.reply(b2, &Message::assistant("Refunded.", Vec::new()));
+    let side = t.finish();
+    assert!(over(&side, &limits("max_turns", 2, Agent)).is_empty());
+    let got = over(&side, &limits("max_turns", 2, Run));
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(got[0].contains("request 3 of the run of main (handed to main/1)"), "{got:#?}");
+    assert!(over(&side, &limits("max_turns", 3, Run)).is_empty());
+}
