@@ -42,12 +42,16 @@ pub fn clauses() -> &'static [Clause] {
     })
 }
 
-/// Pages whose clause ids a scenario may cite but coverage does not measure: the Bub 0.5.1
-/// conformance family (`bub051.*`), checked by `scripts/conformance bub`, not by a detector.
-const CITED_ONLY: [(&str, &str); 1] = [("docs/rules/bub-0.5.1.md", include_str!("../docs/rules/bub-0.5.1.md"))];
+/// Pages whose clause ids a scenario may cite but coverage does not measure: the conformance
+/// families of real runtimes (`bub051.*`, `pydanticai.*`), checked by `scripts/conformance
+/// RUNTIME`, not by a detector.
+const CITED_ONLY: [(&str, &str); 2] = [
+    ("docs/rules/bub-0.5.1.md", include_str!("../docs/rules/bub-0.5.1.md")),
+    ("docs/rules/pydantic-ai.md", include_str!("../docs/rules/pydantic-ai.md")),
+];
 
 /// The families a clause id starts with.
-const FAMILIES: [&str; 5] = ["roku", "bub", "core", "oracle", "bub051"];
+const FAMILIES: [&str; 6] = ["roku", "bub", "core", "oracle", "bub051", "pydanticai"];
 
 /// Every clause id a scenario may cite: those of [`clauses`] and of the conformance page.
 pub fn citable_ids() -> &'static [&'static str] {

@@ -269,7 +269,7 @@ pub fn check(side: &ModelSide, rules: &Rules, dialect: &Dialect, setup: Option<&
     out.findings
 }
 
-pub use requests::{RequestLimit, RequestScope};
+pub use requests::{Agents as LimitedAgents, CheckedAt, RequestLimit, RequestScope};
 
 /// `oracle.model-side.requests` on `side`: the request limits a runtime's description states
 /// (the built-in core has none, so [`check`] never runs it).

@@ -22,7 +22,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::dialect::Dialect;
-pub use crate::oracles::model_side::{RequestLimit, RequestScope};
+pub use crate::oracles::model_side::{CheckedAt, LimitedAgents, RequestLimit, RequestScope};
 use crate::scenario::{PresetName, Scenario};
 
 /// What `rehearsal drive` knows of one runtime.

@@ -13,6 +13,10 @@
 //!   others), in one user turn;
 //! - `shared`: every agent's of the turn together.
 //!
+//! `agents` narrows whose requests count (the root's, or the sub-agents'), `checked_at: root`
+//! says the runtime checks the limit only before the root's requests (a finding only there),
+//! and `extra` allows requests the runtime makes past the limit by design.
+//!
 //! A request that repeats its agent's previous request after that one got no reply (a scripted
 //! error, a hang: the HTTP client's own retry) asks for the same step again, and is not counted.
 //! Turns are told apart where the harness knows them (`ModelSide::turn_starts`: `drive` runs one
@@ -36,6 +40,53 @@ pub struct RequestLimit {
     pub requests: u32,
     /// What the requests are counted over.
     pub scope: RequestScope,
+    /// Whose requests count (and are checked): every agent's (default), the root's only, or
+    /// the sub-agents' only (smolagents' manager and its managed agents have limits of their
+    /// own).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub agents: Agents,
+    /// Which requests the runtime checks the limit before: every counted request (default), or
+    /// only the root's (pydantic-ai checks `request_limit` at the start of each step of the run
+    /// it was given to; a delegate run handed `ctx.usage` adds to the count but is not stopped
+    /// by it).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub checked_at: CheckedAt,
+    /// Requests the runtime makes past `requests` by design: smolagents asks once more, with no
+    /// tools, for a final answer after `max_steps` steps.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub extra: u32,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Whose requests a [`RequestLimit`] counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Agents {
+    /// Every agent's.
+    #[default]
+    All,
+    /// The root's (and, under `run`, the agents it handed off to).
+    Root,
+    /// Every sub-agent's.
+    Children,
+}
+
+/// Which requests the runtime checks a [`RequestLimit`] before.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckedAt {
+    /// Every counted request.
+    #[default]
+    Every,
+    /// The root's requests only.
+    Root,
 }
 
 /// What a [`RequestLimit`] counts over, within one user turn.
@@ -66,9 +117,19 @@ pub(super) fn requests(side: &ModelSide, limits: &[RequestLimit], out: &mut Out)
         // (turn, scope key) -> requests counted so far; a BTreeMap keeps findings in order.
         let mut counted: std::collections::BTreeMap<(usize, String), u32> = Default::default();
         let mut over = std::collections::BTreeSet::new();
+        let allowed = limit.requests.saturating_add(limit.extra);
         for i in 0..side.exchanges.len() {
             let Some(alias) = side.alias(i) else { continue };
             if retry(side, out, i) {
+                continue;
+            }
+            let root = run_of(side, alias).depth() == 0;
+            let whose = match limit.agents {
+                Agents::All => true,
+                Agents::Root => root,
+                Agents::Children => !root,
+            };
+            if !whose {
                 continue;
             }
             let turn = side.turn_starts.iter().filter(|&&s| s <= i).count();
@@ -79,7 +140,8 @@ pub(super) fn requests(side: &ModelSide, limits: &[RequestLimit], out: &mut Out)
             };
             let n = counted.entry((turn, key.clone())).or_default();
             *n += 1;
-            if *n > limit.requests && over.insert((turn, key.clone())) {
+            let checked = limit.checked_at == CheckedAt::Every || root;
+            if *n > allowed && checked && over.insert((turn, key.clone())) {
                 let whose = match limit.scope {
                     RequestScope::Agent => format!("{alias}'s"),
                     RequestScope::Run if key == alias.to_string() => format!("the run of {alias}"),
@@ -92,10 +154,15 @@ pub(super) fn requests(side: &ModelSide, limits: &[RequestLimit], out: &mut Out)
                     "oracle.model-side.requests",
                     i,
                     format!(
-                        "request {n} of {whose}{turn}: `{}` allows {} model requests {}",
+                        "request {n} of {whose}{turn}: `{}` allows {} model requests {}{}",
                         limit.name,
-                        limit.requests,
-                        limit.scope.words()
+                        allowed,
+                        limit.scope.words(),
+                        if limit.extra > 0 {
+                            format!(" ({} and {} more by design)", limit.requests, limit.extra)
+                        } else {
+                            String::new()
+                        }
                     ),
                     None,
                 );

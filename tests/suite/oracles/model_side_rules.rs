@@ -511,7 +511,14 @@ fn a_later_child_asking_first_on_wall_time_fires_only_when_the_cap_was_full_with
 }
 
 fn limits(name: &str, requests: u32, scope: model_side::RequestScope) -> Vec<model_side::RequestLimit> {
-    vec![model_side::RequestLimit { name: name.into(), requests, scope }]
+    vec![model_side::RequestLimit {
+        name: name.into(),
+        requests,
+        scope,
+        agents: Default::default(),
+        checked_at: Default::default(),
+        extra: 0,
+    }]
 }
 
 fn over(side: &rehearsal::internals::evidence::attribution::ModelSide, l: &[model_side::RequestLimit]) -> Vec<String> {
@@ -551,6 +558,21 @@ fn a_request_past_a_stated_limit_fires_per_agent_and_shared_and_a_retry_is_not_c
     let got = over(&side, &limits("request_limit", 3, Shared));
     assert_eq!(got.len(), 1, "{got:#?}");
     assert!(got[0].contains("main request #2") && got[0].contains("request 4 of the agents'"), "{got:#?}");
+    // pydantic-ai checks its `request_limit` only before the root's steps: the delegate's
+    // requests count, and the finding stands at the root's next request, not at the child's.
+    let mut root_checked = limits("request_limit", 2, Shared);
+    let got = over(&side, &root_checked);
+    assert!(got.len() == 1 && got[0].contains("main/1 request #2"), "checked at every request: {got:#?}");
+    root_checked[0].checked_at = model_side::CheckedAt::Root;
+    let got = over(&side, &root_checked);
+    assert!(got.len() == 1 && got[0].contains("main request #2"), "checked at the root's: {got:#?}");
+    // smolagents: the managed agents' own limit, and the final-answer request past it.
+    let mut children = limits("max_steps", 1, Agent);
+    children[0].agents = model_side::LimitedAgents::Children;
+    let got = over(&side, &children);
+    assert!(got.len() == 1 && got[0].contains("main/1"), "the root's requests are not counted: {got:#?}");
+    children[0].extra = 1;
+    assert!(over(&side, &children).is_empty(), "one request more by design");
     // Told that the root's second request began a second turn, the turn made 3 and 1.
     let mut turns = side.clone();
     turns.turn_starts = vec![r2];
