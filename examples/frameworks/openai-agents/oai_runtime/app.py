@@ -8,8 +8,9 @@ The agents are the docs' own examples, put together in one app:
 - "Structured input for tool-agents" (docs/tools.md, examples/agent_patterns/
   agents_as_tools_structured.py): a translator exposed with ``as_tool(...,
   parameters=TranslationInput)``.
-- "Handoffs" (docs/handoffs.md): a triage agent with ``handoffs=[billing_agent, refund_agent]``;
-  the model sees ``transfer_to_billing_agent`` and ``transfer_to_refund_agent``.
+- "Handoffs" (docs/handoffs.md): ``handoffs=[billing_agent, handoff(refund_agent,
+  input_filter=handoff_filters.remove_all_tools)]``; the model sees ``transfer_to_billing_agent``
+  and ``transfer_to_refund_agent``.
 
 Model set-up is the docs' "Models" / "Configuring the SDK" pattern for a non-OpenAI endpoint
 speaking Chat Completions: ``set_default_openai_client``, ``set_default_openai_api
@@ -32,10 +33,12 @@ from agents import (
     OpenAIChatCompletionsModel,
     RunConfig,
     function_tool,
+    handoff,
     set_default_openai_api,
     set_default_openai_client,
     set_tracing_disabled,
 )
+from agents.extensions import handoff_filters
 from agents.run_config import ToolExecutionConfig
 
 AGENT_HEADER = "X-Rehearsal-Agent"
@@ -191,12 +194,16 @@ def build(spelling: str, settings: Settings, http_client: httpx2.AsyncClient) ->
                 model=model("billing_agent"),
             )
         )
+        # docs/handoffs.md, "Input filters": the refund agent gets the history without tool calls.
         handoffs.append(
-            Agent(
-                name="refund_agent",
-                handoff_description="Handles refund requests.",
-                instructions="You are the refund agent. Explain the refund policy and next steps.",
-                model=model("refund_agent"),
+            handoff(
+                Agent(
+                    name="refund_agent",
+                    handoff_description="Handles refund requests.",
+                    instructions="You are the refund agent. Explain the refund policy and next steps.",
+                    model=model("refund_agent"),
+                ),
+                input_filter=handoff_filters.remove_all_tools,
             )
         )
     return Agent(
