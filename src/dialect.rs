@@ -163,6 +163,11 @@ pub struct SpawnTool {
     /// prompt makes no child.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untrimmed: bool,
+    /// Whether an empty prompt still starts a child, with an empty first message (pydantic-ai:
+    /// a delegation tool runs its delegate on whatever the model passed); `false` (the
+    /// default): an empty prompt makes no child.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty_starts: bool,
     /// Whether the model argument is `provider:model` and the child's requests name the part
     /// after the first `:` (bub 0.5.1, pydantic-ai); `false`: they name the argument as given.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -359,6 +364,7 @@ fn roku_agent() -> SpawnTool {
         timeout_text: Some("[Sub-agent error] Timed out after {seconds} seconds.".into()),
         wrap: None,
         untrimmed: false,
+        empty_starts: false,
         model_provider: false,
         reasoning_effort: None,
     }
@@ -381,6 +387,7 @@ fn bub_subagent() -> SpawnTool {
         timeout_text: Some("Timed out after {seconds} seconds.".into()),
         wrap: None,
         untrimmed: false,
+        empty_starts: false,
         model_provider: false,
         reasoning_effort: Some("reasoning_effort".into()),
     }
@@ -494,6 +501,7 @@ impl Dialect {
                     timeout_text: None,
                     wrap: None,
                     untrimmed: true,
+                    empty_starts: false,
                     model_provider: true,
                     reasoning_effort: None,
                 }],
@@ -539,6 +547,7 @@ impl Dialect {
                     timeout_text: None,
                     wrap: None,
                     untrimmed: false,
+                    empty_starts: false,
                     model_provider: false,
                     reasoning_effort: None,
                 }],

@@ -606,7 +606,7 @@ impl Attributor {
             let Some(tool) = self.dialect.spawn_tool(&call.name) else { continue };
             let prompt = tool.prompt_of(&call.args);
             let refused = !offered.contains(&call.name)
-                || prompt.is_empty()
+                || (prompt.is_empty() && !tool.empty_starts)
                 || !self.grants_within(tool, &call.args, &offered, &who.alias);
             let session = tool.session_of(&call.args);
             let in_use = match &session {

@@ -608,3 +608,21 @@ fn a_run_counts_the_agents_it_handed_off_to() {
     assert!(got[0].contains("request 3 of the run of main (handed to main/1)"), "{got:#?}");
     assert!(over(&side, &limits("max_turns", 3, Run)).is_empty());
 }
+
+/// A dialect whose spawn tool is `empty_starts` (pydantic-ai runs a delegate on an empty
+/// question): the empty first message is that child's; without it the call made no child and
+/// the request is no agent's.
+#[test]
+fn an_empty_prompt_starts_a_child_only_where_the_dialect_says_so() {
+    for empty_starts in [true, false] {
+        let mut dialect = Dialect::builtin("generic").unwrap();
+        dialect.spawn[0].untrimmed = true;
+        dialect.spawn[0].empty_starts = empty_starts;
+        let mut t = Talk::new(dialect.clone());
+        let (r, _) = t.ask(&[Message::user("Ask nothing.")], &["spawn_agent"]);
+        t.reply(r, &Message::assistant("", vec![call("c1", "spawn_agent", serde_json::json!({"prompt": ""}))]));
+        let (_, who) = t.ask(&[Message::user("")], &[]);
+        let child = matches!(&who, rehearsal::internals::evidence::attribution::Attribution::Agent(a) if a.alias.to_string() == "main/1");
+        assert_eq!(child, empty_starts, "empty_starts {empty_starts}: {who:?}");
+    }
+}
