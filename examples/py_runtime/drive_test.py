@@ -172,6 +172,18 @@ class Clocked(unittest.TestCase):
                 for i, out in enumerate(outs[1:], start=2):
                     self.assertEqual(out.stdout, first.stdout, f"{target}: run {i} of {len(outs)} differs")
 
+    def test_a_command_that_hides_the_shim_is_told_why_the_clock_cannot_follow_it(self) -> None:
+        # `env PYTHONPATH=...` in the command replaces the PYTHONPATH drive led with the shim:
+        # the runtime asks the model but never greets the clock, and the verdict says so.
+        command = ["env", f"PYTHONPATH={HERE}", sys.executable, "-m", "py_runtime", "--session", "{session}",
+                   "{message}"]
+        args = [REHEARSAL, "drive", str(HERE / "scenarios/temp-child-starts-empty.json"), *DEFAULT, "--clock",
+                "--turn-limit", "5s", "--color", "never", "--", *command]
+        out = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 1, f"{out.stdout}\n{out.stderr}")
+        self.assertIn("but never said hello to the clock", out.stdout)
+        self.assertIn("a command that sets PYTHONPATH itself hides it", out.stdout)
+
     def test_timer_from_queueing_is_caught_at_the_exact_virtual_instant(self) -> None:
         out = drive_clocked("scenarios-cap1/queued-child-timeout-at-the-instant.json", CAP1, "timeout_from_queue")
         self.assertEqual(out.returncode, 1, f"{out.stdout}\n{out.stderr}")

@@ -394,6 +394,25 @@ pub(crate) fn judged(
             )),
         }
     }
+    // A runtime that asked the model without ever greeting the clock cannot be followed on
+    // virtual time: say why, before the stops it causes (a threaded runtime, or a command that
+    // set PYTHONPATH over the shim's).
+    if let Some(report) = clock
+        && wire.requests > 0
+        && !report.transcript.iter().any(|line| line.starts_with("hello "))
+    {
+        turn_failures.push(Failure::new(
+            FailureKind::Stopped,
+            format!(
+                "the runtime made {} request(s) to the model but never said hello to the clock: under --clock it must \
+                 load the clock shim (drive puts it first on PYTHONPATH; a command that sets PYTHONPATH itself hides it: \
+                 put the runtime on the venv's path instead) and run on asyncio (a runtime that works in threads, as \
+                 smolagents does, cannot follow the clock: drive it without --clock)",
+                wire.requests
+            ),
+            Vec::new(),
+        ));
+    }
     if wire.requests == 0 {
         turn_failures.push(Failure::new(
             FailureKind::Stopped,

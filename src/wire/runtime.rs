@@ -322,7 +322,18 @@ impl std::error::Error for RuntimeError {
 }
 
 /// The names of the built-in descriptions.
-pub const BUILTIN: [&str; 4] = ["bub", "py-runtime", "roku", "generic"];
+pub const BUILTIN: [&str; 6] = ["bub", "py-runtime", "roku", "generic", "pydantic-ai", "openai-agents"];
+
+/// A framework's description as its example folder holds it (`examples/frameworks/NAME/`:
+/// `runtime.json`, naming `dialect.json` beside it), compiled in so that `--runtime NAME`
+/// needs no checkout; the files stay the one source.
+fn framework(runtime: &str, dialect: &str) -> RuntimeDescription {
+    let mut d: RuntimeDescription = serde_json::from_str(runtime).expect("a framework's runtime.json is a description");
+    let DialectRef::Builtin(path) = &d.dialect else { panic!("a framework's runtime.json names its dialect file") };
+    let dialect = Dialect::from_json(dialect, path).expect("a framework's dialect.json is a dialect");
+    d.dialect = DialectRef::File { path: path.clone(), dialect: Box::new(dialect) };
+    d
+}
 
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -456,6 +467,16 @@ impl RuntimeDescription {
                 agent_header: crate::wire::AgentHeader::default(),
                 settable: BTreeMap::new(),
             },
+            // pydantic-ai 2.78 agent delegation (docs/conformance/pydantic-ai.md).
+            "pydantic-ai" => framework(
+                include_str!("../../examples/frameworks/pydantic-ai/runtime.json"),
+                include_str!("../../examples/frameworks/pydantic-ai/dialect.json"),
+            ),
+            // openai-agents 0.24 agents as tools and handoffs (docs/conformance/openai-agents.md).
+            "openai-agents" => framework(
+                include_str!("../../examples/frameworks/openai-agents/runtime.json"),
+                include_str!("../../examples/frameworks/openai-agents/dialect.json"),
+            ),
             _ => return None,
         })
     }
@@ -696,15 +717,24 @@ impl RuntimeDescription {
 mod tests {
     use super::*;
 
+    /// Every built-in reads its dialect (a framework's from the file beside its example's
+    /// description) and passes the checks a user's description does; a framework's is its
+    /// example's files, read as a user would read them.
     #[test]
-    fn every_builtin_has_a_builtin_dialect() {
+    fn every_builtin_has_a_dialect_and_passes_a_users_checks() {
         for name in BUILTIN {
             let d = RuntimeDescription::builtin(name).expect("listed");
             assert_eq!(d.name, name);
             let _ = d.dialect();
-            // A built-in description passes the checks a user's does.
             let text = serde_json::to_string(&d).unwrap();
-            assert_eq!(RuntimeDescription::from_json(&text, name).unwrap(), d);
+            let file = match &d.dialect {
+                DialectRef::File { .. } => format!("examples/frameworks/{name}/runtime.json"),
+                _ => name.to_string(),
+            };
+            assert_eq!(RuntimeDescription::from_json(&text, &file).unwrap(), d, "{name}");
+            if let DialectRef::File { .. } = &d.dialect {
+                assert_eq!(RuntimeDescription::load(&file).unwrap(), d, "{name}: the example's own files");
+            }
         }
     }
 
@@ -886,7 +916,7 @@ mod tests {
         );
         assert_eq!(
             err.to_string(),
-            "unknown runtime `nope`: a built-in is one of bub, py-runtime, roku, generic, or give a description `.json` file"
+            "unknown runtime `nope`: a built-in is one of bub, py-runtime, roku, generic, pydantic-ai, openai-agents, or give a description `.json` file"
         );
         let err = RuntimeDescription::load("no/such/runtime.json").unwrap_err();
         let RuntimeError::Unreadable { file, source } = &err else { panic!("{err:?}") };
