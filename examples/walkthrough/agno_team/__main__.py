@@ -1,0 +1,3 @@
+from agno_team.cli import main
+
+raise SystemExit(main())
