@@ -168,6 +168,11 @@ pub struct SpawnTool {
     /// default): an empty prompt makes no child.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub empty_starts: bool,
+    /// Whether a child whose final reply is empty hands back the latest non-empty text of its
+    /// run instead, an assistant message's or a tool result's (openai-agents' `as_tool`);
+    /// `false` (the default): its result is its final reply, empty too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty_falls_back: bool,
     /// Whether the model argument is `provider:model` and the child's requests name the part
     /// after the first `:` (bub 0.5.1, pydantic-ai); `false`: they name the argument as given.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -365,6 +370,7 @@ fn roku_agent() -> SpawnTool {
         wrap: None,
         untrimmed: false,
         empty_starts: false,
+        empty_falls_back: false,
         model_provider: false,
         reasoning_effort: None,
     }
@@ -388,6 +394,7 @@ fn bub_subagent() -> SpawnTool {
         wrap: None,
         untrimmed: false,
         empty_starts: false,
+        empty_falls_back: false,
         model_provider: false,
         reasoning_effort: Some("reasoning_effort".into()),
     }
@@ -502,6 +509,7 @@ impl Dialect {
                     wrap: None,
                     untrimmed: true,
                     empty_starts: false,
+                    empty_falls_back: false,
                     model_provider: true,
                     reasoning_effort: None,
                 }],
@@ -548,6 +556,7 @@ impl Dialect {
                     wrap: None,
                     untrimmed: false,
                     empty_starts: false,
+                    empty_falls_back: false,
                     model_provider: false,
                     reasoning_effort: None,
                 }],

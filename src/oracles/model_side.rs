@@ -582,6 +582,21 @@ fn truncation(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out)
         let Some(final_text) = side.exchanges[last].reply.as_ref().and_then(|r| dialect.final_text(r)) else {
             continue;
         };
+        // An empty final reply hands back the run's latest non-empty text where the runtime
+        // says so (`empty_falls_back`): the last request holds every earlier message of the run.
+        let falls_back = final_text.is_empty() && dialect.spawn_tool(&c.tool).is_some_and(|t| t.empty_falls_back);
+        let final_text = if falls_back {
+            side.exchanges[last]
+                .messages
+                .iter()
+                .rev()
+                .filter(|m| matches!(m.role, Role::Assistant | Role::Tool))
+                .map(|m| m.content.to_string())
+                .find(|text| !text.is_empty())
+                .unwrap_or_default()
+        } else {
+            final_text
+        };
         let want = expected_result(&final_text, rules.result_limit_chars);
         // A result that is the runtime's timeout text stands for no reply of the child (its
         // final reply, if any, came too late): oracle.model-side.timeouts judges it.
@@ -878,7 +893,8 @@ fn append_only(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     }
 }
 
-/// Each asynchronous child's runs as (call, first exchange, start, end): from its first
+/// Each child's runs that hold a slot (a background child's; a synchronous one's too where a
+/// reply's calls run at once) as (call, first exchange, start, end): from its first
 /// request to its final reply (or, for a run cut short, its last request).
 fn open_runs<'a>(
     side: &'a ModelSide,
@@ -886,7 +902,10 @@ fn open_runs<'a>(
     dialect: &Dialect,
 ) -> Vec<(&'a SpawnCall, usize, Duration, Duration, bool)> {
     let mut out = Vec::new();
-    for c in side.calls.iter().filter(|c| !c.sync) {
+    // A synchronous child runs while its call does: beside its siblings of one reply where the
+    // runtime runs a reply's calls at once (`parallel_calls`: openai-agents' agent tools under
+    // `max_tool_concurrency`), so it holds a slot as a background child does.
+    for c in side.calls.iter().filter(|c| !c.sync || dialect.parallel_calls) {
         let Some(child) = child_of(c) else { continue };
         for run in runs(agents, child, dialect) {
             let (first, last) = (run[0].0, run[run.len() - 1].0);

@@ -367,7 +367,8 @@ impl RuntimeDescription {
                 limits: RuntimeLimits {
                     depth_limit: Some(1),
                     result_limit_chars: Some(None),
-                    max_concurrency: None,
+                    // Every call of a reply runs at once (`asyncio.gather`), with no cap.
+                    max_concurrency: Some(usize::MAX),
                     subagent_default_timeout_ms: None,
                     root_step_budget: None,
                     request_limits: Vec::new(),
