@@ -835,6 +835,12 @@ impl VirtualClock {
         self.end(ClockEnd::Finished { at_ns: self.now_ns });
     }
 
+    /// Whether a transcript ([`VirtualClock::transcript`]) shows a runtime's hello: a runtime
+    /// that never greeted the clock asked the model off it.
+    pub fn greeted(transcript: &[String]) -> bool {
+        transcript.iter().any(|line| line.split_whitespace().nth(1) == Some("hello"))
+    }
+
     /// A runtime says hello: `Ok` with the welcome's virtual now, or why it is refused.
     pub fn connect(&mut self, protocol: u32, runtime: &str) -> Result<u64, ProtocolError> {
         if let Some(end) = &self.ended {
@@ -1291,6 +1297,15 @@ mod tests {
         let mut clock = VirtualClock::new(ClockLimits::default(), None);
         assert_eq!(clock.connect(PROTOCOL, "test").unwrap(), 0);
         clock
+    }
+
+    /// The transcript's lines start with the virtual time; a hello is read from its words.
+    #[test]
+    fn a_transcript_shows_whether_a_runtime_greeted_the_clock() {
+        let mut clock = VirtualClock::new(ClockLimits::default(), None);
+        assert!(!VirtualClock::greeted(clock.transcript()));
+        clock.connect(PROTOCOL, "python-asyncio 3.13.0").unwrap();
+        assert!(VirtualClock::greeted(clock.transcript()), "{:?}", clock.transcript());
     }
 
     #[test]
