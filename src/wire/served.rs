@@ -188,21 +188,45 @@ impl Default for AgentHeader {
     }
 }
 
+/// What the model saw of one request, under its `--trace` line, so that a user writing a
+/// dialect sees why it went where it went: the tools offered and the last messages (at most
+/// two), each cut to [`SEEN_CHARS`] characters.
+fn seen(e: &crate::evidence::attribution::ModelExchange) -> Vec<String> {
+    use crate::sut::llm::Role;
+    let mut out = Vec::new();
+    if !e.tools.is_empty() {
+        out.push(format!("      tools: {}", excerpt_to(&e.tools.join(", "), SEEN_CHARS)));
+    }
+    let skip = e.messages.len().saturating_sub(2);
+    for (k, m) in e.messages.iter().enumerate().skip(skip) {
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        };
+        let calls: Vec<&str> = m.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        let calls = if calls.is_empty() { String::new() } else { format!(" calls [{}]", calls.join(", ")) };
+        let text = crate::trace::quoted(&excerpt_to(&m.content, SEEN_CHARS));
+        out.push(format!("      message {} {role}{calls}: {text}", k + 1));
+    }
+    out
+}
+
+/// How much of a message or tool list `--trace` shows.
+const SEEN_CHARS: usize = 100;
+
 /// The exchanges of a served run as lines a person reads (`rehearsal serve --trace`): when
 /// each request arrived (milliseconds, labelled `virtual` under the clock and `wall`
-/// without it), who it was put down to, what it held, and the reply given and when; then, under
+/// without it), who it was put down to, what it held (the tools offered and its last messages,
+/// indented beneath), and the reply given and when; then, under
 /// the clock, each request the client gave up on, at the virtual time of its give-up.
 #[doc(hidden)]
 pub fn trace_lines(run: &WireRun) -> Vec<String> {
     use crate::evidence::attribution::Attribution;
     let unit = if run.side.wall_times { "ms wall" } else { "ms virtual" };
-    let mut lines: Vec<String> = run
-        .side
-        .exchanges
-        .iter()
-        .zip(&run.side.attributions)
-        .enumerate()
-        .map(|(i, (e, a))| {
+    let mut lines: Vec<String> = Vec::new();
+    for (i, (e, a)) in run.side.exchanges.iter().zip(&run.side.attributions).enumerate() {
+        lines.push({
             let who = match a {
                 Attribution::Agent(a) => format!("{} #{}", a.alias, a.number),
                 Attribution::Side(_) => "side request".to_string(),
@@ -228,8 +252,9 @@ pub fn trace_lines(run: &WireRun) -> Vec<String> {
                 e.messages.len(),
                 e.tools.len()
             )
-        })
-        .collect();
+        });
+        lines.extend(seen(e));
+    }
     for d in &run.disconnects {
         if let Some(at) = d.gave_up {
             let what = if d.hang { "held (hang)" } else { "not yet answered" };

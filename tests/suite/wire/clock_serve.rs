@@ -153,6 +153,7 @@ async fn a_reply_due_at_30_s_against_a_10_s_timeout_is_a_disconnect_at_exactly_1
         trace_lines(&first.wire),
         [
             "0 ms virtual  exchange 0  main #1  1 messages, 0 tools -> no reply",
+            "      message 1 user: \"Hello\"",
             "10000 ms virtual  exchange 0  main  gave up: the client closed its connection after 10000 ms, not yet answered",
         ]
     );
@@ -181,7 +182,10 @@ async fn a_reply_due_at_9_999_s_against_a_10_s_timeout_is_answered_at_9_999_s_in
     assert_eq!(first.wire.side.exchanges[0].replied, Some(Duration::from_millis(9_999)));
     assert_eq!(
         trace_lines(&first.wire),
-        ["0 ms virtual  exchange 0  main #1  1 messages, 0 tools -> text \"The answer.\" at 9999 ms virtual"]
+        [
+            "0 ms virtual  exchange 0  main #1  1 messages, 0 tools -> text \"The answer.\" at 9999 ms virtual",
+            "      message 1 user: \"Hello\"",
+        ]
     );
     assert_eq!(
         first.clock.transcript,
