@@ -17,7 +17,7 @@ Environment:
     SMOL_MODEL          the model id (default "rehearsal")
     SMOL_MAX_STEPS      the manager's max_steps (default: smolagents' own, 20)
     SMOL_CHILD_MAX_STEPS  each managed agent's max_steps (default: smolagents' own, 20)
-    SMOL_LOG_LEVEL      smolagents' verbosity_level, 0 (off) to 2 (debug); the log goes to stderr
+    SMOL_LOG_LEVEL      smolagents' verbosity_level, -1 (off), 0 (errors), 1 (default) or 2 (debug); on stderr
 """
 
 import os
