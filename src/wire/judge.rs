@@ -238,7 +238,9 @@ const ROOT_LABEL: &str = "\n(no header: the root)";
 
 /// Compares each attributed request's alias with the runtime's label for it. The first request
 /// of a label fixes its alias, and the first of an alias its label; a request that pairs either
-/// otherwise is an attribution error of rehearsal's, told with both requests.
+/// otherwise is an attribution error of rehearsal's, told with both requests. Under a `reused`
+/// header a label may name several agents in turn (never the root): a request of a label put
+/// down to an agent that carries no label yet pairs them; each agent still carries one label.
 pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentHeader) -> GroundTruth {
     use std::collections::BTreeMap;
     let mut out = GroundTruth::default();
@@ -251,6 +253,7 @@ pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentH
         label_of.insert(root.clone(), (ROOT_LABEL.to_string(), usize::MAX));
     }
     let name = &header.name;
+    let reusable = |alias: &str| header.reused && *alias != root;
     for (i, attribution) in side.attributions.iter().enumerate() {
         let label = match (labels.get(i).cloned().flatten(), header.absent) {
             (Some(label), _) => Some(label),
@@ -280,6 +283,15 @@ pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentH
                 None
             }
             (Some((a, _)), Some((l, _))) if *a == alias && *l == label => None,
+            // A reused name (`reused`): an earlier agent of the name asking again, or the name's
+            // next agent, one that carries no name yet. Never the root, which is one agent.
+            (_, Some((l, _))) if reusable(&alias) && *l == label => None,
+            (Some((a, _)), None) if reusable(a) && reusable(&alias) => {
+                alias_of.insert(label.clone(), (alias.clone(), i));
+                label_of.insert(alias.clone(), (label.clone(), i));
+                None
+            }
+            (_, Some((l, at))) if reusable(&alias) => Some(format!("`{alias}` is `{}` (at exchange {at})", quote(l))),
             (Some((a, at)), _) if *a != alias => Some(match *at {
                 usize::MAX => format!("that is the root, `{a}`"),
                 at => format!("`{}` is `{a}` (at exchange {at})", quote(&label)),
@@ -347,10 +359,10 @@ mod tests {
         (truth.right, truth.wrong.len(), truth.unattributed, truth.unlabelled)
     }
 
-    const UNLABELLED: AgentHeader = AgentHeader { name: String::new(), absent: Absent::Unlabelled };
+    const UNLABELLED: AgentHeader = AgentHeader { name: String::new(), absent: Absent::Unlabelled, reused: false };
 
     fn header(absent: Absent) -> AgentHeader {
-        AgentHeader { name: "X-Agent".into(), absent }
+        AgentHeader { name: "X-Agent".into(), absent, reused: false }
     }
 
     #[test]
