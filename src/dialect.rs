@@ -99,6 +99,123 @@ pub struct Dialect {
     /// default): a child may have tools of its own (openai-agents' agents as tools).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub child_tools_within_parent: bool,
+    /// How the runtime writes an agent's history into its next request: [`History::Kept`]
+    /// (the default: the messages as sent, the reply as given) or re-rendered as text
+    /// ([`History::Rendered`], smolagents).
+    #[serde(default, skip_serializing_if = "History::is_kept")]
+    pub history: History,
+}
+
+/// How a runtime writes an agent's history into its next request: what "the agent's next
+/// request goes on from its last one and the reply it was given" means for it. The attribution
+/// (an agent going on), `oracle.model-side.append-only` and every oracle that reads a reply in
+/// the next request compare by it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum History {
+    /// Kept as given: the next request begins with the last one's messages, unchanged, then the
+    /// reply as an assistant message with its text and its calls (names and arguments, in
+    /// order; ids the runtime's), then the calls' results as `tool` messages.
+    #[default]
+    Kept,
+    /// Re-rendered as text, as smolagents writes it: the next request begins with the last
+    /// one's messages, unchanged, then the reply as one assistant message of text alone (its
+    /// text, trimmed, then the `calls` line and a printout holding each call's name and, as
+    /// `arguments` says, its arguments); its results are the runtime's own user messages. Or,
+    /// when a call of the reply raised, no assistant message at all: the last one's messages
+    /// with its last user message grown by appended text (smolagents merges the error into it).
+    /// Nothing else may change: a dropped, rewritten or reordered message is still a finding.
+    Rendered(Rendered),
+}
+
+impl History {
+    /// Whether this is [`History::Kept`], the default.
+    pub fn is_kept(&self) -> bool {
+        *self == History::Kept
+    }
+}
+
+/// How a runtime that re-renders history writes a reply: `{"calls": "Calling tools:",
+/// "arguments": "python"}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rendered {
+    /// The text that introduces the calls, after the reply's text and a line break (smolagents:
+    /// `Calling tools:`).
+    pub calls: String,
+    /// How each call's arguments stand in the printout; absent: only the calls' names are
+    /// compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Printed>,
+}
+
+/// How a runtime prints a call's arguments, or one argument's value, into a text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Printed {
+    /// Python's `repr` of the value parsed from JSON: strings quoted as Python quotes them,
+    /// `True`, `False`, `None`, dicts in the order given. In a re-rendered reply (smolagents'
+    /// `str([{'id': …, 'type': 'function', 'function': {'name': N, 'arguments': A}}])`) the
+    /// printout holds `'name': N, 'arguments': A` for each call. A value holding a non-integer
+    /// number, or a character whose printing Python decides by Unicode tables (a non-ASCII
+    /// character that is not a letter or digit), has no printing rehearsal is sure of: a call's
+    /// arguments are then compared by its name alone, and a wrap suffix does not match.
+    Python,
+}
+
+impl Printed {
+    /// `value` as this printing writes it; `None` when it is not sure how.
+    pub fn print(self, value: &serde_json::Value) -> Option<String> {
+        match self {
+            Printed::Python => python_repr(value),
+        }
+    }
+}
+
+/// Python's `repr` of a value parsed from JSON (`json.loads`), or `None` where rehearsal is not
+/// sure how Python prints it (a float, a non-ASCII character that is not alphanumeric).
+pub(crate) fn python_repr(value: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    Some(match value {
+        Value::Null => "None".to_string(),
+        Value::Bool(true) => "True".to_string(),
+        Value::Bool(false) => "False".to_string(),
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        Value::Number(_) => return None,
+        Value::String(s) => python_str(s)?,
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(python_repr).collect::<Option<Vec<_>>>()?.join(", "))
+        }
+        Value::Object(map) => {
+            let entries: Option<Vec<String>> =
+                map.iter().map(|(k, v)| Some(format!("{}: {}", python_str(k)?, python_repr(v)?))).collect();
+            format!("{{{}}}", entries?.join(", "))
+        }
+    })
+}
+
+/// Python's `repr` of a string: single quotes, unless it holds a single quote and no double one.
+fn python_str(s: &str) -> Option<String> {
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_ascii() || c.is_alphanumeric() => out.push(c),
+            _ => return None,
+        }
+    }
+    out.push(quote);
+    Some(out)
 }
 
 /// A tool that cancels a task.
@@ -178,8 +295,10 @@ pub struct SpawnTool {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum PromptWrap {
     /// A template, `{prompt}` standing for the prompt (trimmed), the whole message compared
-    /// after trimming: `{"template": "Your task:\n{prompt}"}`.
-    Template(String),
+    /// after trimming: `{"template": "Your task:\n{prompt}"}`; or, with a trailing part written
+    /// only for calls that give an argument, `{"template": {"text": "…{prompt}…", "suffix":
+    /// {…}}}` ([`Suffix`]).
+    Template(Template),
     /// The call's arguments as JSON after a preamble (openai-agents' `as_tool` with structured
     /// parameters): the message, trimmed, is the preamble, then a JSON object equal to the
     /// call's arguments: `{"arguments": {"preamble": "Input:"}}`.
@@ -187,6 +306,89 @@ pub enum PromptWrap {
         /// The text before the JSON.
         preamble: String,
     },
+}
+
+/// A wrap's template: the text, `{prompt}` standing for the prompt, and an optional trailing
+/// part. Written as a string (the text alone) or as `{"text": …, "suffix": {…}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "TemplateForm", into = "TemplateForm")]
+pub struct Template {
+    /// The message, `{prompt}` standing for the prompt.
+    pub text: String,
+    /// A trailing part written after it for a call that gives an argument, if any.
+    pub suffix: Option<Suffix>,
+}
+
+impl From<&str> for Template {
+    fn from(text: &str) -> Template {
+        Template { text: text.to_string(), suffix: None }
+    }
+}
+
+/// The two written forms of a [`Template`].
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum TemplateForm {
+    Text(String),
+    Parts {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        suffix: Option<Suffix>,
+    },
+}
+
+impl From<TemplateForm> for Template {
+    fn from(form: TemplateForm) -> Template {
+        match form {
+            TemplateForm::Text(text) => Template { text, suffix: None },
+            TemplateForm::Parts { text, suffix } => Template { text, suffix },
+        }
+    }
+}
+
+impl From<Template> for TemplateForm {
+    fn from(t: Template) -> TemplateForm {
+        match t.suffix {
+            None => TemplateForm::Text(t.text),
+            suffix => TemplateForm::Parts { text: t.text, suffix },
+        }
+    }
+}
+
+/// A trailing part of a wrap, written after the template exactly when the call gives
+/// `argument` a value Python reads as true (not absent, `null`, `false`, `0`, `""`, `[]` or
+/// `{}`), as smolagents writes a managed agent's `additional_args`:
+/// `{"argument": "additional_args", "text": "\nYou have been provided with these additional
+/// arguments, that you can access directly using the keys as variables:\n{value}.", "print":
+/// "python"}`. Without the argument the message is the template alone; with it, the template
+/// then this text, nothing else.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suffix {
+    /// The argument whose value the suffix writes.
+    pub argument: String,
+    /// The text, `{value}` standing for the argument's value.
+    pub text: String,
+    /// How the value is printed.
+    pub print: Printed,
+}
+
+impl Suffix {
+    /// The suffix a call with `args` is written with: `Some("")` when the call gives the
+    /// argument no true value (nothing is appended), `None` when its value cannot be printed
+    /// surely (no message matches).
+    fn for_call(&self, args: &serde_json::Value) -> Option<String> {
+        use serde_json::Value;
+        let value = match args.get(&self.argument) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => return Some(String::new()),
+            Some(Value::String(s)) if s.is_empty() => return Some(String::new()),
+            Some(Value::Array(a)) if a.is_empty() => return Some(String::new()),
+            Some(Value::Object(o)) if o.is_empty() => return Some(String::new()),
+            Some(Value::Number(n)) if n.as_f64() == Some(0.0) => return Some(String::new()),
+            Some(v) => v,
+        };
+        Some(self.text.replace("{value}", &self.print.print(value)?))
+    }
 }
 
 /// How a spawn call's result comes back to the parent.
@@ -451,6 +653,7 @@ impl Dialect {
                 handoff: Vec::new(),
                 root_only: vec!["ask_user".into()],
                 child_tools_within_parent: true,
+                history: History::Kept,
             },
             "bub" => Dialect {
                 name: name.into(),
@@ -468,6 +671,7 @@ impl Dialect {
                 handoff: Vec::new(),
                 root_only: vec!["ask_user".into()],
                 child_tools_within_parent: true,
+                history: History::Kept,
             },
             // The built-in core speaks both families at once.
             "rehearsal" => {
@@ -520,6 +724,7 @@ impl Dialect {
                 handoff: Vec::new(),
                 root_only: Vec::new(),
                 child_tools_within_parent: false,
+                history: History::Kept,
             },
             "generic" => Dialect {
                 name: name.into(),
@@ -555,6 +760,7 @@ impl Dialect {
                 handoff: Vec::new(),
                 root_only: Vec::new(),
                 child_tools_within_parent: false,
+                history: History::Kept,
             },
             _ => return None,
         })
@@ -771,7 +977,16 @@ impl SpawnTool {
 pub(crate) fn opens(wrap: Option<&PromptWrap>, prompt: &str, args: &serde_json::Value, text: &str) -> bool {
     match wrap {
         None => text == prompt,
-        Some(PromptWrap::Template(template)) => text.trim() == template.replace("{prompt}", prompt).trim(),
+        Some(PromptWrap::Template(template)) => {
+            let suffix = match &template.suffix {
+                None => String::new(),
+                Some(suffix) => match suffix.for_call(args) {
+                    Some(written) => written,
+                    None => return false,
+                },
+            };
+            text.trim() == format!("{}{suffix}", template.text.replace("{prompt}", prompt)).trim()
+        }
         Some(PromptWrap::Arguments { preamble }) => text
             .trim()
             .strip_prefix(preamble.trim())
