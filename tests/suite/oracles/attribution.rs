@@ -39,6 +39,11 @@ impl Talk {
         self.attributor.replied(number, reply, self.at);
     }
 
+    /// No reply will come for request `number` (the model call failed).
+    pub(crate) fn failed(&mut self, number: usize) {
+        self.attributor.failed(number);
+    }
+
     /// Moves the clock to `ms` milliseconds into the run.
     pub(crate) fn at(&mut self, ms: u64) {
         self.at = Duration::from_millis(ms);
