@@ -1085,6 +1085,82 @@ mod tests {
     }
 
     #[test]
+    fn python_repr_prints_values_as_python_does_or_says_it_cannot() {
+        use serde_json::json;
+        for (value, printed) in [
+            (json!({"code": "print('Paris')"}), r#"{'code': "print('Paris')"}"#),
+            (json!({"a": "it's \"x\""}), r#"{'a': 'it\'s "x"'}"#),
+            (json!({"t": true, "f": false, "n": null, "i": -3, "l": [1, "b\n\tc\\"]}), r#"{'t': True, 'f': False, 'n': None, 'i': -3, 'l': [1, 'b\n\tc\\']}"#),
+            (json!({"city": "Lyon"}), "{'city': 'Lyon'}"),
+            (json!({"é": "Zürich"}), "{'é': 'Zürich'}"),
+            (json!({}), "{}"),
+            (json!("\u{7}"), r"'\x07'"),
+        ] {
+            assert_eq!(python_repr(&value).as_deref(), Some(printed), "{value}");
+        }
+        // Floats and non-ASCII punctuation: Python's printing is not certain here, so nothing
+        // is claimed.
+        assert_eq!(python_repr(&json!({"x": 1.5})), None);
+        assert_eq!(python_repr(&json!("a — b")), None);
+    }
+
+    #[test]
+    fn a_template_suffix_is_written_exactly_when_the_call_gives_its_argument() {
+        use serde_json::json;
+        let text = r#"{"name": "s", "spawn": [{"name": "researcher", "prompt": "task", "result": "sync",
+            "wrap": {"template": {"text": "Task:\n{prompt}\n---", "suffix": {"argument": "additional_args",
+              "text": "\nArgs:\n{value}.", "print": "python"}}}}]}"#;
+        let d = Dialect::from_json(text, "s.json").unwrap();
+        let tool = &d.spawn[0];
+        let plain = json!({"task": "Go."});
+        let with = json!({"task": "Go.", "additional_args": {"city": "Lyon"}});
+        assert!(tool.opens(&plain, "Task:\nGo.\n---"));
+        assert!(tool.opens(&with, "Task:\nGo.\n---\nArgs:\n{'city': 'Lyon'}."));
+        // Written only with the argument, and then only with its value.
+        assert!(!tool.opens(&plain, "Task:\nGo.\n---\nArgs:\n{'city': 'Lyon'}."));
+        assert!(!tool.opens(&with, "Task:\nGo.\n---"));
+        assert!(!tool.opens(&with, "Task:\nGo.\n---\nArgs:\n{'city': 'Paris'}."));
+        // Values Python reads as false write no suffix; a value not printed surely matches nothing.
+        for falsy in [json!(null), json!({}), json!([]), json!(""), json!(false), json!(0)] {
+            assert!(tool.opens(&json!({"task": "Go.", "additional_args": falsy}), "Task:\nGo.\n---"), "{falsy}");
+        }
+        let float = json!({"task": "Go.", "additional_args": {"t": 0.5}});
+        assert!(!tool.opens(&float, "Task:\nGo.\n---\nArgs:\n{'t': 0.5}."));
+        // A template without a suffix is still written as a string, and reads back.
+        let mut d = d;
+        d.spawn[0].wrap = Some(PromptWrap::Template("Task:\n{prompt}".into()));
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(json.contains(r#""wrap":{"template":"Task:\n{prompt}"}"#), "{json}");
+        assert_eq!(Dialect::from_json(&json, "s.json").unwrap(), d);
+    }
+
+    #[test]
+    fn history_defaults_to_kept_reads_rendered_and_names_a_bad_field_by_line_and_column() {
+        let d = Dialect::from_json(r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}]}"#, "x.json")
+            .unwrap();
+        assert_eq!(d.history, History::Kept);
+        // The default is not written: every existing dialect serializes as before.
+        assert!(!serde_json::to_string(&d).unwrap().contains("history"));
+        let rendered = r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}],
+  "history": {"rendered": {"calls": "Calling tools:", "arguments": "python"}}}"#;
+        let d = Dialect::from_json(rendered, "x.json").unwrap();
+        assert_eq!(
+            d.history,
+            History::Rendered(Rendered { calls: "Calling tools:".into(), arguments: Some(Printed::Python) })
+        );
+        assert_eq!(Dialect::from_json(&serde_json::to_string(&d).unwrap(), "x.json").unwrap(), d);
+        let bad = r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}],
+  "history": {"rendered": {"calls": "C", "argumentz": "python"}}}"#;
+        let err = Dialect::from_json(bad, "x.json").unwrap_err();
+        let DialectError::NotADialect { line, .. } = &err else { panic!("{err:?}") };
+        assert_eq!(*line, 2, "{err}");
+        assert!(err.to_string().starts_with("x.json:2:") && err.to_string().contains("argumentz"), "{err}");
+        let err = Dialect::from_json(&bad.replace(r#"{"rendered": {"calls": "C", "argumentz": "python"}}"#, r#""retold""#), "x.json")
+            .unwrap_err();
+        assert!(err.to_string().starts_with("x.json:2:") && err.to_string().contains("retold"), "{err}");
+    }
+
+    #[test]
     fn notifications_read_back() {
         let d = Dialect::builtin("bub").unwrap();
         let n = d.notified(

@@ -411,6 +411,56 @@ mod tests {
         assert!(truth.wrong[1].contains("exchange 3 was put down to `main/1`, but the runtime's X-Agent header names `t9`, and `main/1` is `t1` (at exchange 1)"), "{:?}", truth.wrong);
     }
 
+    fn reused(absent: Absent) -> AgentHeader {
+        AgentHeader { reused: true, ..header(absent) }
+    }
+
+    #[test]
+    fn a_reused_label_names_each_run_in_turn_and_each_run_still_one_label() {
+        // smolagents' `researcher` called twice: two runs, two children, one label.
+        let side = side(&["main", "main/1", "main/1", "main", "main/2", "main"]);
+        let names = labels(&[Some("root"), Some("researcher"), Some("researcher"), Some("root"), Some("researcher"), Some("root")]);
+        assert_eq!(counts(&ground_truth(&side, &names, &reused(Absent::Unlabelled))), (6, 0, 0, 0));
+        // Without `reused` the second run is told, as before.
+        let truth = ground_truth(&side, &names, &header(Absent::Unlabelled));
+        assert_eq!(counts(&truth), (5, 1, 0, 0));
+        assert!(truth.wrong[0].contains("exchange 4 was put down to `main/2`, but the runtime's X-Agent header names `researcher`, and `researcher` is `main/1` (at exchange 1)"), "{:?}", truth.wrong);
+        // An earlier run asking again after the label moved on is still its own.
+        let side_back = super::tests::side(&["main", "main/1", "main/2", "main/1"]);
+        let back = labels(&[Some("root"), Some("researcher"), Some("researcher"), Some("researcher")]);
+        assert_eq!(counts(&ground_truth(&side_back, &back, &reused(Absent::Unlabelled))), (4, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_reused_label_never_moves_off_the_root_and_a_run_never_takes_two_labels() {
+        // The root's label on a new alias: the root is one agent, told as before.
+        let truth = ground_truth(
+            &side(&["main", "main/1"]),
+            &labels(&[Some("root"), Some("root")]),
+            &reused(Absent::Unlabelled),
+        );
+        assert_eq!(counts(&truth), (1, 1, 0, 0));
+        assert!(truth.wrong[0].contains("exchange 1 was put down to `main/1`, but the runtime's X-Agent header names `root`, and `root` is `main` (at exchange 0)"), "{:?}", truth.wrong);
+        // Nor does a child's label take the root's alias.
+        let truth = ground_truth(
+            &side(&["main", "main/1", "main"]),
+            &labels(&[Some("root"), Some("researcher"), Some("researcher")]),
+            &reused(Absent::Unlabelled),
+        );
+        assert_eq!(counts(&truth), (2, 1, 0, 0), "{:?}", truth.wrong);
+        // One run under two labels: told, naming the run's label.
+        let truth = ground_truth(
+            &side(&["main", "main/1", "main/1"]),
+            &labels(&[Some("root"), Some("researcher"), Some("reviewer")]),
+            &reused(Absent::Unlabelled),
+        );
+        assert_eq!(counts(&truth), (2, 1, 0, 0));
+        assert!(truth.wrong[0].contains("exchange 2 was put down to `main/1`, but the runtime's X-Agent header names `reviewer`, and `main/1` is `researcher` (at exchange 1)"), "{:?}", truth.wrong);
+        // Under `absent: root` a request without the header is still the root's alone.
+        let truth = ground_truth(&side(&["main", "main/1"]), &labels(&[None, None]), &reused(Absent::Root));
+        assert_eq!(counts(&truth), (1, 1, 0, 0));
+    }
+
     #[test]
     fn under_absent_root_the_root_is_fixed_before_any_request() {
         // A child's first request put down to the root, with no name of its own yet: told,
