@@ -40,7 +40,8 @@
 //!    rule is broken, not of another agent. Going on from an agent's last request as well, it is
 //!    the child's only when the call is of that very reply; otherwise it is ambiguous.
 //! 6. **An agent going on.** The agent, with no request open, whose last request and the reply
-//!    it was given (or, when it got none, whose last request alone) are the start of this one;
+//!    it was given (kept as the dialect's [`History`] says the runtime keeps them; or, when it
+//!    got none, whose last request alone) are the start of this one;
 //!    the longest such start wins. This covers later steps, later turns, retries, and the
 //!    continued runs of a named task (`subagent.send`), which keep their alias. A request going
 //!    on from a forked child and its parent alike, holding past the child's prompt the result
