@@ -1090,7 +1090,10 @@ mod tests {
         for (value, printed) in [
             (json!({"code": "print('Paris')"}), r#"{'code': "print('Paris')"}"#),
             (json!({"a": "it's \"x\""}), r#"{'a': 'it\'s "x"'}"#),
-            (json!({"t": true, "f": false, "n": null, "i": -3, "l": [1, "b\n\tc\\"]}), r#"{'t': True, 'f': False, 'n': None, 'i': -3, 'l': [1, 'b\n\tc\\']}"#),
+            (
+                json!({"t": true, "f": false, "n": null, "i": -3, "l": [1, "b\n\tc\\"]}),
+                r#"{'t': True, 'f': False, 'n': None, 'i': -3, 'l': [1, 'b\n\tc\\']}"#,
+            ),
             (json!({"city": "Lyon"}), "{'city': 'Lyon'}"),
             (json!({"é": "Zürich"}), "{'é': 'Zürich'}"),
             (json!({}), "{}"),
@@ -1136,8 +1139,9 @@ mod tests {
 
     #[test]
     fn history_defaults_to_kept_reads_rendered_and_names_a_bad_field_by_line_and_column() {
-        let d = Dialect::from_json(r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}]}"#, "x.json")
-            .unwrap();
+        let d =
+            Dialect::from_json(r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}]}"#, "x.json")
+                .unwrap();
         assert_eq!(d.history, History::Kept);
         // The default is not written: every existing dialect serializes as before.
         assert!(!serde_json::to_string(&d).unwrap().contains("history"));
@@ -1155,8 +1159,11 @@ mod tests {
         let DialectError::NotADialect { line, .. } = &err else { panic!("{err:?}") };
         assert_eq!(*line, 2, "{err}");
         assert!(err.to_string().starts_with("x.json:2:") && err.to_string().contains("argumentz"), "{err}");
-        let err = Dialect::from_json(&bad.replace(r#"{"rendered": {"calls": "C", "argumentz": "python"}}"#, r#""retold""#), "x.json")
-            .unwrap_err();
+        let err = Dialect::from_json(
+            &bad.replace(r#"{"rendered": {"calls": "C", "argumentz": "python"}}"#, r#""retold""#),
+            "x.json",
+        )
+        .unwrap_err();
         assert!(err.to_string().starts_with("x.json:2:") && err.to_string().contains("retold"), "{err}");
     }
 

@@ -18,9 +18,9 @@ pub mod attribution;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::dialect::{History, Printed, python_repr};
 use crate::rules::Rules;
 use crate::scenario::{ProfileSpec, RulesSpec};
-use crate::dialect::{History, Printed, python_repr};
 use crate::sut::llm::{LlmRequest, Message, Role, Transcript};
 use crate::sut::{AgentId, Profile};
 use crate::trace::Trace;

@@ -767,10 +767,11 @@ impl Attributor {
         let mut tied = None;
         for (i, agent) in self.agents.iter().enumerate().filter(|(_, a)| !a.open) {
             let last = &self.record.exchanges[agent.last];
-            let (len, extends) = match extension(&self.dialect.history, last, &messages).or_else(|| retried(last, &messages)) {
-                Some(len) => (len, true),
-                None => (common_start(&last.messages, &messages), false),
-            };
+            let (len, extends) =
+                match extension(&self.dialect.history, last, &messages).or_else(|| retried(last, &messages)) {
+                    Some(len) => (len, true),
+                    None => (common_start(&last.messages, &messages), false),
+                };
             let better = match best {
                 None => len > 0 || extends,
                 Some((_, l, e)) => (extends, len) > (e, l),
@@ -839,7 +840,8 @@ impl Attributor {
         // A send's continuation belongs to the sent task's agent, even where the session's
         // record is another agent's last request (two tasks may share a named session).
         if let Some(i) = self.restarted(&messages) {
-            let extends = extension(&self.dialect.history, &self.record.exchanges[self.agents[i].last], &messages).is_some();
+            let extends =
+                extension(&self.dialect.history, &self.record.exchanges[self.agents[i].last], &messages).is_some();
             best = Some((i, 0, extends));
             basis = Some(Basis::Restarted);
             self.record.restarts.push(number);
@@ -868,7 +870,9 @@ impl Attributor {
                     Attribution::Agent(w) => Some((x, &w.alias)),
                     _ => None,
                 })
-                .filter_map(|(x, alias)| Some((extension(&self.dialect.history, &self.record.exchanges[x], &messages)?, alias)))
+                .filter_map(|(x, alias)| {
+                    Some((extension(&self.dialect.history, &self.record.exchanges[x], &messages)?, alias))
+                })
                 .max_by_key(|(len, _)| *len)
                 .and_then(|(_, alias)| self.agents.iter().position(|a| &a.alias == alias && !a.open));
             if let Some(i) = resumed {
@@ -917,7 +921,8 @@ impl Attributor {
         // The child's own last reply (where its start ends) is its own, whatever it repeats.
         let answered = self.answered_in(c, messages, prompt + 1, Some(len - 1));
         let parent = self.agents.iter().position(|a| a.alias == c.parent && !a.open)?;
-        let extends = extension(&self.dialect.history, &self.record.exchanges[self.agents[parent].last], messages).is_some();
+        let extends =
+            extension(&self.dialect.history, &self.record.exchanges[self.agents[parent].last], messages).is_some();
         answered.then_some((parent, extends))
     }
 

@@ -419,7 +419,14 @@ mod tests {
     fn a_reused_label_names_each_run_in_turn_and_each_run_still_one_label() {
         // smolagents' `researcher` called twice: two runs, two children, one label.
         let side = side(&["main", "main/1", "main/1", "main", "main/2", "main"]);
-        let names = labels(&[Some("root"), Some("researcher"), Some("researcher"), Some("root"), Some("researcher"), Some("root")]);
+        let names = labels(&[
+            Some("root"),
+            Some("researcher"),
+            Some("researcher"),
+            Some("root"),
+            Some("researcher"),
+            Some("root"),
+        ]);
         assert_eq!(counts(&ground_truth(&side, &names, &reused(Absent::Unlabelled))), (6, 0, 0, 0));
         // Without `reused` the second run is told, as before.
         let truth = ground_truth(&side, &names, &header(Absent::Unlabelled));

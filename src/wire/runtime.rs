@@ -780,7 +780,11 @@ mod tests {
         let d = RuntimeDescription::from_json(text, "d.json").unwrap();
         assert_eq!(
             d.agent_header,
-            crate::wire::AgentHeader { name: "x-agent-ID".into(), absent: crate::wire::Absent::Unlabelled, reused: false }
+            crate::wire::AgentHeader {
+                name: "x-agent-ID".into(),
+                absent: crate::wire::Absent::Unlabelled,
+                reused: false
+            }
         );
     }
 

@@ -195,14 +195,28 @@ fn a_drop_or_a_splice_is_still_a_finding_under_rendered_history() {
     let cases: Vec<(&str, Vec<Captured>, &str)> = vec![
         ("an earlier step dropped", edit(&|m| drop(m.drain(1..3))), append_only),
         ("two earlier messages swapped", edit(&|m| m.swap(1, 2)), append_only),
-        ("an earlier reply's text dropped", edit(&|m| m[1].content = m[1].content.replace("Looking it up.\n", "")), append_only),
-        ("an earlier reply's arguments rewritten", edit(&|m| m[1].content = m[1].content.replace("Paris", "Lyon")), append_only),
+        (
+            "an earlier reply's text dropped",
+            edit(&|m| m[1].content = m[1].content.replace("Looking it up.\n", "")),
+            append_only,
+        ),
+        (
+            "an earlier reply's arguments rewritten",
+            edit(&|m| m[1].content = m[1].content.replace("Paris", "Lyon")),
+            append_only,
+        ),
         ("the first message grown", edit(&|m| m[0].content.push_str("\nmore")), unattributed),
         ("the wrapped task rewritten", edit(&|m| m[0].content = m[0].content.replace("France", "Spain")), unattributed),
-        ("the last reply's arguments rewritten", edit(&|m| m[3].content = m[3].content.replace("print(2)", "print(3)")), isolation),
+        (
+            "the last reply's arguments rewritten",
+            edit(&|m| m[3].content = m[3].content.replace("print(2)", "print(3)")),
+            isolation,
+        ),
         (
             "a call of the last reply dropped",
-            edit(&|m| m[3].content = m[3].content.replace(", {'id': 'call_4', 'type': 'function', 'function': {'name': 'python_interpreter', 'arguments': {'code': 'print(2)'}}}", "")),
+            edit(&|m| {
+                m[3].content = m[3].content.replace(", {'id': 'call_4', 'type': 'function', 'function': {'name': 'python_interpreter', 'arguments': {'code': 'print(2)'}}}", "")
+            }),
             isolation,
         ),
         ("a message spliced in", edit(&|m| m.insert(2, Message::user("Spliced."))), isolation),
@@ -273,8 +287,5 @@ fn isolation_reads_a_re_rendered_child_and_still_catches_a_write_back() {
     inserted[2].messages.insert(1, Message::user("From nowhere."));
     let (side, _) = replay(&inserted[..3], &dialect);
     let got = findings(&side, &dialect);
-    assert!(
-        got.iter().any(|f| f.contains("main/1's request holds a message its own loop did not make")),
-        "{got:#?}"
-    );
+    assert!(got.iter().any(|f| f.contains("main/1's request holds a message its own loop did not make")), "{got:#?}");
 }
