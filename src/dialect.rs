@@ -125,7 +125,16 @@ pub enum History {
     /// when a call of the reply raised, no assistant message at all: the last one's messages
     /// with its last user message grown by appended text (smolagents merges the error into it).
     /// Nothing else may change: a dropped, rewritten or reordered message is still a finding.
-    Rendered(Rendered),
+    /// Written `{"rendered": {"calls": "Calling tools:", "arguments": "python"}}`.
+    Rendered {
+        /// The text that introduces the calls, after the reply's text and a line break
+        /// (smolagents: `Calling tools:`).
+        calls: String,
+        /// How each call's arguments stand in the printout; absent: only the calls' names are
+        /// compared.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<Printed>,
+    },
 }
 
 impl History {
@@ -133,20 +142,6 @@ impl History {
     pub fn is_kept(&self) -> bool {
         *self == History::Kept
     }
-}
-
-/// How a runtime that re-renders history writes a reply: `{"calls": "Calling tools:",
-/// "arguments": "python"}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rendered {
-    /// The text that introduces the calls, after the reply's text and a line break (smolagents:
-    /// `Calling tools:`).
-    pub calls: String,
-    /// How each call's arguments stand in the printout; absent: only the calls' names are
-    /// compared.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arguments: Option<Printed>,
 }
 
 /// How a runtime prints a call's arguments, or one argument's value, into a text.
@@ -292,13 +287,18 @@ pub struct SpawnTool {
 
 /// How a runtime wraps a spawn call's prompt into its child's first user message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(from = "WrapForm", into = "WrapForm")]
 pub enum PromptWrap {
     /// A template, `{prompt}` standing for the prompt (trimmed), the whole message compared
     /// after trimming: `{"template": "Your task:\n{prompt}"}`; or, with a trailing part written
     /// only for calls that give an argument, `{"template": {"text": "…{prompt}…", "suffix":
     /// {…}}}` ([`Suffix`]).
-    Template(Template),
+    Template {
+        /// The message, `{prompt}` standing for the prompt.
+        text: String,
+        /// A trailing part written after it for a call that gives an argument, if any.
+        suffix: Option<Suffix>,
+    },
     /// The call's arguments as JSON after a preamble (openai-agents' `as_tool` with structured
     /// parameters): the message, trimmed, is the preamble, then a JSON object equal to the
     /// call's arguments: `{"arguments": {"preamble": "Input:"}}`.
@@ -308,24 +308,22 @@ pub enum PromptWrap {
     },
 }
 
-/// A wrap's template: the text, `{prompt}` standing for the prompt, and an optional trailing
-/// part. Written as a string (the text alone) or as `{"text": …, "suffix": {…}}`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(from = "TemplateForm", into = "TemplateForm")]
-pub struct Template {
-    /// The message, `{prompt}` standing for the prompt.
-    pub text: String,
-    /// A trailing part written after it for a call that gives an argument, if any.
-    pub suffix: Option<Suffix>,
-}
-
-impl From<&str> for Template {
-    fn from(text: &str) -> Template {
-        Template { text: text.to_string(), suffix: None }
+impl PromptWrap {
+    /// A template with no trailing part: `{prompt}` standing for the prompt.
+    pub fn template(text: impl Into<String>) -> PromptWrap {
+        PromptWrap::Template { text: text.into(), suffix: None }
     }
 }
 
-/// The two written forms of a [`Template`].
+/// The written form of a [`PromptWrap`]: a template is a string, or `{"text": …, "suffix": …}`.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum WrapForm {
+    Template(TemplateForm),
+    Arguments { preamble: String },
+}
+
+/// The two written forms of a template.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 enum TemplateForm {
@@ -337,20 +335,22 @@ enum TemplateForm {
     },
 }
 
-impl From<TemplateForm> for Template {
-    fn from(form: TemplateForm) -> Template {
+impl From<WrapForm> for PromptWrap {
+    fn from(form: WrapForm) -> PromptWrap {
         match form {
-            TemplateForm::Text(text) => Template { text, suffix: None },
-            TemplateForm::Parts { text, suffix } => Template { text, suffix },
+            WrapForm::Template(TemplateForm::Text(text)) => PromptWrap::Template { text, suffix: None },
+            WrapForm::Template(TemplateForm::Parts { text, suffix }) => PromptWrap::Template { text, suffix },
+            WrapForm::Arguments { preamble } => PromptWrap::Arguments { preamble },
         }
     }
 }
 
-impl From<Template> for TemplateForm {
-    fn from(t: Template) -> TemplateForm {
-        match t.suffix {
-            None => TemplateForm::Text(t.text),
-            suffix => TemplateForm::Parts { text: t.text, suffix },
+impl From<PromptWrap> for WrapForm {
+    fn from(wrap: PromptWrap) -> WrapForm {
+        match wrap {
+            PromptWrap::Template { text, suffix: None } => WrapForm::Template(TemplateForm::Text(text)),
+            PromptWrap::Template { text, suffix } => WrapForm::Template(TemplateForm::Parts { text, suffix }),
+            PromptWrap::Arguments { preamble } => WrapForm::Arguments { preamble },
         }
     }
 }
@@ -977,15 +977,15 @@ impl SpawnTool {
 pub(crate) fn opens(wrap: Option<&PromptWrap>, prompt: &str, args: &serde_json::Value, text: &str) -> bool {
     match wrap {
         None => text == prompt,
-        Some(PromptWrap::Template(template)) => {
-            let suffix = match &template.suffix {
+        Some(PromptWrap::Template { text: template, suffix }) => {
+            let suffix = match suffix {
                 None => String::new(),
                 Some(suffix) => match suffix.for_call(args) {
                     Some(written) => written,
                     None => return false,
                 },
             };
-            text.trim() == format!("{}{suffix}", template.text.replace("{prompt}", prompt)).trim()
+            text.trim() == format!("{}{suffix}", template.replace("{prompt}", prompt)).trim()
         }
         Some(PromptWrap::Arguments { preamble }) => text
             .trim()
@@ -1131,7 +1131,7 @@ mod tests {
         assert!(!tool.opens(&float, "Task:\nGo.\n---\nArgs:\n{'t': 0.5}."));
         // A template without a suffix is still written as a string, and reads back.
         let mut d = d;
-        d.spawn[0].wrap = Some(PromptWrap::Template("Task:\n{prompt}".into()));
+        d.spawn[0].wrap = Some(PromptWrap::template("Task:\n{prompt}"));
         let json = serde_json::to_string(&d).unwrap();
         assert!(json.contains(r#""wrap":{"template":"Task:\n{prompt}"}"#), "{json}");
         assert_eq!(Dialect::from_json(&json, "s.json").unwrap(), d);
@@ -1148,10 +1148,7 @@ mod tests {
         let rendered = r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}],
   "history": {"rendered": {"calls": "Calling tools:", "arguments": "python"}}}"#;
         let d = Dialect::from_json(rendered, "x.json").unwrap();
-        assert_eq!(
-            d.history,
-            History::Rendered(Rendered { calls: "Calling tools:".into(), arguments: Some(Printed::Python) })
-        );
+        assert_eq!(d.history, History::Rendered { calls: "Calling tools:".into(), arguments: Some(Printed::Python) });
         assert_eq!(Dialect::from_json(&serde_json::to_string(&d).unwrap(), "x.json").unwrap(), d);
         let bad = r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}],
   "history": {"rendered": {"calls": "C", "argumentz": "python"}}}"#;

@@ -145,7 +145,7 @@ pub fn same_reply(kept: &Message, reply: &Message) -> bool {
 /// the reply has calls, the dialect's `calls` line and a printout holding each call (its name,
 /// and its arguments as the dialect prints them), as often as the reply holds it.
 pub fn kept_as(history: &History, kept: &Message, reply: &Message) -> bool {
-    let History::Rendered(rendered) = history else { return same_reply(kept, reply) };
+    let History::Rendered { calls, arguments } = history else { return same_reply(kept, reply) };
     if kept.role != Role::Assistant || !kept.tool_calls.is_empty() || kept.tool_call_id.is_some() {
         return false;
     }
@@ -156,9 +156,9 @@ pub fn kept_as(history: &History, kept: &Message, reply: &Message) -> bool {
     let Some(rest) = kept.content.trim_start().strip_prefix(text) else { return false };
     // The text is followed by a line break, then the calls' line (none without a text).
     let rest = if text.is_empty() { rest } else { rest.strip_prefix('\n').unwrap_or("\u{0}") };
-    let Some(printout) = rest.strip_prefix(rendered.calls.as_str()) else { return false };
+    let Some(printout) = rest.strip_prefix(calls.as_str()) else { return false };
     let needle = |c: &crate::sut::llm::ToolCall| -> String {
-        match rendered.arguments {
+        match arguments {
             None => c.name.clone(),
             Some(Printed::Python) => {
                 let name = python_repr(&serde_json::Value::String(c.name.clone())).unwrap_or_else(|| c.name.clone());

@@ -167,7 +167,7 @@ fn a_prompt_in_an_undeclared_template_is_the_child_and_an_isolation_finding() {
 fn a_declared_template_or_arguments_wrap_is_read_and_raises_nothing() {
     for (wrap, first) in [
         (
-            PromptWrap::Template("Your parent asks:\n{prompt}\nReply when done.".into()),
+            PromptWrap::template("Your parent asks:\n{prompt}\nReply when done."),
             "Your parent asks:\nCount the files.\nReply when done.",
         ),
         (PromptWrap::Arguments { preamble: "Input:".into() }, "Input: {\"prompt\": \"Count the files.\"}"),
