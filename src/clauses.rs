@@ -43,16 +43,17 @@ pub fn clauses() -> &'static [Clause] {
 }
 
 /// Pages whose clause ids a scenario may cite but coverage does not measure: the conformance
-/// families of real runtimes (`bub051.*`, `pydanticai.*`, `oaiagents.*`), checked by `scripts/conformance
+/// families of real runtimes (`bub051.*`, `pydanticai.*`, `oaiagents.*`, `smolagents.*`), checked by `scripts/conformance
 /// RUNTIME`, not by a detector.
-const CITED_ONLY: [(&str, &str); 3] = [
+const CITED_ONLY: [(&str, &str); 4] = [
     ("docs/rules/bub-0.5.1.md", include_str!("../docs/rules/bub-0.5.1.md")),
     ("docs/rules/openai-agents.md", include_str!("../docs/rules/openai-agents.md")),
     ("docs/rules/pydantic-ai.md", include_str!("../docs/rules/pydantic-ai.md")),
+    ("docs/rules/smolagents.md", include_str!("../docs/rules/smolagents.md")),
 ];
 
 /// The families a clause id starts with.
-const FAMILIES: [&str; 7] = ["roku", "bub", "core", "oracle", "bub051", "pydanticai", "oaiagents"];
+const FAMILIES: [&str; 8] = ["roku", "bub", "core", "oracle", "bub051", "pydanticai", "oaiagents", "smolagents"];
 
 /// Every clause id a scenario may cite: those of [`clauses`] and of the conformance page.
 pub fn citable_ids() -> &'static [&'static str] {

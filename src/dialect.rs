@@ -99,6 +99,118 @@ pub struct Dialect {
     /// default): a child may have tools of its own (openai-agents' agents as tools).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub child_tools_within_parent: bool,
+    /// How the runtime writes an agent's history into its next request: [`History::Kept`]
+    /// (the default: the messages as sent, the reply as given) or re-rendered as text
+    /// ([`History::Rendered`], smolagents).
+    #[serde(default, skip_serializing_if = "History::is_kept")]
+    pub history: History,
+}
+
+/// How a runtime writes an agent's history into its next request: what "the agent's next
+/// request goes on from its last one and the reply it was given" means for it. The attribution
+/// (an agent going on), `oracle.model-side.append-only` and every oracle that reads a reply in
+/// the next request compare by it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum History {
+    /// Kept as given: the next request begins with the last one's messages, unchanged, then the
+    /// reply as an assistant message with its text and its calls (names and arguments, in
+    /// order; ids the runtime's), then the calls' results as `tool` messages.
+    #[default]
+    Kept,
+    /// Re-rendered as text, as smolagents writes it: the next request begins with the last
+    /// one's messages, unchanged, then the reply as one assistant message of text alone (its
+    /// text, trimmed, then the `calls` line and a printout holding each call's name and, as
+    /// `arguments` says, its arguments); its results are the runtime's own user messages. Or,
+    /// when a call of the reply raised, no assistant message at all: the last one's messages
+    /// with its last user message grown by appended text (smolagents merges the error into it).
+    /// Nothing else may change: a dropped, rewritten or reordered message is still a finding.
+    /// Written `{"rendered": {"calls": "Calling tools:", "arguments": "python"}}`.
+    Rendered {
+        /// The text that introduces the calls, after the reply's text and a line break
+        /// (smolagents: `Calling tools:`).
+        calls: String,
+        /// How each call's arguments stand in the printout; absent: only the calls' names are
+        /// compared.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<Printed>,
+    },
+}
+
+impl History {
+    /// Whether this is [`History::Kept`], the default.
+    pub fn is_kept(&self) -> bool {
+        *self == History::Kept
+    }
+}
+
+/// How a runtime prints a call's arguments, or one argument's value, into a text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Printed {
+    /// Python's `repr` of the value parsed from JSON: strings quoted as Python quotes them,
+    /// `True`, `False`, `None`, dicts in the order given. In a re-rendered reply (smolagents'
+    /// `str([{'id': …, 'type': 'function', 'function': {'name': N, 'arguments': A}}])`) the
+    /// printout holds `'name': N, 'arguments': A` for each call. A value holding a non-integer
+    /// number, or a character whose printing Python decides by Unicode tables (a non-ASCII
+    /// character that is not a letter or digit), has no printing rehearsal is sure of: a call's
+    /// arguments are then compared by its name alone, and a wrap suffix does not match.
+    Python,
+}
+
+impl Printed {
+    /// `value` as this printing writes it; `None` when it is not sure how.
+    pub fn print(self, value: &serde_json::Value) -> Option<String> {
+        match self {
+            Printed::Python => python_repr(value),
+        }
+    }
+}
+
+/// Python's `repr` of a value parsed from JSON (`json.loads`), or `None` where rehearsal is not
+/// sure how Python prints it (a float, a non-ASCII character that is not alphanumeric).
+pub(crate) fn python_repr(value: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    Some(match value {
+        Value::Null => "None".to_string(),
+        Value::Bool(true) => "True".to_string(),
+        Value::Bool(false) => "False".to_string(),
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        Value::Number(_) => return None,
+        Value::String(s) => python_str(s)?,
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(python_repr).collect::<Option<Vec<_>>>()?.join(", "))
+        }
+        Value::Object(map) => {
+            let entries: Option<Vec<String>> =
+                map.iter().map(|(k, v)| Some(format!("{}: {}", python_str(k)?, python_repr(v)?))).collect();
+            format!("{{{}}}", entries?.join(", "))
+        }
+    })
+}
+
+/// Python's `repr` of a string: single quotes, unless it holds a single quote and no double one.
+fn python_str(s: &str) -> Option<String> {
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_ascii() || c.is_alphanumeric() => out.push(c),
+            _ => return None,
+        }
+    }
+    out.push(quote);
+    Some(out)
 }
 
 /// A tool that cancels a task.
@@ -185,11 +297,18 @@ pub struct SpawnTool {
 
 /// How a runtime wraps a spawn call's prompt into its child's first user message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(from = "WrapForm", into = "WrapForm")]
 pub enum PromptWrap {
     /// A template, `{prompt}` standing for the prompt (trimmed), the whole message compared
-    /// after trimming: `{"template": "Your task:\n{prompt}"}`.
-    Template(String),
+    /// after trimming: `{"template": "Your task:\n{prompt}"}`; or, with a trailing part written
+    /// only for calls that give an argument, `{"template": {"text": "…{prompt}…", "suffix":
+    /// {…}}}` ([`Suffix`]).
+    Template {
+        /// The message, `{prompt}` standing for the prompt.
+        text: String,
+        /// A trailing part written after it for a call that gives an argument, if any.
+        suffix: Option<Suffix>,
+    },
     /// The call's arguments as JSON after a preamble (openai-agents' `as_tool` with structured
     /// parameters): the message, trimmed, is the preamble, then a JSON object equal to the
     /// call's arguments: `{"arguments": {"preamble": "Input:"}}`.
@@ -197,6 +316,89 @@ pub enum PromptWrap {
         /// The text before the JSON.
         preamble: String,
     },
+}
+
+impl PromptWrap {
+    /// A template with no trailing part: `{prompt}` standing for the prompt.
+    pub fn template(text: impl Into<String>) -> PromptWrap {
+        PromptWrap::Template { text: text.into(), suffix: None }
+    }
+}
+
+/// The written form of a [`PromptWrap`]: a template is a string, or `{"text": …, "suffix": …}`.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum WrapForm {
+    Template(TemplateForm),
+    Arguments { preamble: String },
+}
+
+/// The two written forms of a template.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum TemplateForm {
+    Text(String),
+    Parts {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        suffix: Option<Suffix>,
+    },
+}
+
+impl From<WrapForm> for PromptWrap {
+    fn from(form: WrapForm) -> PromptWrap {
+        match form {
+            WrapForm::Template(TemplateForm::Text(text)) => PromptWrap::Template { text, suffix: None },
+            WrapForm::Template(TemplateForm::Parts { text, suffix }) => PromptWrap::Template { text, suffix },
+            WrapForm::Arguments { preamble } => PromptWrap::Arguments { preamble },
+        }
+    }
+}
+
+impl From<PromptWrap> for WrapForm {
+    fn from(wrap: PromptWrap) -> WrapForm {
+        match wrap {
+            PromptWrap::Template { text, suffix: None } => WrapForm::Template(TemplateForm::Text(text)),
+            PromptWrap::Template { text, suffix } => WrapForm::Template(TemplateForm::Parts { text, suffix }),
+            PromptWrap::Arguments { preamble } => WrapForm::Arguments { preamble },
+        }
+    }
+}
+
+/// A trailing part of a wrap, written after the template exactly when the call gives
+/// `argument` a value Python reads as true (not absent, `null`, `false`, `0`, `""`, `[]` or
+/// `{}`), as smolagents writes a managed agent's `additional_args`:
+/// `{"argument": "additional_args", "text": "\nYou have been provided with these additional
+/// arguments, that you can access directly using the keys as variables:\n{value}.", "print":
+/// "python"}`. Without the argument the message is the template alone; with it, the template
+/// then this text, nothing else.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suffix {
+    /// The argument whose value the suffix writes.
+    pub argument: String,
+    /// The text, `{value}` standing for the argument's value.
+    pub text: String,
+    /// How the value is printed.
+    pub print: Printed,
+}
+
+impl Suffix {
+    /// The suffix a call with `args` is written with: `Some("")` when the call gives the
+    /// argument no true value (nothing is appended), `None` when its value cannot be printed
+    /// surely (no message matches).
+    fn for_call(&self, args: &serde_json::Value) -> Option<String> {
+        use serde_json::Value;
+        let value = match args.get(&self.argument) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => return Some(String::new()),
+            Some(Value::String(s)) if s.is_empty() => return Some(String::new()),
+            Some(Value::Array(a)) if a.is_empty() => return Some(String::new()),
+            Some(Value::Object(o)) if o.is_empty() => return Some(String::new()),
+            Some(Value::Number(n)) if n.as_f64() == Some(0.0) => return Some(String::new()),
+            Some(v) => v,
+        };
+        Some(self.text.replace("{value}", &self.print.print(value)?))
+    }
 }
 
 /// How a spawn call's result comes back to the parent.
@@ -465,6 +667,7 @@ impl Dialect {
                 handoff: Vec::new(),
                 root_only: vec!["ask_user".into()],
                 child_tools_within_parent: true,
+                history: History::Kept,
             },
             "bub" => Dialect {
                 name: name.into(),
@@ -482,6 +685,7 @@ impl Dialect {
                 handoff: Vec::new(),
                 root_only: vec!["ask_user".into()],
                 child_tools_within_parent: true,
+                history: History::Kept,
             },
             // The built-in core speaks both families at once.
             "rehearsal" => {
@@ -536,6 +740,7 @@ impl Dialect {
                 handoff: Vec::new(),
                 root_only: Vec::new(),
                 child_tools_within_parent: false,
+                history: History::Kept,
             },
             "generic" => Dialect {
                 name: name.into(),
@@ -573,6 +778,7 @@ impl Dialect {
                 handoff: Vec::new(),
                 root_only: Vec::new(),
                 child_tools_within_parent: false,
+                history: History::Kept,
             },
             _ => return None,
         })
@@ -789,7 +995,16 @@ impl SpawnTool {
 pub(crate) fn opens(wrap: Option<&PromptWrap>, prompt: &str, args: &serde_json::Value, text: &str) -> bool {
     match wrap {
         None => text == prompt,
-        Some(PromptWrap::Template(template)) => text.trim() == template.replace("{prompt}", prompt).trim(),
+        Some(PromptWrap::Template { text: template, suffix }) => {
+            let suffix = match suffix {
+                None => String::new(),
+                Some(suffix) => match suffix.for_call(args) {
+                    Some(written) => written,
+                    None => return false,
+                },
+            };
+            text.trim() == format!("{}{suffix}", template.replace("{prompt}", prompt)).trim()
+        }
         Some(PromptWrap::Arguments { preamble }) => text
             .trim()
             .strip_prefix(preamble.trim())
@@ -885,6 +1100,86 @@ mod tests {
         assert_eq!(*builtins, &BUILTIN[..]);
         assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
         assert!(err.to_string().starts_with("no/such/dialect.json: neither a built-in dialect (roku, bub,"), "{err}");
+    }
+
+    #[test]
+    fn python_repr_prints_values_as_python_does_or_says_it_cannot() {
+        use serde_json::json;
+        for (value, printed) in [
+            (json!({"code": "print('Paris')"}), r#"{'code': "print('Paris')"}"#),
+            (json!({"a": "it's \"x\""}), r#"{'a': 'it\'s "x"'}"#),
+            (
+                json!({"t": true, "f": false, "n": null, "i": -3, "l": [1, "b\n\tc\\"]}),
+                r#"{'t': True, 'f': False, 'n': None, 'i': -3, 'l': [1, 'b\n\tc\\']}"#,
+            ),
+            (json!({"city": "Lyon"}), "{'city': 'Lyon'}"),
+            (json!({"é": "Zürich"}), "{'é': 'Zürich'}"),
+            (json!({}), "{}"),
+            (json!("\u{7}"), r"'\x07'"),
+        ] {
+            assert_eq!(python_repr(&value).as_deref(), Some(printed), "{value}");
+        }
+        // Floats and non-ASCII punctuation: Python's printing is not certain here, so nothing
+        // is claimed.
+        assert_eq!(python_repr(&json!({"x": 1.5})), None);
+        assert_eq!(python_repr(&json!("a — b")), None);
+    }
+
+    #[test]
+    fn a_template_suffix_is_written_exactly_when_the_call_gives_its_argument() {
+        use serde_json::json;
+        let text = r#"{"name": "s", "spawn": [{"name": "researcher", "prompt": "task", "result": "sync",
+            "wrap": {"template": {"text": "Task:\n{prompt}\n---", "suffix": {"argument": "additional_args",
+              "text": "\nArgs:\n{value}.", "print": "python"}}}}]}"#;
+        let d = Dialect::from_json(text, "s.json").unwrap();
+        let tool = &d.spawn[0];
+        let plain = json!({"task": "Go."});
+        let with = json!({"task": "Go.", "additional_args": {"city": "Lyon"}});
+        assert!(tool.opens(&plain, "Task:\nGo.\n---"));
+        assert!(tool.opens(&with, "Task:\nGo.\n---\nArgs:\n{'city': 'Lyon'}."));
+        // Written only with the argument, and then only with its value.
+        assert!(!tool.opens(&plain, "Task:\nGo.\n---\nArgs:\n{'city': 'Lyon'}."));
+        assert!(!tool.opens(&with, "Task:\nGo.\n---"));
+        assert!(!tool.opens(&with, "Task:\nGo.\n---\nArgs:\n{'city': 'Paris'}."));
+        // Values Python reads as false write no suffix; a value not printed surely matches nothing.
+        for falsy in [json!(null), json!({}), json!([]), json!(""), json!(false), json!(0)] {
+            assert!(tool.opens(&json!({"task": "Go.", "additional_args": falsy}), "Task:\nGo.\n---"), "{falsy}");
+        }
+        let float = json!({"task": "Go.", "additional_args": {"t": 0.5}});
+        assert!(!tool.opens(&float, "Task:\nGo.\n---\nArgs:\n{'t': 0.5}."));
+        // A template without a suffix is still written as a string, and reads back.
+        let mut d = d;
+        d.spawn[0].wrap = Some(PromptWrap::template("Task:\n{prompt}"));
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(json.contains(r#""wrap":{"template":"Task:\n{prompt}"}"#), "{json}");
+        assert_eq!(Dialect::from_json(&json, "s.json").unwrap(), d);
+    }
+
+    #[test]
+    fn history_defaults_to_kept_reads_rendered_and_names_a_bad_field_by_line_and_column() {
+        let d =
+            Dialect::from_json(r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}]}"#, "x.json")
+                .unwrap();
+        assert_eq!(d.history, History::Kept);
+        // The default is not written: every existing dialect serializes as before.
+        assert!(!serde_json::to_string(&d).unwrap().contains("history"));
+        let rendered = r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}],
+  "history": {"rendered": {"calls": "Calling tools:", "arguments": "python"}}}"#;
+        let d = Dialect::from_json(rendered, "x.json").unwrap();
+        assert_eq!(d.history, History::Rendered { calls: "Calling tools:".into(), arguments: Some(Printed::Python) });
+        assert_eq!(Dialect::from_json(&serde_json::to_string(&d).unwrap(), "x.json").unwrap(), d);
+        let bad = r#"{"name": "x", "spawn": [{"name": "a", "prompt": "p", "result": "sync"}],
+  "history": {"rendered": {"calls": "C", "argumentz": "python"}}}"#;
+        let err = Dialect::from_json(bad, "x.json").unwrap_err();
+        let DialectError::NotADialect { line, .. } = &err else { panic!("{err:?}") };
+        assert_eq!(*line, 2, "{err}");
+        assert!(err.to_string().starts_with("x.json:2:") && err.to_string().contains("argumentz"), "{err}");
+        let err = Dialect::from_json(
+            &bad.replace(r#"{"rendered": {"calls": "C", "argumentz": "python"}}"#, r#""retold""#),
+            "x.json",
+        )
+        .unwrap_err();
+        assert!(err.to_string().starts_with("x.json:2:") && err.to_string().contains("retold"), "{err}");
     }
 
     #[test]

@@ -18,9 +18,10 @@ pub mod attribution;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::dialect::{History, Printed, python_repr};
 use crate::rules::Rules;
 use crate::scenario::{ProfileSpec, RulesSpec};
-use crate::sut::llm::{LlmRequest, Message};
+use crate::sut::llm::{LlmRequest, Message, Role, Transcript};
 use crate::sut::{AgentId, Profile};
 use crate::trace::Trace;
 
@@ -136,6 +137,65 @@ pub fn same_reply(kept: &Message, reply: &Message) -> bool {
         && kept.content == reply.content
         && kept.tool_calls.len() == reply.tool_calls.len()
         && kept.tool_calls.iter().zip(&reply.tool_calls).all(|(a, b)| a.name == b.name && a.args == b.args)
+}
+
+/// Whether `kept` is the model's `reply` as a runtime whose history is written as `history`
+/// says keeps it in its next request ([`History`]): under [`History::Kept`], [`same_reply`];
+/// re-rendered, one assistant message of text alone: the reply's text (trimmed), then, when
+/// the reply has calls, the dialect's `calls` line and a printout holding each call (its name,
+/// and its arguments as the dialect prints them), as often as the reply holds it.
+pub fn kept_as(history: &History, kept: &Message, reply: &Message) -> bool {
+    let History::Rendered { calls, arguments } = history else { return same_reply(kept, reply) };
+    if kept.role != Role::Assistant || !kept.tool_calls.is_empty() || kept.tool_call_id.is_some() {
+        return false;
+    }
+    let text = reply.content.trim();
+    if reply.tool_calls.is_empty() {
+        return kept.content.trim() == text;
+    }
+    let Some(rest) = kept.content.trim_start().strip_prefix(text) else { return false };
+    // The text is followed by a line break, then the calls' line (none without a text).
+    let rest = if text.is_empty() { rest } else { rest.strip_prefix('\n').unwrap_or("\u{0}") };
+    let Some(printout) = rest.strip_prefix(calls.as_str()) else { return false };
+    let needle = |c: &crate::sut::llm::ToolCall| -> String {
+        match arguments {
+            None => c.name.clone(),
+            Some(Printed::Python) => {
+                let name = python_repr(&serde_json::Value::String(c.name.clone())).unwrap_or_else(|| c.name.clone());
+                match python_repr(&c.args) {
+                    Some(args) => format!("'name': {name}, 'arguments': {args}"),
+                    None => format!("'name': {name}, 'arguments': "),
+                }
+            }
+        }
+    };
+    let needles: Vec<String> = reply.tool_calls.iter().map(needle).collect();
+    needles.iter().all(|n| printout.matches(n.as_str()).count() >= needles.iter().filter(|m| *m == n).count())
+}
+
+/// When `messages` go on from a request whose messages were `earlier` and whose reply was
+/// `reply`, as a runtime whose history is written as `history` says writes it: how long the
+/// start they make is. Under [`History::Kept`]: `earlier`, then the reply kept as given.
+/// Re-rendered: `earlier` unchanged, then the reply re-rendered ([`kept_as`]); or, when the
+/// reply had calls (one of which raised), `earlier` with its last user message grown by
+/// appended text and nothing after it.
+pub fn goes_on(history: &History, earlier: &Transcript, reply: &Message, messages: &Transcript) -> Option<usize> {
+    let n = earlier.len();
+    if messages.len() > n && messages.starts_with(earlier) {
+        return kept_as(history, messages.get(n)?, reply).then_some(n + 1);
+    }
+    if history.is_kept() || reply.tool_calls.is_empty() || messages.len() != n || n == 0 {
+        return None;
+    }
+    let (was, now) = (earlier.get(n - 1)?, messages.get(n - 1)?);
+    let grown = was.role == Role::User
+        && now.role == Role::User
+        && now.tool_calls.is_empty()
+        && now.tool_call_id.is_none()
+        && now.content.len() > was.content.len()
+        && now.content.starts_with(was.content.as_str());
+    let same_before = earlier.iter().zip(messages.iter()).take(n - 1).all(|(a, b)| a == b);
+    (grown && same_before).then_some(n)
 }
 
 /// Whether a fork child's request is exactly its parent's conversation up to and including

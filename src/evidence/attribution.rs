@@ -40,7 +40,8 @@
 //!    rule is broken, not of another agent. Going on from an agent's last request as well, it is
 //!    the child's only when the call is of that very reply; otherwise it is ambiguous.
 //! 6. **An agent going on.** The agent, with no request open, whose last request and the reply
-//!    it was given (or, when it got none, whose last request alone) are the start of this one;
+//!    it was given (kept as the dialect's [`History`] says the runtime keeps them; or, when it
+//!    got none, whose last request alone) are the start of this one;
 //!    the longest such start wins. This covers later steps, later turns, retries, and the
 //!    continued runs of a named task (`subagent.send`), which keep their alias. A request going
 //!    on from a forked child and its parent alike, holding past the child's prompt the result
@@ -72,7 +73,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::dialect::{Dialect, PromptWrap, ResultMode, SessionKind, SpawnTool, names_within};
+use crate::dialect::{Dialect, History, PromptWrap, ResultMode, SessionKind, SpawnTool, names_within};
 use crate::sut::AgentId;
 use crate::sut::llm::{Message, Role, Transcript};
 
@@ -673,7 +674,7 @@ impl Attributor {
         let Some(Recorded { exchange, replied }) = recorded else { return Some(0) };
         let e = &self.record.exchanges[exchange];
         if replied {
-            return extension(e, messages);
+            return extension(&self.dialect.history, e, messages);
         }
         (messages.len() > e.messages.len() && messages.starts_with(&e.messages)).then_some(e.messages.len())
     }
@@ -701,7 +702,7 @@ impl Attributor {
             if !on_session.contains(&&who.alias) {
                 continue;
             }
-            if let Some(len) = extension(&self.record.exchanges[x], messages) {
+            if let Some(len) = extension(&self.dialect.history, &self.record.exchanges[x], messages) {
                 let after = messages.iter().skip(len).take_while(|m| m.role == Role::Tool || notice(m)).count();
                 starts.push(len + after);
             }
@@ -766,10 +767,11 @@ impl Attributor {
         let mut tied = None;
         for (i, agent) in self.agents.iter().enumerate().filter(|(_, a)| !a.open) {
             let last = &self.record.exchanges[agent.last];
-            let (len, extends) = match extension(last, &messages).or_else(|| retried(last, &messages)) {
-                Some(len) => (len, true),
-                None => (common_start(&last.messages, &messages), false),
-            };
+            let (len, extends) =
+                match extension(&self.dialect.history, last, &messages).or_else(|| retried(last, &messages)) {
+                    Some(len) => (len, true),
+                    None => (common_start(&last.messages, &messages), false),
+                };
             let better = match best {
                 None => len > 0 || extends,
                 Some((_, l, e)) => (extends, len) > (e, l),
@@ -838,7 +840,8 @@ impl Attributor {
         // A send's continuation belongs to the sent task's agent, even where the session's
         // record is another agent's last request (two tasks may share a named session).
         if let Some(i) = self.restarted(&messages) {
-            let extends = extension(&self.record.exchanges[self.agents[i].last], &messages).is_some();
+            let extends =
+                extension(&self.dialect.history, &self.record.exchanges[self.agents[i].last], &messages).is_some();
             best = Some((i, 0, extends));
             basis = Some(Basis::Restarted);
             self.record.restarts.push(number);
@@ -867,7 +870,9 @@ impl Attributor {
                     Attribution::Agent(w) => Some((x, &w.alias)),
                     _ => None,
                 })
-                .filter_map(|(x, alias)| Some((extension(&self.record.exchanges[x], &messages)?, alias)))
+                .filter_map(|(x, alias)| {
+                    Some((extension(&self.dialect.history, &self.record.exchanges[x], &messages)?, alias))
+                })
                 .max_by_key(|(len, _)| *len)
                 .and_then(|(_, alias)| self.agents.iter().position(|a| &a.alias == alias && !a.open));
             if let Some(i) = resumed {
@@ -916,7 +921,8 @@ impl Attributor {
         // The child's own last reply (where its start ends) is its own, whatever it repeats.
         let answered = self.answered_in(c, messages, prompt + 1, Some(len - 1));
         let parent = self.agents.iter().position(|a| a.alias == c.parent && !a.open)?;
-        let extends = extension(&self.record.exchanges[self.agents[parent].last], messages).is_some();
+        let extends =
+            extension(&self.dialect.history, &self.record.exchanges[self.agents[parent].last], messages).is_some();
         answered.then_some((parent, extends))
     }
 
@@ -969,7 +975,7 @@ impl Attributor {
         let Some(first) = messages.first() else { return false };
         match &c.session {
             SessionKind::Fresh => !goes_on && c.opens(first),
-            SessionKind::Fork => extension(&self.record.exchanges[c.exchange], messages)
+            SessionKind::Fork => extension(&self.dialect.history, &self.record.exchanges[c.exchange], messages)
                 .is_some_and(|n| messages.get(n).is_some_and(|m| c.opens(m))),
             // A named session's start depends on its record: the call that won is the only one
             // whose fit is read; another session's call never shares its record.
@@ -1293,7 +1299,7 @@ impl Attributor {
                 SessionKind::Fresh => !goes_on && c.opens(first),
                 SessionKind::Fork => {
                     let e = &self.record.exchanges[c.exchange];
-                    extension(e, messages).is_some_and(&prompt_at)
+                    extension(&self.dialect.history, e, messages).is_some_and(&prompt_at)
                 }
                 SessionKind::Named(name) => {
                     // The prompt where the session's record ends, then only messages sent to
@@ -1523,16 +1529,11 @@ impl Attributor {
     }
 }
 
-/// When `messages` begins with `e`'s request and the reply it was given (the reply compared
-/// as a runtime keeps it: calls by name and arguments), how long that start is.
-pub fn extension(e: &ModelExchange, messages: &Transcript) -> Option<usize> {
-    let reply = e.reply.as_ref()?;
-    let n = e.messages.len();
-    if messages.len() <= n || !messages.starts_with(&e.messages) {
-        return None;
-    }
-    let kept = messages.get(n)?;
-    same_reply(kept, reply).then_some(n + 1)
+/// When `messages` begins with `e`'s request and the reply it was given, as a runtime whose
+/// history is written as `history` says keeps them (kept as given: the reply's calls compared
+/// by name and arguments; re-rendered: [`super::goes_on`]), how long that start is.
+pub fn extension(history: &History, e: &ModelExchange, messages: &Transcript) -> Option<usize> {
+    super::goes_on(history, &e.messages, e.reply.as_ref()?, messages)
 }
 
 /// A prompt as a finding quotes it: cut to 60 characters.

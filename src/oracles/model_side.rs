@@ -17,9 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
-use crate::dialect::{Dialect, SessionKind};
+use crate::dialect::{Dialect, History, SessionKind};
 use crate::evidence::attribution::{Attribution, Basis, CallOutcome, ModelExchange, ModelSide, SpawnCall, extension};
-use crate::evidence::{Setup, same_reply};
+use crate::evidence::{Setup, kept_as};
 use crate::rules::Rules;
 use crate::sut::AgentId;
 use crate::sut::llm::{Message, Role};
@@ -179,13 +179,19 @@ fn builtin_rules(dialect: &Dialect) -> bool {
     matches!(dialect.name.as_str(), "roku" | "bub" | "rehearsal")
 }
 
+/// How the record's runtime writes history (its dialect's; kept as given without one).
+fn history(side: &ModelSide) -> &History {
+    static KEPT: History = History::Kept;
+    side.dialect.as_deref().map_or(&KEPT, |d| &d.history)
+}
+
 /// Whether request `y` goes on from request `x` and the reply `x` was given (kept right where
-/// `x`'s messages end).
+/// `x`'s messages end, as the runtime keeps a reply).
 fn keeps_reply(side: &ModelSide, x: usize, y: usize) -> bool {
     let e = &side.exchanges[x];
-    e.reply
-        .as_ref()
-        .is_some_and(|reply| side.exchanges[y].messages.get(e.messages.len()).is_some_and(|m| same_reply(m, reply)))
+    e.reply.as_ref().is_some_and(|reply| {
+        side.exchanges[y].messages.get(e.messages.len()).is_some_and(|m| kept_as(history(side), m, reply))
+    })
 }
 
 /// The result of the call with id `id` in request `y`, past request `x`'s messages and its
@@ -426,7 +432,7 @@ fn runs(agents: &Agents, alias: &AgentId, dialect: &Dialect) -> Vec<Vec<(usize, 
     let mut previous: Option<usize> = None;
     for &(i, n) in agents.exchanges(alias) {
         let e = agents.ex(i);
-        let from = previous.and_then(|p| extension(agents.ex(p), &e.messages)).unwrap_or(0);
+        let from = previous.and_then(|p| extension(history(agents.side), agents.ex(p), &e.messages)).unwrap_or(0);
         // A run asks again only once answered: after a request that got no reply (cut by its
         // limit, cancelled, a model error), a request that is not its retry (the same
         // messages) begins a new run, whether or not the send that began it showed its result
@@ -496,7 +502,7 @@ fn continuations(side: &ModelSide, alias: &AgentId, dialect: &Dialect) -> Vec<St
             let result =
                 side.exchanges.iter().enumerate().skip(i + 1).filter(|(j, _)| side.alias(*j) == caller).find_map(
                     |(_, later)| {
-                        let n = extension(e, &later.messages)?;
+                        let n = extension(history(side), e, &later.messages)?;
                         let id = later.messages.get(n - 1)?.tool_calls.get(position)?.id.clone();
                         later.messages.iter().find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&*id))
                     },
@@ -680,7 +686,7 @@ fn fork_snapshot(side: &ModelSide, out: &mut Out) {
         let Some(&(first, _)) = out.agents.exchanges(child).first() else { continue };
         let parent = &side.exchanges[c.exchange];
         let got = &side.exchanges[first].messages;
-        let ok = extension(parent, got).is_some_and(|n| {
+        let ok = extension(history(side), parent, got).is_some_and(|n| {
             got.get(n).is_some_and(|m| c.opens(m)) && got.iter().skip(n + 1).all(|m| m.role == Role::User)
         });
         if !ok {
@@ -693,7 +699,7 @@ fn fork_snapshot(side: &ModelSide, out: &mut Out) {
                     None
                 };
                 match want {
-                    Some(w) if k == parent.messages.len() => !got.get(k).is_some_and(|g| same_reply(g, &w)),
+                    Some(w) if k == parent.messages.len() => !got.get(k).is_some_and(|g| kept_as(history(side), g, &w)),
                     Some(w) => got.get(k) != Some(&w),
                     None => k == parent.messages.len() + 1 && !got.get(k).is_some_and(|g| c.opens(g)),
                 }
@@ -732,6 +738,11 @@ fn fork_snapshot(side: &ModelSide, out: &mut Out) {
 /// A reply's identity as a core keeps it: text, call names and arguments (never ids).
 fn reply_key(m: &Message) -> (String, Vec<(String, String)>) {
     (m.content.clone(), m.tool_calls.iter().map(|c| (c.name.clone(), c.args.to_string())).collect())
+}
+
+/// The replies given to `alias`'s requests, in order.
+fn replies<'a>(agents: &Agents<'a>, alias: &AgentId) -> Vec<&'a Message> {
+    agents.exchanges(alias).iter().filter_map(|(i, _)| agents.ex(*i).reply.as_ref()).collect()
 }
 
 /// `oracle.model-side.isolation`.
@@ -786,18 +797,25 @@ fn isolation(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                 side.exchanges[first].messages.first().cloned(),
             ));
         }
+        // Re-rendered history (smolagents): a reply is kept as text, and the results of its calls
+        // (or its error) are the runtime's own user message right after it.
+        let rendered = !history(side).is_kept();
+        let own_replies = replies(out.agents, child);
         'requests: for &(i, _) in list {
             let messages: Vec<&Message> = side.exchanges[i].messages.iter().collect();
             let mut ids: BTreeSet<&str> = BTreeSet::new();
-            for m in messages.iter().skip(start + 1) {
+            for (k, m) in messages.iter().enumerate().skip(start + 1) {
                 let fine = match m.role {
+                    Role::Assistant if rendered => own_replies.iter().any(|r| kept_as(history(side), m, r)),
                     Role::Assistant => {
                         ids.extend(m.tool_calls.iter().map(|c| c.id.as_str()));
                         own.contains(&reply_key(m))
                     }
                     Role::Tool => m.tool_call_id.as_deref().is_some_and(|id| ids.contains(id)),
                     Role::User => {
-                        dialect.notices.iter().any(|n| m.content.starts_with(n.as_str())) || sent.contains(&m.content)
+                        dialect.notices.iter().any(|n| m.content.starts_with(n.as_str()))
+                            || sent.contains(&m.content)
+                            || rendered && messages[k - 1].role == Role::Assistant
                     }
                 };
                 if !fine {
@@ -815,13 +833,20 @@ fn isolation(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
         }
         // The parent never sees the child's own replies.
         let parent_own = replies_of(&c.parent);
+        let parent_replies = replies(out.agents, &c.parent);
+        let holds = |m: &Message, of: &[&Message]| of.iter().any(|r| kept_as(history(side), m, r));
+        let childs = |m: &Message| {
+            if rendered {
+                !holds(m, &parent_replies) && holds(m, &own_replies)
+            } else {
+                !parent_own.contains(&reply_key(m)) && own.contains(&reply_key(m))
+            }
+        };
         for &(i, _) in out.agents.exchanges(&c.parent) {
             if side.exchanges[i].arrived < side.exchanges[first].arrived {
                 continue;
             }
-            if let Some(m) = side.exchanges[i].messages.iter().find(|m| {
-                m.role == Role::Assistant && !parent_own.contains(&reply_key(m)) && own.contains(&reply_key(m))
-            }) {
+            if let Some(m) = side.exchanges[i].messages.iter().find(|m| m.role == Role::Assistant && childs(m)) {
                 findings.push((
                     i,
                     format!("{}'s request holds a reply of its child {child}", c.parent),
@@ -843,7 +868,7 @@ fn append_only(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
         for pair in list.windows(2) {
             let (a, b) = (&side.exchanges[pair[0].0], &side.exchanges[pair[1].0]);
             let Some(reply) = &a.reply else { continue };
-            if extension(a, &b.messages).is_some() {
+            if extension(history(side), a, &b.messages).is_some() {
                 continue;
             }
             // A run that started again from an earlier record of a named session goes on from
@@ -851,7 +876,7 @@ fn append_only(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             let from_earlier = list
                 .iter()
                 .take_while(|x| x.0 < pair[0].0)
-                .any(|x| extension(&side.exchanges[x.0], &b.messages).is_some());
+                .any(|x| extension(history(side), &side.exchanges[x.0], &b.messages).is_some());
             // A named session's run continued by a send after runs that recorded nothing
             // (each cut by its limit) starts from the message alone.
             let alias = side.alias(pair[1].0);
@@ -870,7 +895,7 @@ fn append_only(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             let mut expected: Vec<Message> = a.messages.to_vec();
             expected.push(reply.clone());
             let at = (0..expected.len()).find(|&k| match (expected.get(k), b.messages.get(k)) {
-                (Some(w), Some(g)) if k == a.messages.len() => !same_reply(g, w),
+                (Some(w), Some(g)) if k == a.messages.len() => !kept_as(history(side), g, w),
                 (Some(w), Some(g)) => w != g,
                 _ => true,
             });
@@ -1831,7 +1856,7 @@ fn terminal(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             let Some(&(y, _)) = list.get(k + 1) else { continue };
             let later: Vec<&Message> = side.exchanges[y].messages.iter().collect();
             let at = e.messages.len();
-            let Some(kept) = later.get(at).filter(|m| same_reply(m, reply)) else { continue };
+            let Some(kept) = later.get(at).filter(|m| kept_as(history(side), m, reply)) else { continue };
             let rest = &later[at + 1..];
             if let Some(answer) = rest.iter().find(|m| {
                 m.role == Role::Tool && kept.tool_calls.iter().any(|c| m.tool_call_id.as_deref() == Some(c.id.as_str()))

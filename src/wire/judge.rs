@@ -238,7 +238,9 @@ const ROOT_LABEL: &str = "\n(no header: the root)";
 
 /// Compares each attributed request's alias with the runtime's label for it. The first request
 /// of a label fixes its alias, and the first of an alias its label; a request that pairs either
-/// otherwise is an attribution error of rehearsal's, told with both requests.
+/// otherwise is an attribution error of rehearsal's, told with both requests. Under a `reused`
+/// header a label may name several agents in turn (never the root): a request of a label put
+/// down to an agent that carries no label yet pairs them; each agent still carries one label.
 pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentHeader) -> GroundTruth {
     use std::collections::BTreeMap;
     let mut out = GroundTruth::default();
@@ -251,6 +253,7 @@ pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentH
         label_of.insert(root.clone(), (ROOT_LABEL.to_string(), usize::MAX));
     }
     let name = &header.name;
+    let reusable = |alias: &str| header.reused && *alias != root;
     for (i, attribution) in side.attributions.iter().enumerate() {
         let label = match (labels.get(i).cloned().flatten(), header.absent) {
             (Some(label), _) => Some(label),
@@ -280,6 +283,15 @@ pub fn ground_truth(side: &ModelSide, labels: &[Option<String>], header: &AgentH
                 None
             }
             (Some((a, _)), Some((l, _))) if *a == alias && *l == label => None,
+            // A reused name (`reused`): an earlier agent of the name asking again, or the name's
+            // next agent, one that carries no name yet. Never the root, which is one agent.
+            (_, Some((l, _))) if reusable(&alias) && *l == label => None,
+            (Some((a, _)), None) if reusable(a) && reusable(&alias) => {
+                alias_of.insert(label.clone(), (alias.clone(), i));
+                label_of.insert(alias.clone(), (label.clone(), i));
+                None
+            }
+            (_, Some((l, at))) if reusable(&alias) => Some(format!("`{alias}` is `{}` (at exchange {at})", quote(l))),
             (Some((a, at)), _) if *a != alias => Some(match *at {
                 usize::MAX => format!("that is the root, `{a}`"),
                 at => format!("`{}` is `{a}` (at exchange {at})", quote(&label)),
@@ -347,10 +359,10 @@ mod tests {
         (truth.right, truth.wrong.len(), truth.unattributed, truth.unlabelled)
     }
 
-    const UNLABELLED: AgentHeader = AgentHeader { name: String::new(), absent: Absent::Unlabelled };
+    const UNLABELLED: AgentHeader = AgentHeader { name: String::new(), absent: Absent::Unlabelled, reused: false };
 
     fn header(absent: Absent) -> AgentHeader {
-        AgentHeader { name: "X-Agent".into(), absent }
+        AgentHeader { name: "X-Agent".into(), absent, reused: false }
     }
 
     #[test]
@@ -397,6 +409,63 @@ mod tests {
         assert_eq!(counts(&truth), (2, 2, 0, 0));
         assert!(truth.wrong[0].contains("exchange 2 was put down to `main/2`, but the runtime's X-Agent header names `t1`, and `t1` is `main/1` (at exchange 1)"), "{:?}", truth.wrong);
         assert!(truth.wrong[1].contains("exchange 3 was put down to `main/1`, but the runtime's X-Agent header names `t9`, and `main/1` is `t1` (at exchange 1)"), "{:?}", truth.wrong);
+    }
+
+    fn reused(absent: Absent) -> AgentHeader {
+        AgentHeader { reused: true, ..header(absent) }
+    }
+
+    #[test]
+    fn a_reused_label_names_each_run_in_turn_and_each_run_still_one_label() {
+        // smolagents' `researcher` called twice: two runs, two children, one label.
+        let side = side(&["main", "main/1", "main/1", "main", "main/2", "main"]);
+        let names = labels(&[
+            Some("root"),
+            Some("researcher"),
+            Some("researcher"),
+            Some("root"),
+            Some("researcher"),
+            Some("root"),
+        ]);
+        assert_eq!(counts(&ground_truth(&side, &names, &reused(Absent::Unlabelled))), (6, 0, 0, 0));
+        // Without `reused` the second run is told, as before.
+        let truth = ground_truth(&side, &names, &header(Absent::Unlabelled));
+        assert_eq!(counts(&truth), (5, 1, 0, 0));
+        assert!(truth.wrong[0].contains("exchange 4 was put down to `main/2`, but the runtime's X-Agent header names `researcher`, and `researcher` is `main/1` (at exchange 1)"), "{:?}", truth.wrong);
+        // An earlier run asking again after the label moved on is still its own.
+        let side_back = super::tests::side(&["main", "main/1", "main/2", "main/1"]);
+        let back = labels(&[Some("root"), Some("researcher"), Some("researcher"), Some("researcher")]);
+        assert_eq!(counts(&ground_truth(&side_back, &back, &reused(Absent::Unlabelled))), (4, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_reused_label_never_moves_off_the_root_and_a_run_never_takes_two_labels() {
+        // The root's label on a new alias: the root is one agent, told as before.
+        let truth = ground_truth(
+            &side(&["main", "main/1"]),
+            &labels(&[Some("root"), Some("root")]),
+            &reused(Absent::Unlabelled),
+        );
+        assert_eq!(counts(&truth), (1, 1, 0, 0));
+        assert!(truth.wrong[0].contains("exchange 1 was put down to `main/1`, but the runtime's X-Agent header names `root`, and `root` is `main` (at exchange 0)"), "{:?}", truth.wrong);
+        // Nor does a child's label take the root's alias.
+        let truth = ground_truth(
+            &side(&["main", "main/1", "main"]),
+            &labels(&[Some("root"), Some("researcher"), Some("researcher")]),
+            &reused(Absent::Unlabelled),
+        );
+        assert_eq!(counts(&truth), (2, 1, 0, 0), "{:?}", truth.wrong);
+        // One run under two labels: told, naming the run's label.
+        let truth = ground_truth(
+            &side(&["main", "main/1", "main/1"]),
+            &labels(&[Some("root"), Some("researcher"), Some("reviewer")]),
+            &reused(Absent::Unlabelled),
+        );
+        assert_eq!(counts(&truth), (2, 1, 0, 0));
+        assert!(truth.wrong[0].contains("exchange 2 was put down to `main/1`, but the runtime's X-Agent header names `reviewer`, and `main/1` is `researcher` (at exchange 1)"), "{:?}", truth.wrong);
+        // Under `absent: root` a request without the header is still the root's alone.
+        let truth = ground_truth(&side(&["main", "main/1"]), &labels(&[None, None]), &reused(Absent::Root));
+        assert_eq!(counts(&truth), (1, 1, 0, 0));
     }
 
     #[test]

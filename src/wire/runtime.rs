@@ -322,7 +322,7 @@ impl std::error::Error for RuntimeError {
 }
 
 /// The names of the built-in descriptions.
-pub const BUILTIN: [&str; 6] = ["bub", "py-runtime", "roku", "generic", "pydantic-ai", "openai-agents"];
+pub const BUILTIN: [&str; 7] = ["bub", "py-runtime", "roku", "generic", "pydantic-ai", "openai-agents", "smolagents"];
 
 /// A framework's description as its example folder holds it (`examples/frameworks/NAME/`:
 /// `runtime.json`, naming `dialect.json` beside it), compiled in so that `--runtime NAME`
@@ -477,6 +477,11 @@ impl RuntimeDescription {
             "openai-agents" => framework(
                 include_str!("../../examples/frameworks/openai-agents/runtime.json"),
                 include_str!("../../examples/frameworks/openai-agents/dialect.json"),
+            ),
+            // smolagents 1.26 managed agents (docs/conformance/smolagents.md).
+            "smolagents" => framework(
+                include_str!("../../examples/frameworks/smolagents/runtime.json"),
+                include_str!("../../examples/frameworks/smolagents/dialect.json"),
             ),
             _ => return None,
         })
@@ -811,7 +816,11 @@ mod tests {
         let d = RuntimeDescription::from_json(text, "d.json").unwrap();
         assert_eq!(
             d.agent_header,
-            crate::wire::AgentHeader { name: "x-agent-ID".into(), absent: crate::wire::Absent::Unlabelled }
+            crate::wire::AgentHeader {
+                name: "x-agent-ID".into(),
+                absent: crate::wire::Absent::Unlabelled,
+                reused: false
+            }
         );
     }
 
@@ -917,7 +926,7 @@ mod tests {
         );
         assert_eq!(
             err.to_string(),
-            "unknown runtime `nope`: a built-in is one of bub, py-runtime, roku, generic, pydantic-ai, openai-agents, or give a description `.json` file"
+            "unknown runtime `nope`: a built-in is one of bub, py-runtime, roku, generic, pydantic-ai, openai-agents, smolagents, or give a description `.json` file"
         );
         let err = RuntimeDescription::load("no/such/runtime.json").unwrap_err();
         let RuntimeError::Unreadable { file, source } = &err else { panic!("{err:?}") };

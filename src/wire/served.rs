@@ -150,6 +150,13 @@ pub struct AgentHeader {
     /// `root` (the runtime labels its sub-agents only: such a request is the root's).
     #[serde(default)]
     pub absent: Absent,
+    /// Whether one name may stand for several agents in turn: a runtime that runs one agent
+    /// object afresh for each call and labels every run with the object's name (smolagents'
+    /// managed agents: each call is a new run, a new child, `main/1` then `main/2`). Each agent
+    /// still carries one name; a name is no longer one agent. Default `false`: one name, one
+    /// agent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// What a request without the agent header means.
@@ -184,7 +191,7 @@ impl AgentHeader {
 
 impl Default for AgentHeader {
     fn default() -> AgentHeader {
-        AgentHeader { name: AgentHeader::default_name(), absent: Absent::Unlabelled }
+        AgentHeader { name: AgentHeader::default_name(), absent: Absent::Unlabelled, reused: false }
     }
 }
 

@@ -689,7 +689,7 @@ fn an_arguments_wrap_reads_json_in_any_key_order_and_spacing() {
 #[test]
 fn a_template_wrap_tells_the_child() {
     let mut d = Dialect::builtin("generic").unwrap();
-    d.spawn[0].wrap = Some(PromptWrap::Template("Your task:\n{prompt}\nReport back.".into()));
+    d.spawn[0].wrap = Some(PromptWrap::template("Your task:\n{prompt}\nReport back."));
     let mut e = Endpoint::new(d);
     let (n0, _) = e.ask(&[user("go")], &["spawn_agent"]);
     e.reply(n0, &asst("", vec![call("c1", "spawn_agent", json!({"prompt": "  find x  "}))]));

@@ -26,6 +26,7 @@ mod model_side_blind;
 mod model_side_blind38;
 mod model_side_rules;
 mod precedence;
+mod rendered_history;
 mod routing;
 pub(crate) mod runs;
 mod sessions;

@@ -39,6 +39,11 @@ impl Talk {
         self.attributor.replied(number, reply, self.at);
     }
 
+    /// No reply will come for request `number` (the model call failed).
+    pub(crate) fn failed(&mut self, number: usize) {
+        self.attributor.failed(number);
+    }
+
     /// Moves the clock to `ms` milliseconds into the run.
     pub(crate) fn at(&mut self, ms: u64) {
         self.at = Duration::from_millis(ms);
@@ -162,7 +167,7 @@ fn a_prompt_in_an_undeclared_template_is_the_child_and_an_isolation_finding() {
 fn a_declared_template_or_arguments_wrap_is_read_and_raises_nothing() {
     for (wrap, first) in [
         (
-            PromptWrap::Template("Your parent asks:\n{prompt}\nReply when done.".into()),
+            PromptWrap::template("Your parent asks:\n{prompt}\nReply when done."),
             "Your parent asks:\nCount the files.\nReply when done.",
         ),
         (PromptWrap::Arguments { preamble: "Input:".into() }, "Input: {\"prompt\": \"Count the files.\"}"),

@@ -615,7 +615,7 @@ async fn a_label_that_disagrees_with_the_attribution_is_rehearsals_own_error_nev
 
 #[tokio::test]
 async fn a_runtime_that_labels_only_its_sub_agents_has_its_unlabelled_requests_compared_as_the_roots() {
-    let header = wire::AgentHeader { name: "X-Agent-Id".into(), absent: wire::Absent::Root };
+    let header = wire::AgentHeader { name: "X-Agent-Id".into(), absent: wire::Absent::Root, reused: false };
     // Claude Code's way: the root's requests carry no header. Here the header is another name,
     // so the default one the client sends is not read at all.
     let (scenario, run) = delegate_labelled(None, Some("agent-1"), header.clone()).await;
@@ -662,7 +662,7 @@ fn counts(run: &WireRun) -> (usize, usize, usize, usize) {
 
 #[tokio::test]
 async fn the_agent_header_is_read_whatever_the_case_of_its_name_and_without_the_space_around_its_value() {
-    let header = wire::AgentHeader { name: "x-AGENT-id".into(), absent: wire::Absent::Unlabelled };
+    let header = wire::AgentHeader { name: "x-AGENT-id".into(), absent: wire::Absent::Unlabelled, reused: false };
     let (scenario, run) =
         delegate_with([b"X-Agent-Id:   root  \r\n", b"x-agent-id:\ttask-7\t\r\n", b"X-AGENT-ID: root\r\n"], header)
             .await;
@@ -740,7 +740,7 @@ async fn the_header_never_changes_the_attribution() {
         .1,
         delegate_with(
             [b"x-rehearsal-agent: main\r\n", b"x-rehearsal-agent: main\r\n", b"x-rehearsal-agent: main/1\r\n"],
-            wire::AgentHeader { name: "X-Rehearsal-Agent".into(), absent: wire::Absent::Root },
+            wire::AgentHeader { name: "X-Rehearsal-Agent".into(), absent: wire::Absent::Root, reused: false },
         )
         .await
         .1,
@@ -780,7 +780,7 @@ async fn side_and_unattributed_requests_are_counted_apart_and_the_counts_add_up(
     assert!(!verdict.internal_error(), "{verdict}");
     // Under `absent: root`, the unlabelled stranger counts as the root's, unattributed; and
     // the root's first request, labelled `root`, disagrees with the description's rule.
-    let header = wire::AgentHeader { name: "X-Rehearsal-Agent".into(), absent: wire::Absent::Root };
+    let header = wire::AgentHeader { name: "X-Rehearsal-Agent".into(), absent: wire::Absent::Root, reused: false };
     let truth = wire::ground_truth(&run.side, &run.labels, &header);
     assert_eq!((truth.right, truth.wrong.len(), truth.unattributed, truth.unlabelled), (2, 1, 2, 0), "{truth:?}");
 }
