@@ -311,10 +311,19 @@ pub enum PromptWrap {
     },
     /// The call's arguments as JSON after a preamble (openai-agents' `as_tool` with structured
     /// parameters): the message, trimmed, is the preamble, then a JSON object equal to the
-    /// call's arguments: `{"arguments": {"preamble": "Input:"}}`.
+    /// call's arguments: `{"arguments": {"preamble": "Input:"}}`. Optionally the JSON stands
+    /// between an `open` and a `close` text (a heading and a code fence), and the message may
+    /// go on after `close` with a text that begins with `after` (the runtime's own: openai-agents
+    /// 0.24 writes its input schema's summary there).
     Arguments {
         /// The text before the JSON.
         preamble: String,
+        /// The text between the preamble and the JSON (trimmed both sides); empty: none.
+        open: String,
+        /// The text right after the JSON (trimmed both sides); empty: none.
+        close: String,
+        /// What the rest of the message, after `close`, begins with; `None`: nothing follows.
+        after: Option<String>,
     },
 }
 
@@ -323,6 +332,11 @@ impl PromptWrap {
     pub fn template(text: impl Into<String>) -> PromptWrap {
         PromptWrap::Template { text: text.into(), suffix: None }
     }
+
+    /// The call's arguments as JSON right after `preamble`, nothing around them.
+    pub fn arguments(preamble: impl Into<String>) -> PromptWrap {
+        PromptWrap::Arguments { preamble: preamble.into(), open: String::new(), close: String::new(), after: None }
+    }
 }
 
 /// The written form of a [`PromptWrap`]: a template is a string, or `{"text": …, "suffix": …}`.
@@ -330,7 +344,15 @@ impl PromptWrap {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum WrapForm {
     Template(TemplateForm),
-    Arguments { preamble: String },
+    Arguments {
+        preamble: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        open: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        close: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<String>,
+    },
 }
 
 /// The two written forms of a template.
@@ -350,7 +372,9 @@ impl From<WrapForm> for PromptWrap {
         match form {
             WrapForm::Template(TemplateForm::Text(text)) => PromptWrap::Template { text, suffix: None },
             WrapForm::Template(TemplateForm::Parts { text, suffix }) => PromptWrap::Template { text, suffix },
-            WrapForm::Arguments { preamble } => PromptWrap::Arguments { preamble },
+            WrapForm::Arguments { preamble, open, close, after } => {
+                PromptWrap::Arguments { preamble, open, close, after }
+            }
         }
     }
 }
@@ -360,7 +384,9 @@ impl From<PromptWrap> for WrapForm {
         match wrap {
             PromptWrap::Template { text, suffix: None } => WrapForm::Template(TemplateForm::Text(text)),
             PromptWrap::Template { text, suffix } => WrapForm::Template(TemplateForm::Parts { text, suffix }),
-            PromptWrap::Arguments { preamble } => WrapForm::Arguments { preamble },
+            PromptWrap::Arguments { preamble, open, close, after } => {
+                WrapForm::Arguments { preamble, open, close, after }
+            }
         }
     }
 }
@@ -505,6 +531,15 @@ pub enum DialectError {
         /// The file.
         file: String,
     },
+    /// An arguments wrap whose message goes on `after` the JSON with no `close` to end it.
+    AfterWithoutClose {
+        /// The file.
+        file: String,
+        /// Its place in `spawn`.
+        index: usize,
+        /// The tool's name.
+        tool: String,
+    },
     /// An asynchronous spawn tool without a `task_id_field`.
     AsyncWithoutTaskId {
         /// The file.
@@ -530,6 +565,10 @@ impl std::fmt::Display for DialectError {
             DialectError::NoSpawnTool { file } => {
                 write!(f, "{file}: `spawn` names no tool; a dialect needs at least one")
             }
+            DialectError::AfterWithoutClose { file, index, tool } => write!(
+                f,
+                "{file}: spawn[{index}] ({tool}): wrap.arguments.after needs a `close`: the text that ends the JSON"
+            ),
             DialectError::AsyncWithoutTaskId { file, index, tool } => write!(
                 f,
                 "{file}: spawn[{index}] ({tool}) is async but has no `task_id_field`: its results could not be told apart"
@@ -543,7 +582,9 @@ impl std::error::Error for DialectError {
         match self {
             DialectError::Unreadable { source, .. } => Some(source),
             DialectError::NotADialect { source, .. } => Some(&**source),
-            DialectError::NoSpawnTool { .. } | DialectError::AsyncWithoutTaskId { .. } => None,
+            DialectError::NoSpawnTool { .. }
+            | DialectError::AsyncWithoutTaskId { .. }
+            | DialectError::AfterWithoutClose { .. } => None,
         }
     }
 }
@@ -803,6 +844,11 @@ impl Dialect {
             return Err(DialectError::NoSpawnTool { file: file.to_string() });
         }
         for (index, tool) in self.spawn.iter().enumerate() {
+            if let Some(PromptWrap::Arguments { close, after: Some(_), .. }) = &tool.wrap
+                && close.trim().is_empty()
+            {
+                return Err(DialectError::AfterWithoutClose { file: file.to_string(), index, tool: tool.name.clone() });
+            }
             if tool.result == ResultMode::Async && tool.task_id_field.is_none() {
                 return Err(DialectError::AsyncWithoutTaskId {
                     file: file.to_string(),
@@ -1005,11 +1051,25 @@ pub(crate) fn opens(wrap: Option<&PromptWrap>, prompt: &str, args: &serde_json::
             };
             text.trim() == format!("{}{suffix}", template.replace("{prompt}", prompt)).trim()
         }
-        Some(PromptWrap::Arguments { preamble }) => text
-            .trim()
-            .strip_prefix(preamble.trim())
-            .and_then(|json| serde_json::from_str::<serde_json::Value>(json.trim()).ok())
-            .is_some_and(|written| &written == args),
+        Some(PromptWrap::Arguments { preamble, open, close, after }) => {
+            let Some(rest) = text.trim().strip_prefix(preamble.trim()) else { return false };
+            let Some(rest) = rest.trim_start().strip_prefix(open.trim()) else { return false };
+            let equal = |json: &str| serde_json::from_str::<serde_json::Value>(json.trim()).is_ok_and(|w| &w == args);
+            let close = close.trim();
+            if close.is_empty() {
+                return after.is_none() && equal(rest);
+            }
+            // The JSON ends where a `close` begins that leaves it equal to the arguments (a
+            // string inside it may hold the same text), and what follows is `after`'s.
+            rest.match_indices(close).any(|(at, _)| {
+                let tail = rest[at + close.len()..].trim();
+                let tail_fits = match after {
+                    None => tail.is_empty(),
+                    Some(after) => tail.starts_with(after.trim()),
+                };
+                tail_fits && equal(&rest[..at])
+            })
+        }
     }
 }
 
@@ -1052,6 +1112,40 @@ pub enum SessionKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// openai-agents 0.24's structured input: the preamble, a heading and a fenced JSON equal
+    /// to the call's arguments, then its schema summary; a different JSON, a missing fence or
+    /// a tail that is not the summary is not the child's message; `after` needs a `close`.
+    #[test]
+    fn an_arguments_wrap_reads_a_fenced_json_and_the_text_after_it() {
+        let wrap = PromptWrap::Arguments {
+            preamble: "Called as a tool.".into(),
+            open: "## Structured Input Data:\n\n```".into(),
+            close: "```".into(),
+            after: Some("## Input Schema Summary:".into()),
+        };
+        let args = serde_json::json!({"text": "a ``` b", "n": 2});
+        let message = |json: &str, tail: &str| {
+            format!("Called as a tool.\n## Structured Input Data:\n\n```\n{json}\n```\n\n{tail}")
+        };
+        let json = "{\n  \"text\": \"a ``` b\",\n  \"n\": 2\n}";
+        let summary = "## Input Schema Summary:\n- text (string, required)\n";
+        assert!(opens(Some(&wrap), "", &args, &message(json, summary)), "a fence inside a string is not the close");
+        assert!(!opens(Some(&wrap), "", &args, &message("{\"text\": \"a ``` b\", \"n\": 3}", summary)));
+        assert!(!opens(Some(&wrap), "", &args, &message(json, "Something else")));
+        assert!(!opens(Some(&wrap), "", &args, &format!("Called as a tool.\n{json}\n\n{summary}")));
+        let plain = PromptWrap::arguments("Input:");
+        assert!(opens(Some(&plain), "", &args, &format!("Input: {json}")));
+        let mut d = Dialect::builtin("generic").unwrap();
+        d.spawn[0].wrap = Some(PromptWrap::Arguments {
+            preamble: "x".into(),
+            open: String::new(),
+            close: String::new(),
+            after: Some("y".into()),
+        });
+        let err = d.check("d.json").unwrap_err();
+        assert!(err.to_string().contains("wrap.arguments.after needs a `close`"), "{err}");
+    }
 
     #[test]
     fn every_builtin_loads_and_round_trips_through_json() {

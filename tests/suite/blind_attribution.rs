@@ -673,7 +673,7 @@ fn a_blank_prompt_takes_no_number() {
 #[test]
 fn an_arguments_wrap_reads_json_in_any_key_order_and_spacing() {
     let mut d = Dialect::builtin("generic").unwrap();
-    d.spawn[0].wrap = Some(PromptWrap::Arguments { preamble: "Input:".into() });
+    d.spawn[0].wrap = Some(PromptWrap::arguments("Input:"));
     let mut e = Endpoint::new(d);
     let (n0, _) = e.ask(&[user("go")], &["spawn_agent"]);
     e.reply(

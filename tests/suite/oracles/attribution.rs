@@ -170,7 +170,7 @@ fn a_declared_template_or_arguments_wrap_is_read_and_raises_nothing() {
             PromptWrap::template("Your parent asks:\n{prompt}\nReply when done."),
             "Your parent asks:\nCount the files.\nReply when done.",
         ),
-        (PromptWrap::Arguments { preamble: "Input:".into() }, "Input: {\"prompt\": \"Count the files.\"}"),
+        (PromptWrap::arguments("Input:"), "Input: {\"prompt\": \"Count the files.\"}"),
     ] {
         let mut dialect = bub051();
         dialect.spawn[0].wrap = Some(wrap.clone());
