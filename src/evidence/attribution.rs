@@ -847,8 +847,9 @@ impl Attributor {
             self.record.restarts.push(number);
         }
         if basis.is_none()
-            && let Some((i, _, true)) = best
+            && let Some((i, _, extends)) = best
             && let Some(h) = self.handed_off(i)
+            && (extends || self.tools_removed(i, &messages))
         {
             return Attribution::Agent(self.hand_off(h, i, number));
         }
@@ -1129,6 +1130,27 @@ impl Attributor {
                 format!("{at} messages before its prompt{wrapped}, which is not where session {name:?}'s record ends")
             }
         }
+    }
+
+    /// Whether `messages` are agent `i`'s last request and the reply it was given with every
+    /// tool item removed, and nothing else: each tool result dropped, each assistant message's
+    /// calls dropped (the message too, when it held nothing else). A handoff whose input filter
+    /// removes the tools (openai-agents' `handoff_filters.remove_all_tools`) starts its target
+    /// so; every message is accounted for, so this is evidence, not a shared start.
+    fn tools_removed(&self, i: usize, messages: &Transcript) -> bool {
+        let e = &self.record.exchanges[self.agents[i].last];
+        let Some(reply) = &e.reply else { return false };
+        let kept: Vec<(Role, &str)> = e
+            .messages
+            .iter()
+            .chain(std::iter::once(reply))
+            .filter(|m| m.role != Role::Tool)
+            .filter(|m| !(m.role == Role::Assistant && m.content.is_empty() && !m.tool_calls.is_empty()))
+            .map(|m| (m.role, m.content.as_ref()))
+            .collect();
+        let given: Vec<(Role, &str)> = messages.iter().map(|m| (m.role, m.content.as_ref())).collect();
+        let removed_some = kept.len() < e.messages.len() + 1 || !reply.tool_calls.is_empty();
+        removed_some && messages.iter().all(|m| m.tool_calls.is_empty()) && kept == given
     }
 
     /// The handoff of agent `i`'s last reply that no agent has taken up yet, if any.

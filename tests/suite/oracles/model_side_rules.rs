@@ -626,3 +626,35 @@ fn an_empty_prompt_starts_a_child_only_where_the_dialect_says_so() {
         assert_eq!(child, empty_starts, "empty_starts {empty_starts}: {who:?}");
     }
 }
+
+/// A handoff whose input filter removes the tools (openai-agents' `remove_all_tools`): the
+/// target's first request is the conversation with every tool call and result taken out, the
+/// handing-off text kept. That is the target's, by evidence; a copy that also drops the user's
+/// message is no such thing, and stays a shared start (a finding).
+#[test]
+fn a_handoff_target_whose_history_had_its_tools_removed_is_the_target() {
+    use rehearsal::internals::evidence::attribution::{Attribution, Basis};
+    for (drop_user, target) in [(false, true), (true, false)] {
+        let mut dialect = Dialect::builtin("generic").unwrap();
+        dialect.handoff = vec!["transfer_to_*".into()];
+        let mut t = Talk::new(dialect.clone());
+        let u = Message::user("Refund me, in Spanish.");
+        let translate = Message::assistant("", vec![call("t1", "translate", serde_json::json!({"text": "refund"}))]);
+        let (r, _) = t.ask(std::slice::from_ref(&u), &["translate", "transfer_to_refunds"]);
+        t.reply(r, &translate);
+        let history = [u.clone(), translate, Message::tool("t1", "reembolso", false)];
+        let (r2, _) = t.ask(&history, &["translate", "transfer_to_refunds"]);
+        let hand =
+            Message::assistant("Passing you on.", vec![call("h1", "transfer_to_refunds", serde_json::json!({}))]);
+        t.reply(r2, &hand);
+        let mut filtered = vec![u.clone(), Message::assistant("Passing you on.", Vec::new())];
+        if drop_user {
+            filtered.remove(0);
+            filtered.insert(0, Message::user("Refund me."));
+        }
+        let (_, who) = t.ask(&filtered, &[]);
+        let handed =
+            matches!(&who, Attribution::Agent(a) if a.alias.to_string() == "main/1" && a.basis == Basis::Handoff);
+        assert_eq!(handed, target, "{who:?}");
+    }
+}
