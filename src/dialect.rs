@@ -152,9 +152,9 @@ pub enum Printed {
     /// `True`, `False`, `None`, dicts in the order given. In a re-rendered reply (smolagents'
     /// `str([{'id': …, 'type': 'function', 'function': {'name': N, 'arguments': A}}])`) the
     /// printout holds `'name': N, 'arguments': A` for each call. A value holding a non-integer
-    /// number, or a character whose printing Python decides by Unicode tables (a non-ASCII
-    /// character that is not a letter or digit), has no printing rehearsal is sure of: a call's
-    /// arguments are then compared by its name alone, and a wrap suffix does not match.
+    /// number, or a character whose printing Python decides by its Unicode tables (any
+    /// non-ASCII character), has no printing rehearsal is sure of: a call's arguments are then
+    /// compared by its name alone, and a wrap suffix by the text around the value.
     Python,
 }
 
@@ -168,7 +168,8 @@ impl Printed {
 }
 
 /// Python's `repr` of a value parsed from JSON (`json.loads`), or `None` where rehearsal is not
-/// sure how Python prints it (a float, a non-ASCII character that is not alphanumeric).
+/// sure how Python prints it (a float, any non-ASCII character: Python's Unicode tables are not
+/// Rust's).
 pub(crate) fn python_repr(value: &serde_json::Value) -> Option<String> {
     use serde_json::Value;
     Some(match value {
@@ -205,7 +206,10 @@ fn python_str(s: &str) -> Option<String> {
                 out.push(c);
             }
             c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_ascii() || c.is_alphanumeric() => out.push(c),
+            c if c.is_ascii() => out.push(c),
+            // Whether Python prints a non-ASCII character or escapes it follows its Unicode
+            // tables, which differ by version from Rust's (U+1C89 is a letter in Unicode 16 and
+            // unassigned in Python 3.12's 15.0): not sure, so not printed (blind review 39).
             _ => return None,
         }
     }
@@ -413,17 +417,26 @@ impl Suffix {
     /// The suffix a call with `args` is written with: `Some("")` when the call gives the
     /// argument no true value (nothing is appended), `None` when its value cannot be printed
     /// surely (no message matches).
-    fn for_call(&self, args: &serde_json::Value) -> Option<String> {
+    /// The suffix a call with `args` is written with: `Ok` with the text (empty when the
+    /// argument is not given), or, when its value is one rehearsal cannot print as Python would,
+    /// `Err` with the texts before and after the value.
+    fn for_call(&self, args: &serde_json::Value) -> Result<String, (String, String)> {
         use serde_json::Value;
         let value = match args.get(&self.argument) {
-            None | Some(Value::Null) | Some(Value::Bool(false)) => return Some(String::new()),
-            Some(Value::String(s)) if s.is_empty() => return Some(String::new()),
-            Some(Value::Array(a)) if a.is_empty() => return Some(String::new()),
-            Some(Value::Object(o)) if o.is_empty() => return Some(String::new()),
-            Some(Value::Number(n)) if n.as_f64() == Some(0.0) => return Some(String::new()),
+            None | Some(Value::Null) | Some(Value::Bool(false)) => return Ok(String::new()),
+            Some(Value::String(s)) if s.is_empty() => return Ok(String::new()),
+            Some(Value::Array(a)) if a.is_empty() => return Ok(String::new()),
+            Some(Value::Object(o)) if o.is_empty() => return Ok(String::new()),
+            Some(Value::Number(n)) if n.as_f64() == Some(0.0) => return Ok(String::new()),
             Some(v) => v,
         };
-        Some(self.text.replace("{value}", &self.print.print(value)?))
+        match self.print.print(value) {
+            Some(printed) => Ok(self.text.replace("{value}", &printed)),
+            None => {
+                let (before, after) = self.text.split_once("{value}").unwrap_or((&self.text, ""));
+                Err((before.to_string(), after.to_string()))
+            }
+        }
     }
 }
 
@@ -1042,14 +1055,20 @@ pub(crate) fn opens(wrap: Option<&PromptWrap>, prompt: &str, args: &serde_json::
     match wrap {
         None => text == prompt,
         Some(PromptWrap::Template { text: template, suffix }) => {
-            let suffix = match suffix {
-                None => String::new(),
-                Some(suffix) => match suffix.for_call(args) {
-                    Some(written) => written,
-                    None => return false,
-                },
-            };
-            text.trim() == format!("{}{suffix}", template.replace("{prompt}", prompt)).trim()
+            let head = template.replace("{prompt}", prompt);
+            match suffix.as_ref().map(|s| s.for_call(args)) {
+                None => text.trim() == head.trim(),
+                Some(Ok(written)) => text.trim() == format!("{head}{written}").trim(),
+                // A value not printed for sure: the text around it must be there, whatever
+                // stands between.
+                Some(Err((before, after))) => {
+                    let (start, end) = (format!("{head}{before}"), after);
+                    let text = text.trim();
+                    text.len() >= start.trim_start().len() + end.trim_end().len()
+                        && text.starts_with(start.trim_start())
+                        && text.ends_with(end.trim_end())
+                }
+            }
         }
         Some(PromptWrap::Arguments { preamble, open, close, after }) => {
             let Some(rest) = text.trim().strip_prefix(preamble.trim()) else { return false };
@@ -1207,7 +1226,6 @@ mod tests {
                 r#"{'t': True, 'f': False, 'n': None, 'i': -3, 'l': [1, 'b\n\tc\\']}"#,
             ),
             (json!({"city": "Lyon"}), "{'city': 'Lyon'}"),
-            (json!({"é": "Zürich"}), "{'é': 'Zürich'}"),
             (json!({}), "{}"),
             (json!("\u{7}"), r"'\x07'"),
         ] {
@@ -1217,6 +1235,10 @@ mod tests {
         // is claimed.
         assert_eq!(python_repr(&json!({"x": 1.5})), None);
         assert_eq!(python_repr(&json!("a — b")), None);
+        // Nor any non-ASCII character: Python escapes a letter its (older) Unicode tables do not
+        // know (U+1C89, a letter in Rust's Unicode 16, unassigned in Python 3.12's 15.0).
+        assert_eq!(python_repr(&json!({"é": "Zürich"})), None);
+        assert_eq!(python_repr(&json!({"tje": "\u{1c89}"})), None);
     }
 
     #[test]
@@ -1235,12 +1257,19 @@ mod tests {
         assert!(!tool.opens(&plain, "Task:\nGo.\n---\nArgs:\n{'city': 'Lyon'}."));
         assert!(!tool.opens(&with, "Task:\nGo.\n---"));
         assert!(!tool.opens(&with, "Task:\nGo.\n---\nArgs:\n{'city': 'Paris'}."));
-        // Values Python reads as false write no suffix; a value not printed surely matches nothing.
+        // Values Python reads as false write no suffix; a value not printed surely is matched by
+        // the text around it, whatever Python printed between.
         for falsy in [json!(null), json!({}), json!([]), json!(""), json!(false), json!(0)] {
             assert!(tool.opens(&json!({"task": "Go.", "additional_args": falsy}), "Task:\nGo.\n---"), "{falsy}");
         }
         let float = json!({"task": "Go.", "additional_args": {"t": 0.5}});
-        assert!(!tool.opens(&float, "Task:\nGo.\n---\nArgs:\n{'t': 0.5}."));
+        assert!(tool.opens(&float, "Task:\nGo.\n---\nArgs:\n{'t': 0.5}."));
+        assert!(tool.opens(
+            &json!({"task": "Go.", "additional_args": {"tje": "\u{1c89}"}}),
+            "Task:\nGo.\n---\nArgs:\n{'tje': '\\u1c89'}."
+        ));
+        assert!(!tool.opens(&float, "Task:\nGo.\n---"), "the suffix's own text is still required");
+        assert!(!tool.opens(&float, "Task:\nGone.\n---\nArgs:\n{'t': 0.5}."), "and the template's");
         // A template without a suffix is still written as a string, and reads back.
         let mut d = d;
         d.spawn[0].wrap = Some(PromptWrap::template("Task:\n{prompt}"));

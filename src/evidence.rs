@@ -149,11 +149,14 @@ pub fn kept_as(history: &History, kept: &Message, reply: &Message) -> bool {
     if kept.role != Role::Assistant || !kept.tool_calls.is_empty() || kept.tool_call_id.is_some() {
         return false;
     }
-    let text = reply.content.trim();
+    // Python's `str.strip()` (smolagents strips the model's text) takes more than Rust's `trim`:
+    // the separators U+001C to U+001F too (blind review 39).
+    let strip = |t: &str| -> usize { t.len() - t.trim_start_matches(python_space).len() };
+    let text = reply.content.trim_matches(python_space);
     if reply.tool_calls.is_empty() {
-        return kept.content.trim() == text;
+        return kept.content.trim_matches(python_space) == text;
     }
-    let Some(rest) = kept.content.trim_start().strip_prefix(text) else { return false };
+    let Some(rest) = kept.content[strip(&kept.content)..].strip_prefix(text) else { return false };
     // The text is followed by a line break, then the calls' line (none without a text).
     let rest = if text.is_empty() { rest } else { rest.strip_prefix('\n').unwrap_or("\u{0}") };
     let Some(printout) = rest.strip_prefix(calls.as_str()) else { return false };
@@ -171,6 +174,11 @@ pub fn kept_as(history: &History, kept: &Message, reply: &Message) -> bool {
     };
     let needles: Vec<String> = reply.tool_calls.iter().map(needle).collect();
     needles.iter().all(|n| printout.matches(n.as_str()).count() >= needles.iter().filter(|m| *m == n).count())
+}
+
+/// Whether Python's `str.isspace()` holds for `c`: Rust's whitespace and U+001C to U+001F.
+fn python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
 /// When `messages` go on from a request whose messages were `earlier` and whose reply was

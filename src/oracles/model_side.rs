@@ -871,12 +871,6 @@ fn append_only(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             if extension(history(side), a, &b.messages).is_some() {
                 continue;
             }
-            // A run that started again from an earlier record of a named session goes on from
-            // an earlier exchange of the same agent, or from a declared compaction.
-            let from_earlier = list
-                .iter()
-                .take_while(|x| x.0 < pair[0].0)
-                .any(|x| extension(history(side), &side.exchanges[x.0], &b.messages).is_some());
             // A named session's run continued by a send after runs that recorded nothing
             // (each cut by its limit) starts from the message alone.
             let alias = side.alias(pair[1].0);
@@ -884,6 +878,16 @@ fn append_only(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                 matches!(c.session, SessionKind::Named(_))
                     && matches!(&c.outcome, CallOutcome::Child(a) if Some(a) == alias)
             });
+            // A run that started again from an earlier record of a named session goes on from
+            // an earlier exchange of the same agent (or from a declared compaction, below).
+            // Only there: another agent going on from an earlier request of its own had its
+            // last step rewritten or dropped (blind review 39: a runtime eliding an earlier tool
+            // output passed).
+            let from_earlier = named
+                && list
+                    .iter()
+                    .take_while(|x| x.0 < pair[0].0)
+                    .any(|x| extension(history(side), &side.exchanges[x.0], &b.messages).is_some());
             let from_nothing =
                 named && b.messages.len() == 1 && b.messages.first().is_some_and(|m| m.role == Role::User);
             let compacted = dialect.compaction.as_ref().is_some_and(|c| {
@@ -977,13 +981,17 @@ fn concurrency(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out
                 continue;
             }
             if let Some((c, why)) = waiting_at(side, out.agents, dialect, *end) {
-                let task = c.task_id.as_deref().unwrap_or("?");
+                let task = match (&c.task_id, child_of(c)) {
+                    (Some(id), _) => format!("task {id}"),
+                    (None, Some(child)) => format!("the child {child} of a call beside others"),
+                    (None, None) => "a call's child".to_string(),
+                };
                 out.at(
                     "concurrency",
                     "oracle.model-side.concurrency",
                     c.exchange,
                     format!(
-                        "at {end:?} a run ended and {open} of {cap} slots were in use, yet task {task} waited ({why}): a freed slot goes to the next queued task in that instant"
+                        "at {end:?} a run ended and {open} of {cap} slots were in use, yet {task} waited ({why}): a freed slot goes to the next queued task in that instant"
                     ),
                     None,
                 );
@@ -1052,7 +1060,8 @@ fn waiting_at<'a>(
     dialect: &Dialect,
     at: Duration,
 ) -> Option<(&'a SpawnCall, String)> {
-    side.calls.iter().filter(|c| !c.sync && !c.first_run_by_send).find_map(|c| {
+    // A synchronous child of a reply whose calls run at once waits for a slot as a task does.
+    side.calls.iter().filter(|c| (!c.sync || dialect.parallel_calls) && !c.first_run_by_send).find_map(|c| {
         let made = made_at(side, dialect, c).is_some_and(|t| t < at);
         if !made || matches!(c.outcome, CallOutcome::Refused | CallOutcome::Waiting { .. }) {
             return None;
@@ -1086,7 +1095,13 @@ fn waiting_at<'a>(
 fn made_at(side: &ModelSide, dialect: &Dialect, c: &SpawnCall) -> Option<Duration> {
     let e = &side.exchanges[c.exchange];
     let reply = e.reply.as_ref()?;
-    let instant = |name: &str| dialect.spawn_tool(name).is_some_and(|t| t.result == crate::dialect::ResultMode::Async);
+    // Every call before it takes no time: an asynchronous spawn, or any spawn of a reply whose
+    // calls start at once (`parallel_calls`).
+    let instant = |name: &str| {
+        dialect
+            .spawn_tool(name)
+            .is_some_and(|t| t.result == crate::dialect::ResultMode::Async || dialect.parallel_calls)
+    };
     reply.tool_calls.iter().take(c.position).all(|x| instant(&x.name)).then_some(e.replied).flatten()
 }
 
