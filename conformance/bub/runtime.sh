@@ -14,7 +14,8 @@ runtime=bub
 drive_flags=(--turn-limit 120s)
 
 # A Python >= 3.12 (bub 0.5.1's Requires-Python) by version, never by a fixed path: pyenv's
-# newest first, then PATH.
+# oldest such version first (the sort's keys carry their own `n`, so the trailing -r does not
+# reverse them: 3.12, the version these runs were measured on), then PATH.
 bub_find_python() {
   if command -v pyenv >/dev/null 2>&1; then
     local root v
