@@ -1,7 +1,9 @@
-//! The HTTP server: `POST /v1/chat/completions` (non-streamed and streamed), `GET /v1/models`,
-//! on 127.0.0.1. One handler per route; the body-size limit is a layer; every refusal is an
-//! API error object made in one place ([`Refusal::response`]) and, when the runtime is to
-//! blame, a [`WireFinding`] too. Waits (latency, `hang`) are real time, scaled by
+//! The HTTP server: `POST /v1/chat/completions` and the Anthropic `POST /v1/messages`
+//! (non-streamed and streamed; both read into the same conversation and answered from the same
+//! script), `POST /v1/messages/count_tokens`, `GET /v1/models`, on 127.0.0.1. One handler per
+//! route; the body-size limit is a layer; every refusal is an error object of the request's
+//! API made in one place ([`Refusal::response_in`]) and, when the runtime is to blame, a
+//! [`WireFinding`] too. Waits (latency, `hang`) are real time, scaled by
 //! [`ServeOptions::time_scale`], and end when the server stops, so no request outlives it.
 //!
 //! Under the clock ([`ServeOptions::clock`], docs/clock-protocol.md) waits are virtual: the
@@ -28,7 +30,7 @@ use axum::routing::{get, post};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::api::{self, ChatRequest, ErrorBody, ErrorObject};
+use super::api::{self, ChatRequest, Converted, ErrorBody, ErrorObject, anthropic};
 use super::barrier::Barrier;
 use super::clock::{Clock, Turn, request_key};
 use super::script::{Bridge, Plan};
@@ -540,6 +542,8 @@ impl Server {
         }
         let app = Router::new()
             .route("/v1/chat/completions", post(chat).fallback(not_served))
+            .route("/v1/messages", post(messages).fallback(not_served))
+            .route("/v1/messages/count_tokens", post(count_tokens).fallback(not_served))
             .route("/v1/models", get(models_route).fallback(not_served))
             .fallback(not_served)
             .layer(DefaultBodyLimit::max(shared.options.body_limit_bytes))
@@ -675,7 +679,13 @@ enum Refusal {
 }
 
 impl Refusal {
+    /// The Chat Completions error object (the routes that are no API's own answer in it).
     fn response(self, request: usize) -> Response {
+        self.response_in(Api::Chat, request)
+    }
+
+    /// The error object of `api`, with its status.
+    fn response_in(self, api: Api, request: usize) -> Response {
         let (status, kind, code, message) = match self {
             Refusal::Malformed(why) => (
                 400,
@@ -703,7 +713,7 @@ impl Refusal {
                 None,
                 Some("not_served"),
                 format!(
-                    "rehearsal: request #{request}: {method} {uri} is not served (POST /v1/chat/completions and GET /v1/models are)"
+                    "rehearsal: request #{request}: {method} {uri} is not served (POST /v1/chat/completions, POST /v1/messages and GET /v1/models are)"
                 ),
             ),
             Refusal::Halted(why) => {
@@ -718,9 +728,23 @@ impl Refusal {
             Refusal::Scripted { message, status, kind } => (status.unwrap_or(500), kind, None, message),
         };
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let kind = kind.unwrap_or_else(|| api::error_type_of(status.as_u16()).to_string());
-        let body = ErrorBody { error: ErrorObject { message, kind, param: None, code: code.map(String::from) } };
-        json_response(status, &body)
+        match api {
+            Api::Chat => {
+                let kind = kind.unwrap_or_else(|| api::error_type_of(status.as_u16()).to_string());
+                let body = ErrorBody { error: ErrorObject { message, kind, param: None, code: code.map(String::from) } };
+                json_response(status, &body)
+            }
+            // Anthropic's error object has no code: rehearsal's own is in the message.
+            Api::Messages => {
+                let kind = kind.unwrap_or_else(|| anthropic::error_type_of(status.as_u16()).to_string());
+                let message = match code {
+                    Some(code) => format!("{message} ({code})"),
+                    None => message,
+                };
+                let body = anthropic::ErrorBody { kind: "error", error: anthropic::ErrorObject { kind, message } };
+                json_response(status, &body)
+            }
+        }
     }
 }
 
@@ -807,7 +831,107 @@ fn label_text(bytes: &[u8]) -> String {
     }
 }
 
+/// The API a request came in: it is read and answered in that API's spelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Api {
+    /// OpenAI Chat Completions.
+    Chat,
+    /// Anthropic Messages.
+    Messages,
+}
+
+/// A request of either API, as sent.
+enum Incoming {
+    Chat(ChatRequest),
+    Messages(anthropic::MessagesRequest),
+}
+
+impl Incoming {
+    /// The body read as `api`'s request, or why it is not one.
+    fn parse(api: Api, body: &[u8]) -> Result<Incoming, String> {
+        match api {
+            Api::Chat => serde_json::from_slice(body)
+                .map(Incoming::Chat)
+                .map_err(|e| format!("the body is not a chat completion request: {e}")),
+            Api::Messages => serde_json::from_slice(body)
+                .map(Incoming::Messages)
+                .map_err(|e| format!("the body is not a messages request: {e}")),
+        }
+    }
+
+    fn convert(&self) -> Result<Converted, String> {
+        match self {
+            Incoming::Chat(request) => request.convert(),
+            Incoming::Messages(request) => request.convert(),
+        }
+    }
+
+    fn model(&self) -> Option<&str> {
+        match self {
+            Incoming::Chat(request) => request.model.as_deref(),
+            Incoming::Messages(request) => request.model.as_deref(),
+        }
+    }
+}
+
+/// The characters of a converted request that its usage estimate counts: the system text and
+/// every message's text.
+fn prompt_chars(converted: &Converted) -> usize {
+    converted.system.chars().count() + converted.messages.iter().map(|m| m.content.chars().count()).sum::<usize>()
+}
+
 async fn chat(
+    state: State<Arc<Shared>>,
+    peer: Option<axum::Extension<Peer>>,
+    headers: axum::http::HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    answer(Api::Chat, state, peer, headers, body).await
+}
+
+/// `POST /v1/messages` (a `?beta=true` query, `x-api-key`, `anthropic-version` and
+/// `anthropic-beta` are accepted and not read).
+async fn messages(
+    state: State<Arc<Shared>>,
+    peer: Option<axum::Extension<Peer>>,
+    headers: axum::http::HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    answer(Api::Messages, state, peer, headers, body).await
+}
+
+/// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, N the usage estimate of the
+/// request's system text and messages (a quarter of their characters, rounded up), as the
+/// reply's `usage.input_tokens` would be. Not an exchange: nothing is attributed or scripted.
+async fn count_tokens(
+    State(shared): State<Arc<Shared>>,
+    peer: Option<axum::Extension<Peer>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Ok(turn) = turn_of(&shared, peer.as_deref(), body.as_deref().unwrap_or_default()).await else {
+        return Refusal::Stopping.response_in(Api::Messages, 0);
+    };
+    let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+    let counted = body
+        .map_err(|rejection| format!("the body could not be read: {}", rejection.body_text()))
+        .and_then(|body| Incoming::parse(Api::Messages, &body))
+        .and_then(|request| request.convert());
+    let response = match counted {
+        Ok(converted) => {
+            let input_tokens = api::Usage::estimate(prompt_chars(&converted), 0).prompt_tokens;
+            json_response(StatusCode::OK, &anthropic::TokenCount { input_tokens })
+        }
+        Err(why) => {
+            shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
+            Refusal::Malformed(why).response_in(Api::Messages, n)
+        }
+    };
+    shared.touch();
+    at_once(turn, response, n).await
+}
+
+async fn answer(
+    api: Api,
     State(shared): State<Arc<Shared>>,
     peer: Option<axum::Extension<Peer>>,
     headers: axum::http::HeaderMap,
@@ -816,7 +940,7 @@ async fn chat(
     // Under the clock, nothing is done with a request before its turn: requests of one
     // instant are numbered, attributed and answered in the clock's order, not the sockets'.
     let Ok(turn) = turn_of(&shared, peer.as_deref(), body.as_deref().unwrap_or_default()).await else {
-        return Refusal::Stopping.response(0);
+        return Refusal::Stopping.response_in(api, 0);
     };
     let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
     shared.touch();
@@ -824,34 +948,33 @@ async fn chat(
         barrier.arrived();
     }
     if shared.stopping.load(Ordering::SeqCst) {
-        return at_once(turn, Refusal::Stopping.response(n), n).await;
+        return at_once(turn, Refusal::Stopping.response_in(api, n), n).await;
     }
     let body = match body {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             let limit = shared.options.body_limit_bytes;
             shared.find(n, FindingKind::Oversized, format!("request #{n}: the body is larger than {limit} bytes"));
-            return at_once(turn, Refusal::Oversized(limit).response(n), n).await;
+            return at_once(turn, Refusal::Oversized(limit).response_in(api, n), n).await;
         }
         Err(rejection) => {
             let why = format!("the body could not be read: {}", rejection.body_text());
             shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
-            return at_once(turn, Refusal::Malformed(why).response(n), n).await;
+            return at_once(turn, Refusal::Malformed(why).response_in(api, n), n).await;
         }
     };
-    let request: ChatRequest = match serde_json::from_slice(&body) {
+    let request = match Incoming::parse(api, &body) {
         Ok(request) => request,
-        Err(e) => {
-            let why = format!("the body is not a chat completion request: {e}");
+        Err(why) => {
             shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
-            return at_once(turn, Refusal::Malformed(why).response(n), n).await;
+            return at_once(turn, Refusal::Malformed(why).response_in(api, n), n).await;
         }
     };
     let converted = match request.convert() {
         Ok(converted) => converted,
         Err(why) => {
             shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
-            return at_once(turn, Refusal::Malformed(why).response(n), n).await;
+            return at_once(turn, Refusal::Malformed(why).response_in(api, n), n).await;
         }
     };
     if shared.script_over.load(Ordering::SeqCst) {
@@ -860,23 +983,25 @@ async fn chat(
             let why = "it arrived after the script had ended (every reply the script must give was given)".to_string();
             shared.find(n, FindingKind::AfterScript, format!("request #{n}: {why}"));
             shared.touch();
-            return at_once(turn, Refusal::AfterScript(why).response(n), n).await;
+            return at_once(turn, Refusal::AfterScript(why).response_in(api, n), n).await;
         }
     }
-    let prompt_chars =
-        converted.system.chars().count() + converted.messages.iter().map(|m| m.content.chars().count()).sum::<usize>();
+    let prompt_chars = prompt_chars(&converted);
     // The runtime's own name for the sender, kept beside the attribution and never read by it.
     let label = headers.get(shared.options.agent_header.name.as_str()).map(|value| label_text(value.as_bytes()));
     let (exchange, plan) = shared.bridge.lock().expect("bridge lock poisoned").request(
         &converted,
-        request.model.as_deref(),
+        request.model(),
         shared.time(turn.as_ref()),
         label,
     );
     let head = Head {
-        id: format!("chatcmpl-{exchange}"),
+        id: match api {
+            Api::Chat => format!("chatcmpl-{exchange}"),
+            Api::Messages => format!("msg_{exchange}"),
+        },
         created: shared.created,
-        model: request.model.clone().unwrap_or_else(|| "rehearsal".to_string()),
+        model: request.model().unwrap_or("rehearsal").to_string(),
     };
     let answer = match plan {
         Plan::Side => {
@@ -887,12 +1012,12 @@ async fn chat(
         Plan::Unattributed(why) => {
             shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
             shared.find(n, FindingKind::Unattributed, format!("request #{n}: {why}"));
-            return at_once(turn, Refusal::Unattributed(why).response(n), n).await;
+            return at_once(turn, Refusal::Unattributed(why).response_in(api, n), n).await;
         }
         Plan::Halted(why) => {
             shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
             shared.changed.notify_waiters();
-            return at_once(turn, Refusal::Halted(why).response(n), n).await;
+            return at_once(turn, Refusal::Halted(why).response_in(api, n), n).await;
         }
         Plan::Answer(answer) => answer,
     };
@@ -916,7 +1041,7 @@ async fn chat(
         Some(turn) if matches!(answer.kind, AnswerKind::Hang) => turn.hold(),
         Some(turn) => match turn.release_after(answer.latency_ms.saturating_mul(1_000_000)).await {
             Ok(released) => answered_at = Some(Duration::from_nanos(released.released_ns)),
-            Err(_) => return Refusal::Stopping.response(n),
+            Err(_) => return Refusal::Stopping.response_in(api, n),
         },
         None => {
             // Under a barrier the reply waits out its latency and its turn there (a hang
@@ -928,7 +1053,7 @@ async fn chat(
                 None => shared.wait(latency).await,
             };
             if !waited {
-                return Refusal::Stopping.response(n);
+                return Refusal::Stopping.response_in(api, n);
             }
         }
     }
@@ -941,15 +1066,18 @@ async fn chat(
             // the server stops.
             let mut stop = shared.stop_tx.subscribe();
             let _ = stop.wait_for(|s| *s).await;
-            Refusal::Stopping.response(n)
+            Refusal::Stopping.response_in(api, n)
         }
         AnswerKind::Error(message, status, kind) => {
             held.answered = true;
             let code = status.unwrap_or(500);
-            let what = kind.clone().unwrap_or_else(|| api::error_type_of(code).to_string());
+            let what = kind.clone().unwrap_or_else(|| match api {
+                Api::Chat => api::error_type_of(code).to_string(),
+                Api::Messages => anthropic::error_type_of(code).to_string(),
+            });
             shared.unreplied.lock().expect("unreplied lock poisoned").insert(exchange, format!("error {code} {what}"));
             shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
-            Refusal::Scripted { message, status, kind }.response(n)
+            Refusal::Scripted { message, status, kind }.response_in(api, n)
         }
         AnswerKind::Reply(reply, drop_after) => {
             held.answered = true;
@@ -996,7 +1124,7 @@ impl Drop for Delaying {
 fn reply_response(
     head: &Head,
     reply: &LlmReply,
-    request: &ChatRequest,
+    request: &Incoming,
     prompt_chars: usize,
     drop_after: Option<usize>,
 ) -> Response {
@@ -1010,17 +1138,33 @@ fn reply_response(
             Err::<Bytes, _>(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "scripted drop_after_chunks"))
         })
     };
-    if !request.streams() {
+    let streams = match request {
+        Incoming::Chat(request) => request.streams(),
+        Incoming::Messages(request) => request.streams(),
+    };
+    if !streams {
         if drop_after.is_some() {
             // Headers, then the connection closes: no complete response.
             let body = Body::from_stream(broken());
             return (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         }
-        return json_response(StatusCode::OK, &stream::completion(head, reply, prompt_chars));
+        return match request {
+            Incoming::Chat(_) => json_response(StatusCode::OK, &stream::completion(head, reply, prompt_chars)),
+            Incoming::Messages(_) => {
+                json_response(StatusCode::OK, &anthropic::message(&head.id, &head.model, reply, prompt_chars))
+            }
+        };
     }
-    let chunks = stream::chunks(head, reply, prompt_chars, request.include_usage());
-    let mut frames: Vec<Result<Bytes, std::io::Error>> =
-        chunks.iter().map(|c| Ok(Bytes::from(stream::frame(c)))).collect();
+    let mut frames: Vec<Result<Bytes, std::io::Error>> = match request {
+        Incoming::Chat(request) => stream::chunks(head, reply, prompt_chars, request.include_usage())
+            .iter()
+            .map(|c| Ok(Bytes::from(stream::frame(c))))
+            .collect(),
+        Incoming::Messages(_) => anthropic::events(&head.id, &head.model, reply, prompt_chars)
+            .iter()
+            .map(|e| Ok(Bytes::from(anthropic::frame(e))))
+            .collect(),
+    };
     let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
     let body = match drop_after {
         Some(n) => {
@@ -1028,7 +1172,10 @@ fn reply_response(
             Body::from_stream(futures_util::stream::iter(frames).chain(broken()))
         }
         None => {
-            frames.push(Ok(Bytes::from_static(stream::DONE.as_bytes())));
+            // Chat ends with `[DONE]`; a Messages stream ends with its `message_stop` event.
+            if matches!(request, Incoming::Chat(_)) {
+                frames.push(Ok(Bytes::from_static(stream::DONE.as_bytes())));
+            }
             Body::from_stream(futures_util::stream::iter(frames))
         }
     };

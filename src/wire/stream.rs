@@ -81,7 +81,7 @@ pub fn completion(head: &Head, reply: &LlmReply, prompt_chars: usize) -> Complet
 }
 
 /// Splits `text` into pieces of at most `n` characters (none for an empty text).
-fn pieces(text: &str, n: usize) -> Vec<String> {
+pub(crate) fn pieces(text: &str, n: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     chars.chunks(n).map(|c| c.iter().collect()).collect()
 }
