@@ -731,7 +731,8 @@ impl Refusal {
         match api {
             Api::Chat => {
                 let kind = kind.unwrap_or_else(|| api::error_type_of(status.as_u16()).to_string());
-                let body = ErrorBody { error: ErrorObject { message, kind, param: None, code: code.map(String::from) } };
+                let body =
+                    ErrorBody { error: ErrorObject { message, kind, param: None, code: code.map(String::from) } };
                 json_response(status, &body)
             }
             // Anthropic's error object has no code: rehearsal's own is in the message.

@@ -1,5 +1,6 @@
 //! The wire wing (`src/wire/`): `serve` over HTTP, `drive` and `record` on real processes, hostile input, and the clock across the process boundary.
 
+mod anthropic;
 mod clock_protocol;
 mod clock_serve;
 mod clock_shim;

@@ -14,16 +14,16 @@ use tokio::net::TcpStream;
 
 use crate::support::{manifest_path, rehearsal};
 
-fn load(name: &str) -> Scenario {
+pub(super) fn load(name: &str) -> Scenario {
     rehearsal::load::outside(&manifest_path(&format!("tests/wire/{name}"))).unwrap().into_parts().0
 }
 
 /// Options for a test: answers at once, a fixed `created`, a short idle limit.
-fn options() -> ServeOptions {
+pub(super) fn options() -> ServeOptions {
     ServeOptions { time_scale: 0.0, created_s: Some(0), idle_limit: Duration::from_secs(5), ..ServeOptions::default() }
 }
 
-async fn start(name: &str, dialect: &str, options: ServeOptions) -> (Scenario, Server) {
+pub(super) async fn start(name: &str, dialect: &str, options: ServeOptions) -> (Scenario, Server) {
     let scenario = load(name);
     let server = Server::start(&scenario, Dialect::builtin(dialect).unwrap(), options).await.unwrap();
     assert!(server.base_url().starts_with("http://127.0.0.1:") && server.base_url().ends_with("/v1"));
@@ -33,16 +33,16 @@ async fn start(name: &str, dialect: &str, options: ServeOptions) -> (Scenario, S
 /// An HTTP answer: status, headers (lower-cased names), body (de-chunked), and whether the
 /// body ended as HTTP says it should (a chunked body with its last chunk).
 #[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: String,
-    body: String,
-    complete: bool,
+pub(super) struct Answer {
+    pub(super) status: u16,
+    pub(super) headers: String,
+    pub(super) body: String,
+    pub(super) complete: bool,
 }
 
 /// Sends one request on a fresh connection (`Connection: close`) and reads the answer to its
 /// end or until the server closes the connection.
-async fn send(server: &Server, method: &str, path: &str, body: &str) -> Answer {
+pub(super) async fn send(server: &Server, method: &str, path: &str, body: &str) -> Answer {
     let mut stream = TcpStream::connect(server.addr()).await.unwrap();
     let request = format!(
         "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -55,7 +55,7 @@ async fn send(server: &Server, method: &str, path: &str, body: &str) -> Answer {
     parse(&String::from_utf8(raw).unwrap())
 }
 
-fn parse(raw: &str) -> Answer {
+pub(super) fn parse(raw: &str) -> Answer {
     let (head, rest) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let headers = head.to_lowercase();
