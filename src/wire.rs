@@ -1,8 +1,10 @@
-//! The wire: rehearsal plays the model over OpenAI Chat Completions, so that an agent runtime
+//! The wire: rehearsal plays the model over OpenAI Chat Completions and Anthropic Messages
+//! (both read into one conversation, each answered in its own spelling), so that an agent runtime
 //! in any language (Python, TypeScript, Go, a Rust workspace that will not link into a test)
 //! is judged by the same scenario files and model-side oracles as the built-in core.
 //!
-//! - [`api`]: the request, response, chunk, error and model-list types (serde).
+//! - [`api`]: the request, response, chunk, error and model-list types (serde); the Anthropic
+//!   Messages API's in [`api::anthropic`], with its events.
 //! - [`clock`]: virtual time across the process boundary (docs/clock-protocol.md): the
 //!   [`clock::VirtualClock`] state machine and the TCP endpoint a runtime's clock shim talks to.
 //! - [`stream`]: a reply as SSE chunks, as the `openai` SDKs parse them.

@@ -88,8 +88,9 @@ pub(super) struct ServeArgs {
 /// `rehearsal serve --help`'s closing part.
 pub(super) const SERVE_AFTER_HELP: &str = "\
 It prints the base URL and the environment lines to export (OPENAI_BASE_URL, OPENAI_API_KEY,
-and the runtime's own, such as BUB_API_BASE) on stderr, then serves POST /v1/chat/completions
-(streamed and not) and GET /v1/models. Wire times are wall times: a scripted latency waits
+ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, and the runtime's own, such as BUB_API_BASE) on stderr,
+then serves POST /v1/chat/completions and the Anthropic POST /v1/messages (streamed and not),
+POST /v1/messages/count_tokens and GET /v1/models. Wire times are wall times: a scripted latency waits
 latency_ms x --time-scale real milliseconds. With --clock they are virtual: start the runtime
 with the REHEARSAL_CLOCK, PYTHONPATH and PYTHONHASHSEED lines printed too (one runtime process
 at a time follows the clock; docs/clock-protocol.md).
@@ -204,7 +205,8 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
                 if template.contains("{home}") || template.contains("{workdir}") {
                     continue;
                 }
-                let v = template.replace("{base_url}", &base).replace("{model}", &model);
+                let origin = base.strip_suffix("/v1").unwrap_or(&base);
+                let v = template.replace("{base_url}", &base).replace("{origin}", origin).replace("{model}", &model);
                 env.retain(|(key, _)| key != k);
                 env.push((k.clone(), v));
             }
@@ -375,9 +377,15 @@ fn write_ready(path: &std::path::Path, base: &str, env: &[(String, String)]) -> 
     std::fs::rename(&partial, path)
 }
 
-/// The environment lines a runtime takes: the OpenAI SDK's, and the runtime's own.
+/// The environment lines a runtime takes: the OpenAI SDK's, the Anthropic SDK's (its base URL
+/// without `/v1`: it adds `/v1/messages` itself), and the runtime's own.
 pub(super) fn env_lines(base: &str, runtime: &str) -> Vec<String> {
-    let mut lines = vec![format!("OPENAI_BASE_URL={base}"), "OPENAI_API_KEY=rehearsal".to_string()];
+    let mut lines = vec![
+        format!("OPENAI_BASE_URL={base}"),
+        "OPENAI_API_KEY=rehearsal".to_string(),
+        format!("ANTHROPIC_BASE_URL={}", base.strip_suffix("/v1").unwrap_or(base)),
+        "ANTHROPIC_API_KEY=rehearsal".to_string(),
+    ];
     if runtime.starts_with("bub") {
         lines.push(format!("BUB_API_BASE={base}"));
         lines.push("BUB_API_KEY=rehearsal".to_string());

@@ -36,7 +36,9 @@ pub struct RuntimeDescription {
     /// the dialect itself, inline.
     pub dialect: DialectRef,
     /// The environment it is started with, by variable. In each value `{base_url}` stands for
-    /// the server's base URL (`http://127.0.0.1:PORT/v1`), `{model}` for the scenario's model
+    /// the server's base URL (`http://127.0.0.1:PORT/v1`), `{origin}` for it without `/v1`
+    /// (`http://127.0.0.1:PORT`, what the `anthropic` SDKs take as `ANTHROPIC_BASE_URL`: they
+    /// add `/v1/messages` themselves), `{model}` for the scenario's model
     /// (`session.model`, else `rehearsal`), `{home}` for the temp home and `{workdir}` for the
     /// working directory. `HOME` and `PATH` are set by drive (`HOME` to the temp home).
     #[serde(default)]
@@ -335,6 +337,11 @@ fn framework(runtime: &str, dialect: &str) -> RuntimeDescription {
     d
 }
 
+/// The server's origin: its base URL without the `/v1` the OpenAI SDKs take.
+pub(crate) fn origin(base_url: &str) -> &str {
+    base_url.strip_suffix("/v1").unwrap_or(base_url)
+}
+
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
@@ -624,13 +631,15 @@ impl RuntimeDescription {
         self.dialect.dialect()
     }
 
-    /// The environment for one scenario, every placeholder filled.
+    /// The environment for one scenario, every placeholder filled (`{origin}`: `base_url`
+    /// without its `/v1`).
     pub fn env_for(&self, base_url: &str, model: &str, home: &Path, workdir: &Path) -> Vec<(String, String)> {
         self.env
             .iter()
             .map(|(k, v)| {
                 let v = v
                     .replace("{base_url}", base_url)
+                    .replace("{origin}", origin(base_url))
                     .replace("{model}", model)
                     .replace("{home}", &home.to_string_lossy())
                     .replace("{workdir}", &workdir.to_string_lossy());
@@ -751,6 +760,10 @@ mod tests {
         assert!(env.contains(&("BUB_MODEL".into(), "openai:m1".into())));
         assert!(env.contains(&("BUB_API_BASE".into(), "http://127.0.0.1:9/v1".into())));
         let roku = RuntimeDescription::builtin("roku").unwrap();
+        let mut claude = roku.clone();
+        claude.env = super::env(&[("ANTHROPIC_BASE_URL", "{origin}")]);
+        let origin = claude.env_for("http://x/v1", "m", Path::new("/h"), Path::new("/w"));
+        assert_eq!(origin, [("ANTHROPIC_BASE_URL".to_string(), "http://x".to_string())]);
         let env = roku.env_for("http://x/v1", "m", Path::new("/h"), Path::new("/w"));
         assert!(env.contains(&("ROKU_OPENAI_BASE_URL".into(), "http://x/v1/chat/completions".into())));
     }

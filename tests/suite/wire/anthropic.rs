@@ -5,6 +5,9 @@
 
 use std::time::Duration;
 
+use rehearsal::internals::evidence::attribution::{ModelExchange, ModelSide};
+use rehearsal::internals::oracles::model_side::{self, Judge};
+use rehearsal::runner::Runner;
 use rehearsal::wire::{self, End, FindingKind, Server, WireRun};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -233,4 +236,129 @@ async fn refusals_are_anthropic_error_objects_and_count_tokens_and_models_answer
     let run = server.finish(End::Caller).await;
     let kinds: Vec<FindingKind> = run.findings.iter().map(|f| f.kind).collect();
     assert_eq!(kinds, [FindingKind::Malformed, FindingKind::Malformed, FindingKind::Unattributed]);
+}
+
+/// An exchange's request as the Messages API spells it: the system text top-level, each tool
+/// result a `tool_result` block (consecutive ones in one user message), each call a
+/// `tool_use` block, the tools offered by name.
+fn messages_body(exchange: &ModelExchange) -> String {
+    use rehearsal::sut::llm::Role;
+    use serde_json::{Value, json};
+    let mut messages: Vec<Value> = Vec::new();
+    let mut results: Vec<Value> = Vec::new();
+    for m in exchange.messages.to_vec() {
+        if m.role != Role::Tool && !results.is_empty() {
+            messages.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+        }
+        match m.role {
+            Role::User => messages.push(json!({"role": "user", "content": m.content})),
+            Role::Assistant => {
+                let mut blocks = Vec::new();
+                if !m.content.is_empty() || m.tool_calls.is_empty() {
+                    blocks.push(json!({"type": "text", "text": m.content}));
+                }
+                for c in &m.tool_calls {
+                    blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": *c.args}));
+                }
+                messages.push(json!({"role": "assistant", "content": blocks}));
+            }
+            Role::Tool => results.push(json!({
+                "type": "tool_result",
+                "tool_use_id": m.tool_call_id,
+                "content": [{"type": "text", "text": m.content}],
+                "is_error": m.is_error,
+            })),
+        }
+    }
+    if !results.is_empty() {
+        messages.push(json!({"role": "user", "content": results}));
+    }
+    let tools: Vec<Value> =
+        exchange.tools.iter().map(|name| json!({"name": name, "input_schema": {"type": "object"}})).collect();
+    let mut body =
+        json!({"model": exchange.model.as_deref().unwrap_or("rehearsal"), "max_tokens": 1024, "messages": messages});
+    if !exchange.system.is_empty() {
+        body["system"] = json!([{"type": "text", "text": &*exchange.system}]);
+    }
+    if !tools.is_empty() {
+        body["tools"] = json!(tools);
+    }
+    body.to_string()
+}
+
+/// Sends one request and gives up on it after `wait` (a scripted hang).
+async fn messages_within(server: &Server, body: &str, wait: Duration) -> Option<Answer> {
+    tokio::time::timeout(wait, messages(server, body)).await.ok()
+}
+
+/// Every scenario of `scenarios/` run in-process, judged from the model's side; then each of its
+/// exchanges, in order, sent to `serve` as a Messages request. The server must read back the
+/// same system text, messages and tools, put every request down to the same agent, and the
+/// model-side oracles must find the same over the wire as in-process (issue 40's round trip).
+/// The exchanges are sent one at a time on the wall clock, so the wire's record is judged on the
+/// in-process times (a timeout heard 200 ms after a child's first request is early on the wall
+/// clock); everything else judged is what the server read.
+#[test]
+fn every_scenario_round_trips_through_the_messages_api_with_the_same_attribution() {
+    let mut files = Vec::new();
+    crate::support::scenario_files(&crate::support::manifest_path("scenarios"), &mut files);
+    assert!(files.len() > 100, "the suite is there");
+    let runner = Runner::new().judge(Judge::ModelSide);
+    let mut failing = Vec::new();
+    let mut exchanges = 0;
+    let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    for path in &files {
+        let (scenario, verdict) = runner.check_file(path).unwrap_or_else(|e| panic!("{e}"));
+        let run = verdict.run().unwrap();
+        let side = run.model_side.clone().expect("a model-side record");
+        let dialect = (**side.dialect.as_ref().expect("the dialect read")).clone();
+        let wire = tokio.block_on(async {
+            let server = Server::start(&scenario, dialect, options()).await.unwrap();
+            for exchange in &side.exchanges {
+                // A request the script hung or refused in-process is given up on at once.
+                let wait = if exchange.reply.is_some() { Duration::from_secs(10) } else { Duration::from_millis(200) };
+                messages_within(&server, &messages_body(exchange), wait).await;
+            }
+            server.finish(End::Caller).await
+        });
+        exchanges += side.exchanges.len();
+        let name = &scenario.name;
+        let judged = |side: &ModelSide| -> Vec<String> {
+            let dialect = side.dialect.as_deref().unwrap();
+            model_side::check(side, &run.rules, dialect, None).iter().map(ToString::to_string).collect()
+        };
+        // The sends are one at a time on the wall clock: the wire's record is judged on the
+        // in-process run's virtual times, so that what differs is what was read, never when.
+        let mut timed = wire.side.clone();
+        for (there, here) in timed.exchanges.iter_mut().zip(&side.exchanges) {
+            (there.arrived, there.replied, there.ends_loop_due) = (here.arrived, here.replied, here.ends_loop_due);
+        }
+        timed.wall_times = side.wall_times;
+        let (here, there) = (judged(&side), judged(&timed));
+        if here != there {
+            failing.push(format!("{name}: in-process {here:#?}, over the wire {there:#?}"));
+        }
+        if wire.side.exchanges.len() != side.exchanges.len() {
+            failing.push(format!(
+                "{name}: {} exchanges over the wire, {} in-process",
+                wire.side.exchanges.len(),
+                side.exchanges.len()
+            ));
+            continue;
+        }
+        for (i, (a, b)) in side.exchanges.iter().zip(&wire.side.exchanges).enumerate() {
+            if a.system != b.system || a.messages != b.messages || a.tools != b.tools {
+                failing.push(format!("{name}: exchange {i} reads back otherwise:\n{:?}\n{:?}", a.messages, b.messages));
+            }
+            if side.alias(i) != wire.side.alias(i) {
+                failing.push(format!(
+                    "{name}: exchange {i} is {:?} in-process, {:?} over the wire",
+                    side.alias(i),
+                    wire.side.alias(i)
+                ));
+            }
+        }
+    }
+    assert!(failing.is_empty(), "{} failures:\n{failing:#?}", failing.len());
+    assert!(exchanges > 500, "{exchanges} exchanges sent");
 }

@@ -483,6 +483,8 @@ fn serve_with_ready_file(file: &std::path::Path, args: &[&str], client: impl FnO
     let base = value["base_url"].as_str().unwrap().to_string();
     assert_eq!(value["env"]["OPENAI_BASE_URL"], base.as_str());
     assert_eq!(value["env"]["OPENAI_API_KEY"], "rehearsal");
+    // The anthropic SDKs take the origin and add /v1/messages themselves.
+    assert_eq!(value["env"]["ANTHROPIC_BASE_URL"], base.strip_suffix("/v1").unwrap());
     assert_eq!(value["pid"], child.id());
     client(&base);
     let out = child.wait_with_output().unwrap();
