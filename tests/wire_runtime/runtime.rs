@@ -24,7 +24,10 @@
 //! thing: the `lookup` result of `config` reads `looked up (v2): config`, altering one request
 //! (a code change, for the replay's failure); `TEST_RUNTIME_VARIANT=swap` hands the root the
 //! children's results in reverse call order (a broken rule: each call's result must be its
-//! own child's final text).
+//! own child's final text). `TEST_RUNTIME_API=anthropic` makes `ask` speak the Anthropic
+//! Messages API instead, as Claude-based runtimes do: `POST /v1/messages?beta=true` of
+//! `ANTHROPIC_BASE_URL` (an origin: no `/v1`), `x-api-key` from `ANTHROPIC_API_KEY` and
+//! `anthropic-version`, the reply's `text` blocks as its text (not streamed).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -63,7 +66,12 @@ fn ask(message: &str) -> i32 {
     let mut history: Vec<serde_json::Value> =
         std::fs::read_to_string("history.json").ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
     history.push(serde_json::json!({"role": "user", "content": with_key(message)}));
-    let answer = match chat(&history, &[]) {
+    let answer = if std::env::var("TEST_RUNTIME_API").as_deref() == Ok("anthropic") {
+        messages(&history)
+    } else {
+        chat(&history, &[])
+    };
+    let answer = match answer {
         Ok(answer) => answer,
         Err(why) => {
             eprintln!("rehearsal-test-runtime: {why}");
@@ -237,6 +245,48 @@ fn chat(messages: &[serde_json::Value], tools: &[serde_json::Value]) -> Result<A
         })
         .collect();
     Ok(Answer { text, calls })
+}
+
+/// One Anthropic Messages request over a fresh connection (user and assistant messages whose
+/// content is a string are the same in both APIs): the text of the reply's `text` blocks.
+fn messages(history: &[serde_json::Value]) -> Result<Answer, String> {
+    let base = std::env::var("ANTHROPIC_BASE_URL").expect("ANTHROPIC_BASE_URL is set");
+    let host = base.strip_prefix("http://").expect("an http:// base URL").trim_end_matches('/');
+    let body = serde_json::json!({"model": "rehearsal", "max_tokens": 1024, "messages": history}).to_string();
+    let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_default();
+    let mut conn = TcpStream::connect(host).map_err(|e| format!("cannot connect: {e}"))?;
+    write!(
+        conn,
+        "POST /v1/messages?beta=true HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nx-api-key: {key}\r\nanthropic-version: 2023-06-01\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(|e| format!("cannot send: {e}"))?;
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).map_err(|e| format!("cannot read: {e}"))?;
+    let answer = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status: u16 = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)?
+    } else {
+        body.to_string()
+    };
+    if status != 200 {
+        return Err(format!("HTTP {status}: {body}"));
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| format!("the answer is not JSON ({e}): {body:?}"))?;
+    if json["type"] != "message" {
+        return Err(format!("not a message: {body}"));
+    }
+    let text = json["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    Ok(Answer { text, calls: Vec::new() })
 }
 
 /// A chunked body decoded; an error if it broke off before its last chunk.

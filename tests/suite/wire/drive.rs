@@ -27,6 +27,21 @@ fn each_turn_runs_the_command_with_its_number_and_message_in_a_kept_workdir() {
     assert!(out.stderr.contains("2 requests, 2 turns"), "{}", out.both());
 }
 
+/// Issue 40: `drive` serves the Messages API too. A runtime description sets
+/// `ANTHROPIC_BASE_URL` to `{origin}` (no `/v1`, as the anthropic SDKs take it), and the test
+/// runtime asks `POST /v1/messages?beta=true` each turn: the same scenario, checks and expected
+/// messages pass as over Chat.
+#[test]
+fn a_runtime_speaking_the_messages_api_is_driven_from_its_description_env() {
+    let out = drive(
+        &["tests/drive/two-turns.json", "--runtime", "tests/wire_runtime/anthropic-runtime.json"],
+        &[test_runtime(), "ask", "turn {turn}: {message}"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stdout.contains("PASS drive-two-turns"), "{}", out.both());
+    assert!(out.stderr.contains("2 requests, 2 turns"), "{}", out.both());
+}
+
 #[test]
 fn a_wrong_substitution_is_caught_by_the_request_check() {
     let out = drive(&["tests/drive/two-turns.json"], &[test_runtime(), "ask", "{message}"]);
