@@ -13,25 +13,12 @@ runtime=bub
 # bub's SDK retries with back-off on a busy machine; root-model-error-exits-1 needs the room.
 drive_flags=(--turn-limit 120s)
 
-# A Python >= 3.12 (bub 0.5.1's Requires-Python) by version, never by a fixed path: pyenv's
-# oldest such version first (the sort's keys carry their own `n`, so the trailing -r does not
-# reverse them: 3.12, the version these runs were measured on), then PATH.
+# A Python >= 3.12 (bub 0.5.1's Requires-Python) by version, never by a fixed path: 3.12 first
+# (the version these runs were measured on), then 3.13 and 3.14 (conformance/python.sh).
+# shellcheck source=../python.sh
+source conformance/python.sh
 bub_find_python() {
-  if command -v pyenv >/dev/null 2>&1; then
-    local root v
-    root=$(pyenv root)
-    for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.(1[2-9]|[2-9][0-9])(\.[0-9]+)*$' | sort -t. -k1,1n -k2,2n -k3,3n -r); do
-      if [ -x "$root/versions/$v/bin/python3" ]; then echo "$root/versions/$v/bin/python3"; return 0; fi
-    done
-  fi
-  local c
-  for c in python3.14 python3.13 python3.12 python3; do
-    if command -v "$c" >/dev/null 2>&1 &&
-      "$c" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then
-      command -v "$c"; return 0
-    fi
-  done
-  return 1
+  conformance_python 12 13 14
 }
 
 # A virtual environment DIR/venv with bub==0.5.1 and the dependency versions it was tested

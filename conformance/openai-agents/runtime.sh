@@ -13,24 +13,13 @@ runtime=examples/frameworks/openai-agents/runtime.json
 # in every run.
 drive_flags=(--clock --turn-limit 120s)
 
-# A Python >= 3.10 (openai-agents 0.24.0's Requires-Python is >= 3.10), by version, never by a
-# fixed path: pyenv's 3.12 first (the version the pins were frozen with), then the newest, then PATH.
+# A Python >= 3.10 (openai-agents 0.24.0's Requires-Python), by version, never by a fixed path:
+# 3.12 first (the version the pins were frozen with), then the newer, then the older
+# (conformance/python.sh).
+# shellcheck source=../python.sh
+source conformance/python.sh
 oai_find_python() {
-  local want="3.12" root v c
-  if command -v pyenv >/dev/null 2>&1; then
-    root=$(pyenv root)
-    for v in $(pyenv versions --bare 2>/dev/null | grep -E "^${want//./\\.}(\.[0-9]+)*$" | sort -t. -k3,3n -r) \
-      $(pyenv versions --bare 2>/dev/null | grep -E '^3\.(1[0-9]|[2-9][0-9])(\.[0-9]+)*$' | sort -t. -k1,1n -k2,2n -k3,3n -r); do
-      if [ -x "$root/versions/$v/bin/python3" ]; then echo "$root/versions/$v/bin/python3"; return 0; fi
-    done
-  fi
-  for c in python3.12 python3.13 python3.11 python3.10 python3; do
-    if command -v "$c" >/dev/null 2>&1 &&
-      "$c" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; then
-      command -v "$c"; return 0
-    fi
-  done
-  return 1
+  conformance_python 12 13 14 11 10
 }
 
 # DIR/venv with exactly examples/frameworks/openai-agents/requirements.txt (openai-agents==0.24.0

@@ -14,22 +14,10 @@ runtime=examples/frameworks/pydantic-ai/runtime.json
 drive_flags=(--clock --turn-limit 120s)
 
 # A Python >= 3.11 by version, never by a fixed path: pyenv's, newest first, then PATH.
+# shellcheck source=../python.sh
+source conformance/python.sh
 pydantic_ai_find_python() {
-  if command -v pyenv >/dev/null 2>&1; then
-    local root v
-    root=$(pyenv root)
-    for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.(1[1-9]|[2-9][0-9])(\.[0-9]+)*$' | sort -t. -k1,1nr -k2,2nr -k3,3nr); do
-      if [ -x "$root/versions/$v/bin/python3" ]; then echo "$root/versions/$v/bin/python3"; return 0; fi
-    done
-  fi
-  local c
-  for c in python3.14 python3.13 python3.12 python3.11 python3; do
-    if command -v "$c" >/dev/null 2>&1 &&
-      "$c" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
-      command -v "$c"; return 0
-    fi
-  done
-  return 1
+  conformance_python 14 13 12 11
 }
 
 setup() {

@@ -8,24 +8,11 @@ drive_flags=(--turn-limit 120s)
 
 # smolagents 1.26.0 needs Python >= 3.10 and its pinned dependencies >= 3.11 (filelock 4.3.2);
 # the pins were made with 3.12. By version, never by a fixed path: 3.12 first, then 3.13, then
-# 3.11, each from pyenv (its newest patch release) or else from PATH.
+# 3.11 (conformance/python.sh).
+# shellcheck source=../python.sh
+source conformance/python.sh
 smolagents_find_python() {
-  local minor root v c
-  for minor in 12 13 11; do
-    if command -v pyenv >/dev/null 2>&1; then
-      root=$(pyenv root)
-      for v in $(pyenv versions --bare 2>/dev/null | grep -E "^3\.$minor(\.[0-9]+)*\$" | sort -t. -k3,3nr); do
-        if [ -x "$root/versions/$v/bin/python3" ]; then echo "$root/versions/$v/bin/python3"; return 0; fi
-      done
-    fi
-    for c in "python3.$minor" python3; do
-      if command -v "$c" >/dev/null 2>&1 &&
-        "$c" -c "import sys; sys.exit(0 if sys.version_info[:2] == (3, $minor) else 1)" 2>/dev/null; then
-        command -v "$c"; return 0
-      fi
-    done
-  done
-  return 1
+  conformance_python 12 13 11
 }
 
 # A virtual environment DIR/venv with exactly examples/frameworks/smolagents/requirements.txt,
