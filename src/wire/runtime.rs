@@ -436,7 +436,14 @@ impl RuntimeDescription {
                 oracles_off: Vec::new(),
                 note: None,
                 agent_header: crate::wire::AgentHeader::default(),
-                settable: BTreeMap::new(),
+                // The limits a scenario (or `fuzz --runtime`) may set: each is an environment
+                // variable of py_runtime's (examples/py_runtime/README.md).
+                settable: env(&[
+                    ("depth_limit", "PY_RUNTIME_DEPTH_LIMIT"),
+                    ("max_concurrency", "BUB_SUBAGENT_MAX_CONCURRENCY"),
+                    ("result_limit_chars", "PY_RUNTIME_RESULT_LIMIT_CHARS"),
+                    ("root_step_budget", "PY_RUNTIME_STEP_BUDGET"),
+                ]),
             },
             "roku" => RuntimeDescription {
                 name: "roku".into(),
