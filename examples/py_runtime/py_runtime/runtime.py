@@ -607,6 +607,11 @@ class Runtime:
         elif task.handle is not None:
             task.handle.cancel()
             self.finish(task, "cancelled")
+        if bug("blind_cancel_notified"):
+            # breaks bub.cancel.no-notification: the cancel is recorded as a result like any end.
+            self.end_counter += 1
+            self.results.append(Result(task, "cancelled", "Cancelled.", self.end_counter))
+            self.arrived.set()
 
     async def wait(self, args: dict[str, Any]) -> str:
         """bub.wait.*: covered tasks, a deadline, then the JSON array of bub.wait.result-shape."""

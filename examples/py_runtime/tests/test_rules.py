@@ -395,6 +395,28 @@ class Bugs(unittest.TestCase):
             self.assertEqual(body, "Timed out after 1.0 seconds." if buggy else "Timed out after 1 seconds.")
         self.assertBug("timeout_text_float", check)
 
+    # --- switches written blind to the fuzzer (BUGS.md) ----------------------------------
+
+    def test_blind_cancel_notified(self):
+        def check(buggy: bool, env):
+            def root(n, body):
+                if n == 1:
+                    return 0.0, "", [("subagent", {"prompt": "A"})]
+                if n == 2:  # A has asked by now and is still waiting for its reply
+                    return 0.2, "", [("subagent.cancel", {"task_id": "sub-e220a839"})]
+                return 0.0, "done", []
+            out, s = run_turn(children_answer({"A": 1.0}, root), env)
+            self.assertEqual(len(child_by_prompt(s, "A")), 1)  # A asked once, then was stopped
+            root_reqs = [r for r in s.requests if r["agent"] == "req-1"]
+            tool = [m for m in root_reqs[2]["body"]["messages"] if m["role"] == "tool"][-1]["content"]
+            self.assertEqual(tool, '{"task_id":"sub-e220a839","status":"cancelled"}')  # bub.cancel.result
+            # bub.cancel.no-notification: the parent already has its answer, no notification follows.
+            self.assertEqual(notifications(s), [
+                '<subagent-notification task_id="sub-e220a839" status="cancelled">\n'
+                "Cancelled.\n</subagent-notification>"] if buggy else [])
+            self.assertEqual((out.message, len(root_reqs)), ("done", 3))
+        self.assertBug("blind_cancel_notified", check)
+
 
 class Cli(unittest.TestCase):
     def test_two_turns_keep_history(self):
