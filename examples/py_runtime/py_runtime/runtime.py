@@ -30,6 +30,13 @@ def bug(name: str) -> bool:
     return name in {b.strip() for b in os.environ.get("PY_RUNTIME_BUG", "").split(",")}
 
 
+def in_use_statuses() -> tuple[str, ...]:
+    """bub.session.named-one-at-a-time: the task statuses that hold a named session."""
+    if bug("blind_named_busy_running_only"):
+        return ("running",)  # breaks it: a queued task is not seen as holding its session
+    return ("queued", "running")
+
+
 def _env_int(name: str, default: int | None) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -454,7 +461,7 @@ class Runtime:
         if mode_arg not in ("temp", "fork", "inherit"):
             # bub.session.named-one-at-a-time
             busy = next((t for t in self.tasks.values() if t.session == mode_arg
-                         and t.mode == "named" and t.status in ("queued", "running")), None)
+                         and t.mode == "named" and t.status in in_use_statuses()), None)
             if busy is not None:
                 return f"session '{mode_arg}' is in use by task {busy.task_id}"
         grant = min(budget[0], rules.child_step_cap)  # core.budget.pre-deduction-both-families
@@ -503,7 +510,7 @@ class Runtime:
         if not message.strip():
             return "error: empty message"
         busy = next((t for t in self.tasks.values() if t.session == task.session
-                     and t.mode == "named" and t.status in ("queued", "running")), None)
+                     and t.mode == "named" and t.status in in_use_statuses()), None)
         if busy is not None:
             return f"session '{task.session}' is in use by task {busy.task_id}"
         task.grant = min(budget[0], self.rules.child_step_cap)  # core.budget.continuation-fresh-grant

@@ -417,6 +417,22 @@ class Bugs(unittest.TestCase):
             self.assertEqual((out.message, len(root_reqs)), ("done", 3))
         self.assertBug("blind_cancel_notified", check)
 
+    def test_blind_named_busy_running_only(self):
+        def check(buggy: bool, env):
+            root = spawn({"prompt": "A"}, {"prompt": "N1", "session": "notes"},
+                         {"prompt": "N2", "session": "notes"})
+            # three spawns of 1 + 10 steps each need more than the default 30
+            _, s = run_turn(children_answer({"A": 0.3}, root),
+                            dict(env, BUB_SUBAGENT_MAX_CONCURRENCY="1", PY_RUNTIME_STEP_BUDGET="40"))
+            second = [r for r in s.requests if r["agent"] == "req-1"][1]["body"]["messages"]
+            tools = [m["content"] for m in second if m["role"] == "tool"]
+            self.assertEqual(tools[1], '{"task_id":"sub-6e789e6a","status":"queued","session":"notes"}')
+            # bub.session.named-one-at-a-time: N1 is queued on `notes`, so the session is in use.
+            self.assertEqual(tools[2], '{"task_id":"sub-06c45d18","status":"queued","session":"notes"}'
+                             if buggy else "session 'notes' is in use by task sub-6e789e6a")
+            self.assertEqual(len(child_by_prompt(s, "N2")) > 0, buggy)  # a second run on the session
+        self.assertBug("blind_named_busy_running_only", check)
+
 
 class Cli(unittest.TestCase):
     def test_two_turns_keep_history(self):
