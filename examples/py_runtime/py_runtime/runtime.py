@@ -480,6 +480,9 @@ class Runtime:
         else:
             start = []
         limit = as_number(args.get("timeout_seconds"))
+        if bug("blind_zero_timeout_default"):
+            # breaks bub.timeout.zero-is-none: a call's 0 is falsy, so the default applies.
+            limit = limit or rules.subagent_default_timeout
         if limit is None:
             limit = rules.subagent_default_timeout  # bub.timeout.precedence
         if limit is not None:

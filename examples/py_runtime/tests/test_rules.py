@@ -433,6 +433,18 @@ class Bugs(unittest.TestCase):
             self.assertEqual(len(child_by_prompt(s, "N2")) > 0, buggy)  # a second run on the session
         self.assertBug("blind_named_busy_running_only", check)
 
+    def test_blind_zero_timeout_default(self):
+        def check(buggy: bool, env):
+            script = children_answer({"A": 1.0, "B": 1.0}, spawn(
+                {"prompt": "A", "timeout_seconds": 0}, {"prompt": "B"}))
+            _, s = run_turn(script, dict(env, BUB_SUBAGENT_TIMEOUT_SECONDS="0.5"))
+            bodies = {n.split('"')[1]: n.split("\n")[1] for n in notifications(s)}
+            # bub.timeout.zero-is-none: the call's 0 decides (no limit); B falls to the default.
+            self.assertEqual(bodies["sub-6e789e6a"], "Timed out after 0.5 seconds.")
+            self.assertEqual(bodies["sub-e220a839"],
+                             "Timed out after 0.5 seconds." if buggy else "answer to A")
+        self.assertBug("blind_zero_timeout_default", check)
+
 
 class Cli(unittest.TestCase):
     def test_two_turns_keep_history(self):
