@@ -303,12 +303,16 @@ class Runtime:
                        task: Task | None = None, model: str | None = None) -> Outcome:
         """One agent's loop (roku.md section 1). `budget` is a one-item list so a caller sees it."""
         step_index = 0
+        initial_budget = budget[0]  # only read by the blind_exhausted_steps_spent bug
         recovery = self.rules.recovery_budget
         is_root = task is None
         names = {t["function"]["name"] for t in tools}
         while True:
             # roku.loop.budget-zero-fails, bub.turn.budget-checked-before-intake
             if budget[0] <= 0:
+                if bug("blind_exhausted_steps_spent"):
+                    # breaks roku.loop.budget-zero-fails: N is the steps spent, not step_index.
+                    step_index = initial_budget - budget[0]
                 return Outcome("fail", f"Step budget exhausted after {step_index} steps; goal: {goal}")
             if is_root:
                 self.take_in_results(history)

@@ -445,6 +445,22 @@ class Bugs(unittest.TestCase):
                              "Timed out after 0.5 seconds." if buggy else "answer to A")
         self.assertBug("blind_zero_timeout_default", check)
 
+    def test_blind_exhausted_steps_spent(self):
+        def check(buggy: bool, env):
+            def script(agent, n, body):
+                if agent == "req-1":
+                    return spawn({"prompt": "A"})(n, body)
+                # one reply with ten regular calls spends the child's whole grant of 10
+                return 0.0, "", [("fs_read", {"path": f"missing-{i}"}) for i in range(10)]
+            _, s = run_turn(script, env)
+            self.assertEqual(len(child_by_prompt(s, "A")), 1)  # roku.loop.budget-zero-no-llm-call
+            # roku.loop.budget-zero-fails: N is step_index, 1 after one reply with regular calls.
+            self.assertEqual(notifications(s), [
+                '<subagent-notification task_id="sub-e220a839" status="failed">\n'
+                f"Step budget exhausted after {10 if buggy else 1} steps; goal: A\n"
+                "</subagent-notification>"])
+        self.assertBug("blind_exhausted_steps_spent", check)
+
 
 class Cli(unittest.TestCase):
     def test_two_turns_keep_history(self):
