@@ -17,7 +17,7 @@
 //!   own limits the oracles judge against, the features it has.
 //! - [`drive`]: one scenario played against a runtime's command, once per user turn, then
 //!   judged.
-//! - [`fuzz`]: generated scenarios driven through a runtime's command, judged from the model's
+//! - `fuzz`: generated scenarios driven through a runtime's command, judged from the model's
 //!   side, a finding shrunk by re-driving smaller cases and replayed (`rehearsal fuzz --runtime`).
 //! - [`record`]: a real run through a proxy ([`record::proxy`]) to an upstream model, written
 //!   as a scenario (secrets blanked, volatile spans named) and judged.
@@ -69,7 +69,7 @@ mod barrier;
 pub mod clock;
 pub mod drive;
 #[cfg(feature = "fuzz")]
-pub mod fuzz;
+pub(crate) mod fuzz;
 mod head;
 mod judge;
 pub(crate) mod process;

@@ -24,9 +24,9 @@
 //! and, on virtual time (`--clock`) with a runtime that follows the clock, each verdict. Off
 //! the clock a runtime's timing is its own; the replays say how often the finding recurred.
 
-pub mod compile;
-pub mod plan;
-pub mod shrink;
+pub(crate) mod compile;
+pub(crate) mod plan;
+pub(crate) mod shrink;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -121,9 +121,11 @@ pub fn scenario(case: &Case, reach: &Reach, name: &str, description: &str) -> Va
                     out.insert("calls".into(), json!([{"tool": tool.name, "args": {tool.prompt.clone(): prompt}}]));
                     out
                 }
-                ChildReply::Unknown => {
+                ChildReply::Unknown { count } => {
+                    let calls: Vec<Value> =
+                        (0..*count).map(|_| json!({"tool": "no_such_tool", "args": {}, "undeclared": true})).collect();
                     let mut out = Map::new();
-                    out.insert("calls".into(), json!([{"tool": "no_such_tool", "args": {}, "undeclared": true}]));
+                    out.insert("calls".into(), Value::Array(calls));
                     out
                 }
                 ChildReply::Error { status, latency } => {

@@ -39,6 +39,7 @@ fn limit_values(name: &str) -> &'static [u64] {
         "root_step_budget" => &[6, 11, 12, 13, 24],
         "depth_limit" => &[1, 2],
         "subagent_default_timeout_ms" => &[1000, 2000],
+        "subagent_default_timeout_seconds" => &[1, 2],
         // A request limit (`limits.request_limits`): a few requests.
         _ => &[1, 2, 3, 5],
     }
@@ -210,8 +211,12 @@ pub enum ChildReply {
     },
     /// Calls the first spawn tool (a grandchild, refused at the depth limit).
     Spawn,
-    /// Calls a tool nobody has.
-    Unknown,
+    /// Calls a tool nobody has, `count` times in one reply (each a regular call that costs a
+    /// step: as many as a child's grant spend it in one reply).
+    Unknown {
+        /// How many calls.
+        count: u8,
+    },
     /// The model call fails with this HTTP status.
     Error {
         /// 400 to 599.
@@ -316,9 +321,11 @@ impl Case {
                 },
                 None => Session::Default,
             };
-            let timeout = (reach.clock && spec.timeout_seconds.is_some() && d.one_in(3)).then(|| d.pick(&[1, 2]));
+            // 0 is no limit, and lifts a default one (`bub.timeout.zero-is-none`).
+            let timeout = (reach.clock && spec.timeout_seconds.is_some() && d.one_in(3)).then(|| d.pick(&[0, 1, 1, 2]));
+            let limited = timeout.map_or(self.default_timeout(), |t| t > 0);
             let child = self.children.len();
-            self.children.push(self.draw_child(reach, d, timeout.is_some()));
+            self.children.push(self.draw_child(reach, d, limited));
             if reach.asynchronous(tool) {
                 tasks.push(child);
             }
@@ -352,10 +359,10 @@ impl Case {
     fn draw_child(&self, reach: &Reach, d: &mut Draw, limited: bool) -> Child {
         let mut replies = Vec::new();
         let latency = |d: &mut Draw| if reach.clock { d.pick(&CLOCK_LATENCIES) } else { d.pick(&WALL_LATENCIES) };
-        let first = d.weighted(&[14, 2, 1, 2, if limited { 3 } else { 0 }]);
+        let first = d.weighted(&[14, 2, 2, 2, if limited { 3 } else { 0 }]);
         match first {
             1 => replies.push(ChildReply::Spawn),
-            2 => replies.push(ChildReply::Unknown),
+            2 => replies.push(ChildReply::Unknown { count: d.pick(&[1, 2, 10, 11]) }),
             3 => {
                 replies.push(ChildReply::Error { status: d.pick(&[400, 500]), latency: latency(d) });
                 return Child { replies };
@@ -373,6 +380,11 @@ impl Case {
             latency: latency(d),
         });
         Child { replies }
+    }
+
+    /// Whether this case sets a default time limit for children.
+    pub fn default_timeout(&self) -> bool {
+        self.limits.iter().any(|(name, v)| name.starts_with("subagent_default_timeout") && *v > 0)
     }
 
     /// The result limit this case runs with: its own `result_limit_chars`, else the runtime's.
@@ -411,9 +423,7 @@ mod tests {
     use super::*;
 
     fn py_runtime() -> Reach {
-        let mut d = RuntimeDescription::builtin("py-runtime").unwrap();
-        d.settable.insert("max_concurrency".into(), "BUB_SUBAGENT_MAX_CONCURRENCY".into());
-        Reach::of(&d, true)
+        Reach::of(&RuntimeDescription::builtin("py-runtime").unwrap(), true)
     }
 
     #[test]
@@ -431,7 +441,9 @@ mod tests {
         assert_eq!(reach.spawns[0].name, "subagent");
         assert_eq!(reach.wait.as_deref(), Some("subagent.wait"));
         assert!(reach.send.is_some() && reach.cancel.is_some() && reach.terminal.is_some());
-        assert_eq!(reach.settable, vec!["max_concurrency".to_string()]);
+        let settable = ["depth_limit", "max_concurrency", "result_limit_chars", "root_step_budget"];
+        assert_eq!(reach.settable[..4], settable);
+        assert_eq!(reach.settable[4], "subagent_default_timeout_seconds");
     }
 
     #[test]
@@ -446,7 +458,8 @@ mod tests {
                         for call in calls {
                             if let Call::Spawn { child, timeout, .. } = call {
                                 let hangs = case.children[*child].replies.contains(&ChildReply::Hang);
-                                assert!(!hangs || timeout.is_some(), "case {n}");
+                                let limited = timeout.map_or(case.default_timeout(), |t| t > 0);
+                                assert!(!hangs || limited, "case {n}");
                                 assert!(r.clock || timeout.is_none(), "case {n}");
                             }
                         }

@@ -82,7 +82,8 @@ pub fn candidates(case: &Case) -> Vec<Case> {
                         timeout: *timeout,
                     });
                 }
-                if timeout.is_some() && !case.children[*child].replies.contains(&ChildReply::Hang) {
+                let hangs = case.children[*child].replies.contains(&ChildReply::Hang);
+                if timeout.is_some() && (!hangs || case.default_timeout()) {
                     plain.push(Call::Spawn { tool: *tool, child: *child, session: session.clone(), timeout: None });
                 }
                 if *tool > 0 {
@@ -117,7 +118,10 @@ pub fn candidates(case: &Case) -> Vec<Case> {
                 ChildReply::Error { status, latency } if *latency > 0 => {
                     vec![ChildReply::Error { status: *status, latency: 0 }]
                 }
-                ChildReply::Spawn | ChildReply::Unknown | ChildReply::Error { .. } | ChildReply::Hang => {
+                ChildReply::Unknown { count } if *count > 1 => {
+                    vec![ChildReply::Unknown { count: 1 }, ChildReply::Answer { unit: 0, around: None, latency: 0 }]
+                }
+                ChildReply::Spawn | ChildReply::Unknown { .. } | ChildReply::Error { .. } | ChildReply::Hang => {
                     vec![ChildReply::Answer { unit: 0, around: None, latency: 0 }]
                 }
             };
@@ -131,9 +135,26 @@ pub fn candidates(case: &Case) -> Vec<Case> {
     for k in 0..case.limits.len() {
         let mut c = case.clone();
         c.limits.remove(k);
-        out.push(c);
+        // A child that hangs needs a time limit: never drop the last one it has.
+        if !hangs_unlimited(&c) {
+            out.push(c);
+        }
     }
     out
+}
+
+/// Whether some spawned child hangs with no time limit applying to it.
+fn hangs_unlimited(case: &Case) -> bool {
+    case.turns.iter().flat_map(|t| &t.replies).any(|r| match r {
+        RootReply::Calls { calls, .. } => calls.iter().any(|c| match c {
+            Call::Spawn { child, timeout, .. } => {
+                case.children[*child].replies.contains(&ChildReply::Hang)
+                    && !timeout.map_or(case.default_timeout(), |t| t > 0)
+            }
+            _ => false,
+        }),
+        _ => false,
+    })
 }
 
 #[cfg(test)]
