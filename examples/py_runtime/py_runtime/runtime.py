@@ -202,6 +202,10 @@ class Result:
     body: str
     order: int
     read: bool = False
+    # When the task ended, on the event loop's clock: tasks that end in the same instant (the
+    # same virtual time under rehearsal's clock) are ties, taken in spawn order
+    # (bub.delivery.tie-spawn-order), whichever the loop happened to read first.
+    ended_at: float = 0.0
 
 
 class Runtime:
@@ -354,6 +358,10 @@ class Runtime:
                     continue
                 return Outcome("final", str(args.get("message", "")))
             regular = False
+            if is_root:
+                # core.instant.ties-together: a cancel, send or spawn in the instant a child
+                # ends finds it ended (found by `rehearsal fuzz --runtime`, issue 41).
+                await self.settle()
             for c in calls:  # roku.calls.serial-in-order
                 name = c["function"]["name"]
                 # core.depth.subagent-root-only: a root not offered the family (depth limit 0)
@@ -397,8 +405,18 @@ class Runtime:
             return True
         self.arrived.clear()
         await self.arrived.wait()
-        await asyncio.sleep(0)  # let children ending in the same instant record theirs
+        await self.settle()
         return True
+
+    async def settle(self) -> None:
+        """core.instant.ties-together: let children ending in this instant record theirs before
+        results are taken in. A reply released with the one just read may take several turns of
+        the event loop to be read (one turn was not enough: `rehearsal fuzz --runtime` found
+        it, issue 41), so this waits until the loop has turned 20 times with no new result."""
+        seen, quiet = len(self.results), 0
+        while quiet < 20:
+            await asyncio.sleep(0)
+            seen, quiet = (len(self.results), 0) if len(self.results) != seen else (seen, quiet + 1)
 
     def take_in_results(self, history: list[dict[str, Any]]) -> None:
         """bub.delivery.before-next-step, completion order (ties in spawn order)."""
@@ -406,7 +424,7 @@ class Runtime:
         if bug("delivery_spawn_order"):
             ready.sort(key=lambda r: r.task.spawn_seq)
         else:
-            ready.sort(key=lambda r: (r.order, r.task.spawn_seq))
+            ready.sort(key=lambda r: (r.ended_at, r.task.spawn_seq))
         for r in ready:
             r.read = True
             history.extend(getattr(r.task, "spliced", []))  # only the fork_splice bug sets it
@@ -604,7 +622,7 @@ class Runtime:
             task.parent_budget[0] += task.child_budget[0]  # breaks core.budget.never-refunded
         self.finish(task, status)
         self.end_counter += 1
-        self.results.append(Result(task, status, body, self.end_counter))
+        self.results.append(Result(task, status, body, self.end_counter, ended_at=asyncio.get_running_loop().time()))
         self.arrived.set()
 
     def finish(self, task: Task, status: str) -> None:
@@ -624,7 +642,8 @@ class Runtime:
         if bug("blind_cancel_notified"):
             # breaks bub.cancel.no-notification: the cancel is recorded as a result like any end.
             self.end_counter += 1
-            self.results.append(Result(task, "cancelled", "Cancelled.", self.end_counter))
+            self.results.append(Result(task, "cancelled", "Cancelled.", self.end_counter,
+                                       ended_at=asyncio.get_running_loop().time()))
             self.arrived.set()
 
     async def wait(self, args: dict[str, Any]) -> str:
@@ -656,10 +675,10 @@ class Runtime:
                 await asyncio.wait_for(self.arrived.wait(), left)
             except asyncio.TimeoutError:
                 break
-        await asyncio.sleep(0)
+        await self.settle()
         cov_ids = {t.task_id for t in covered}
         read = sorted((r for r in self.results if not r.read and r.task.task_id in cov_ids),
-                      key=lambda r: (r.order, r.task.spawn_seq))
+                      key=lambda r: (r.ended_at, r.task.spawn_seq))
         out: list[dict[str, Any]] = []
         for r in read:
             if not bug("wait_then_notify"):
@@ -692,9 +711,9 @@ class Runtime:
         while any(t.status in ("queued", "running") for t in self.tasks.values()):
             self.arrived.clear()
             await self.arrived.wait()
-        await asyncio.sleep(0)
+        await self.settle()
         pending = [r for r in self.results if not r.read]
-        pending.sort(key=lambda r: (r.order, r.task.spawn_seq))
+        pending.sort(key=lambda r: (r.ended_at, r.task.spawn_seq))
         self.state["pending"] = [notification(r) for r in pending]
         self.save_tasks()
         self.state["turn"] = self.state.get("turn", 0) + 1

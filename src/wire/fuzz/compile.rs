@@ -5,7 +5,7 @@
 //! `when` on the turn's user message, when there are two turns), the last reply of a turn
 //! repeatable: how many requests a root makes while its children's results come in is the
 //! runtime's business, and every one of them is answered. Each child has a lane of its own,
-//! bound by the `job-N` in its prompt, its last reply repeatable too. No reply has to be used:
+//! bound by the `[job N]` in its prompt, its last reply repeatable too. No reply has to be used:
 //! a case states no expectation of its own, and the model-side oracles alone judge it.
 
 use serde_json::{Map, Value, json};
@@ -17,9 +17,10 @@ fn user(t: usize) -> String {
     format!("Turn {}: coordinate the jobs and report.", t + 1)
 }
 
-/// The marker in child `n`'s prompt that binds its lane.
+/// The marker in child `n`'s prompt that binds its lane: bracketed, so that no child's
+/// marker holds another's (`job-1` is in `job-11`).
 fn marker(child: usize) -> String {
-    format!("job-{}", child + 1)
+    format!("[job {}]", child + 1)
 }
 
 /// `case` as a scenario named `name`, for a runtime of `reach`.
@@ -116,7 +117,7 @@ pub fn scenario(case: &Case, reach: &Reach, name: &str, description: &str) -> Va
                 ChildReply::Spawn => {
                     deep = true;
                     let tool = &reach.spawns[0];
-                    let prompt = format!("deep task of {}", marker(child));
+                    let prompt = format!("Deep task for job {}.", child + 1);
                     let mut out = Map::new();
                     out.insert("calls".into(), json!([{"tool": tool.name, "args": {tool.prompt.clone(): prompt}}]));
                     out
@@ -150,7 +151,9 @@ pub fn scenario(case: &Case, reach: &Reach, name: &str, description: &str) -> Va
     }
     if deep {
         // A grandchild only asks if the runtime lets a child spawn: its lane answers then.
-        lanes.push(json!({"task_contains": "deep task of", "replies": [{"text": "deep done", "repeatable": true}]}));
+        lanes.push(
+            json!({"task_contains": "Deep task for job", "replies": [{"text": "deep done", "repeatable": true}]}),
+        );
     }
     let mut file = Map::new();
     file.insert("name".into(), json!(name));

@@ -107,7 +107,7 @@ pub struct Case {
     pub limits: Vec<(String, u64)>,
     /// The user turns, each with the root's replies.
     pub turns: Vec<Turn>,
-    /// Each child's script, by the child's number (`job-{n+1}` in its prompt).
+    /// Each child's script, by the child's number (`[job {n+1}]` in its prompt).
     pub children: Vec<Child>,
 }
 
