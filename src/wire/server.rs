@@ -1,10 +1,9 @@
 //! The HTTP server: `POST /v1/chat/completions`, the Anthropic `POST /v1/messages` and the
 //! OpenAI `POST /v1/responses` (non-streamed and streamed; all read into the same conversation
 //! and answered from the same script), `POST /v1/messages/count_tokens`, `GET /v1/models`, on
-//! 127.0.0.1. One handler per
-//! route; the body-size limit is a layer; every refusal is an error object of the request's
-//! API made in one place ([`Refusal::response_in`]) and, when the runtime is to blame, a
-//! [`WireFinding`] too. Waits (latency, `hang`) are real time, scaled by
+//! 127.0.0.1. One handler per route; the body-size limit is a layer; every refusal is an error
+//! object of the request's API made in one place ([`Refusal::response_in`]) and, when the
+//! runtime is to blame, a [`WireFinding`] too. Waits (latency, `hang`) are real time, scaled by
 //! [`ServeOptions::time_scale`], and end when the server stops, so no request outlives it.
 //!
 //! Under the clock ([`ServeOptions::clock`], docs/clock-protocol.md) waits are virtual: the
