@@ -4,7 +4,8 @@
 //! is judged by the same scenario files and model-side oracles as the built-in core.
 //!
 //! - [`api`]: the request, response, chunk, error and model-list types (serde); the Anthropic
-//!   Messages API's in [`api::anthropic`], with its events.
+//!   Messages API's in [`api::anthropic`] and the OpenAI Responses API's in [`api::responses`],
+//!   with their events.
 //! - [`clock`]: virtual time across the process boundary (docs/clock-protocol.md): the
 //!   [`clock::VirtualClock`] state machine and the TCP endpoint a runtime's clock shim talks to.
 //! - [`stream`]: a reply as SSE chunks, as the `openai` SDKs parse them.

@@ -8,4 +8,5 @@ mod drive;
 mod fuzz_runtime;
 mod hostile;
 mod record;
+mod responses;
 mod serve;
