@@ -579,7 +579,7 @@ impl Attributor {
                 continue;
             }
             let instant = self.dialect.send_tool(&call.name).is_some()
-                || self.dialect.spawn_tool(&call.name).is_some_and(|t| t.result != ResultMode::Sync);
+                || self.dialect.spawn_tool(&call.name).is_some_and(|t| t.result_of(&call.args) != ResultMode::Sync);
             let passed = time_passes;
             time_passes |= !instant;
             if let Some(send) = self.dialect.send_tool(&call.name) {
@@ -632,8 +632,8 @@ impl Attributor {
                 args: (*call.args).clone(),
                 wrap: tool.wrap.clone(),
                 session,
-                sync: tool.result == ResultMode::Sync,
-                in_order: tool.result == ResultMode::Sync && !self.dialect.parallel_calls,
+                sync: tool.result_of(&call.args) == ResultMode::Sync,
+                in_order: tool.result_of(&call.args) == ResultMode::Sync && !self.dialect.parallel_calls,
                 profile: profile.map(str::trim).filter(|p| !p.is_empty()).map(String::from),
                 timeout_seconds: timeout,
                 outcome: CallOutcome::Waiting { refused: refused || in_use },
@@ -1537,12 +1537,13 @@ impl Attributor {
                 }
                 c.outcome = CallOutcome::Made;
             }
-            let field = self.dialect.spawn_tool(&c.tool).and_then(|t| t.task_id_field.clone());
-            if let Some(field) = field
-                && let Ok(value) = serde_json::from_str::<serde_json::Value>(&result.content)
-                && let Some(task) = value.get(&field).and_then(|t| t.as_str())
-            {
-                c.task_id = Some(task.to_string());
+            // A foreground call's result may name the child too (Claude Code's `agentId:` line
+            // after the hand-back): only a JSON field names a task there, as before.
+            let tool = self.dialect.spawn_tool(&c.tool);
+            let named =
+                tool.filter(|t| !c.sync || t.task_id_after.is_none()).and_then(|t| t.task_id_in(&result.content));
+            if let Some(task) = named {
+                c.task_id = Some(task);
             }
         }
         if counted_then_refused {
