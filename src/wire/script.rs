@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::dialect::Dialect;
 use crate::evidence::Exchange;
-use crate::evidence::attribution::{Attribution, Attributor, ModelSide};
+use crate::evidence::attribution::{Attribution, Attributor, ModelSide, SidePattern};
 use crate::harness::Stop;
 use crate::harness::clock::{Clock, Now};
 use crate::harness::exchanges::ExchangeLog;
@@ -50,8 +50,8 @@ pub(crate) enum AnswerKind {
 pub(crate) enum Plan {
     /// Answer as the script says (after its latency).
     Answer(Answer),
-    /// A declared side request: answered with an empty text, not attributed.
-    Side,
+    /// A declared side request: answered with its rule's text, not attributed.
+    Side(String),
     /// No agent accounts for it: refuse it, with why.
     Unattributed(String),
     /// The script cannot answer it (no lane, an exhausted lane, a `when` that fails): the run
@@ -59,10 +59,28 @@ pub(crate) enum Plan {
     Halted(String),
 }
 
+/// A side request as the server answers it: what marks it, and the text it is answered with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SideRule {
+    /// What marks the request.
+    pub pattern: SidePattern,
+    /// The reply's text (`serve --side`: empty).
+    pub reply: String,
+}
+
+/// `serve --side TEXT`: a request whose last message contains TEXT, answered with an empty text.
+impl From<&str> for SideRule {
+    fn from(text: &str) -> SideRule {
+        SideRule { pattern: SidePattern::last_message_contains(text), reply: String::new() }
+    }
+}
+
 /// The attributor and the script of one served scenario.
 pub(crate) struct Bridge {
     attributor: Attributor,
     engine: ScriptedLlm,
+    /// The side requests' replies, by the attributor's pattern index.
+    side_replies: Vec<String>,
     stop: Arc<Stop>,
     log: Arc<ExchangeLog>,
     /// The task ids the runtime's spawn results showed, in call order (for `$taskN`).
@@ -77,9 +95,11 @@ pub(crate) struct Bridge {
 }
 
 impl Bridge {
-    /// The bridge of `scenario`, attributing as `dialect` spells spawn calls; requests whose
-    /// last message contains one of `side` are side requests.
-    pub(crate) fn new(scenario: &Scenario, dialect: Arc<Dialect>, side: Vec<String>) -> Bridge {
+    /// The bridge of `scenario`, attributing as `dialect` spells spawn calls; requests matching
+    /// one of `side` are side requests, answered with its reply.
+    pub(crate) fn new(scenario: &Scenario, dialect: Arc<Dialect>, side: Vec<SideRule>) -> Bridge {
+        let (patterns, side_replies): (Vec<SidePattern>, Vec<String>) =
+            side.into_iter().map(|rule| (rule.pattern, rule.reply)).unzip();
         let stop = Arc::new(Stop::default());
         let now = Now::unstarted();
         let recorder = Arc::new(Recorder::new(scenario.limits.max_events, 0, stop.clone(), now.clone()));
@@ -90,8 +110,9 @@ impl Bridge {
             ScriptedLlm::new(Arc::new(Script::new(&scenario.lanes)), stop.clone(), clock, log.clone(), recorder)
                 .for_wire(task_ids.clone());
         Bridge {
-            attributor: Attributor::new(dialect, side),
+            attributor: Attributor::new(dialect, patterns),
             engine,
+            side_replies,
             stop,
             log,
             task_ids,
@@ -122,9 +143,9 @@ impl Bridge {
         self.learn_task_ids();
         let who = match attribution {
             Attribution::Agent(a) => a,
-            Attribution::Side(_) => {
+            Attribution::Side(i) => {
                 self.logged.push(None);
-                return (number, Plan::Side);
+                return (number, Plan::Side(self.side_replies.get(i).cloned().unwrap_or_default()));
             }
             Attribution::Unattributed(why) => {
                 self.logged.push(None);

@@ -33,7 +33,7 @@ use tokio::time::Instant;
 use super::api::{self, ChatRequest, Converted, ErrorBody, ErrorObject, anthropic};
 use super::barrier::Barrier;
 use super::clock::{Clock, Turn, request_key};
-use super::script::{Bridge, Plan};
+use super::script::{Bridge, Plan, SideRule};
 use super::stream::{self, Head};
 use super::{AgentHeader, Disconnect, End, FindingKind, WireFinding, WireRun};
 use crate::dialect::Dialect;
@@ -58,9 +58,10 @@ pub struct ServeOptions {
     /// The largest request body accepted, in bytes; a larger one is refused (413) and
     /// reported. Default 8 MiB.
     pub body_limit_bytes: usize,
-    /// Texts that mark side requests (a title or summary call): a request whose last message
-    /// contains one is answered with an empty text and put down to no agent. Default none.
-    pub side: Vec<String>,
+    /// What marks side requests (a title or summary call, a check the runtime makes of its
+    /// own): a request matching one is answered with its rule's text (`--side TEXT`: a last
+    /// message containing TEXT, an empty text) and put down to no agent. Default none.
+    pub side: Vec<SideRule>,
     /// The `created` field of every answer, in seconds since the Unix epoch; `None` (the
     /// default): the wall clock when the server starts (under the clock: its epoch).
     pub created_s: Option<u64>,
@@ -979,8 +980,9 @@ async fn answer(
         }
     };
     if shared.script_over.load(Ordering::SeqCst) {
-        let last = converted.messages.iter().next_back().map(|m| m.content.as_str()).unwrap_or_default();
-        if !shared.options.side.iter().any(|side| last.contains(side.as_str())) {
+        let side =
+            |rule: &SideRule| rule.pattern.matches(&converted.system, converted.messages.last(), request.model());
+        if !shared.options.side.iter().any(side) {
             let why = "it arrived after the script had ended (every reply the script must give was given)".to_string();
             shared.find(n, FindingKind::AfterScript, format!("request #{n}: {why}"));
             shared.touch();
@@ -1005,8 +1007,8 @@ async fn answer(
         model: request.model().unwrap_or("rehearsal").to_string(),
     };
     let answer = match plan {
-        Plan::Side => {
-            let reply = LlmReply::default();
+        Plan::Side(text) => {
+            let reply = LlmReply { text, ..LlmReply::default() };
             shared.bridge.lock().expect("bridge lock poisoned").replied(exchange, &reply, shared.time(turn.as_ref()));
             return at_once(turn, reply_response(&head, &reply, &request, prompt_chars, None), n).await;
         }
