@@ -318,8 +318,10 @@ pub struct SpawnTool {
 /// How a runtime frames a foreground child's final reply in its spawn call's result: `before`,
 /// then the reply with every line indented by `indent` (an empty line may lose it), then a
 /// line that begins with `after` and whatever the runtime writes after it (an agent id, the
-/// run's usage). Claude Code 2.1.337 writes `[Subagent hand-back] … The report follows:\n`,
-/// indents by two spaces and goes on with `agentId: …`.
+/// run's usage). What stands before `before` is the runtime's own too. Claude Code 2.1.337
+/// writes `[Subagent hand-back] … The report follows:\n`, indents by two spaces and goes on
+/// with `agentId: …`; for a child that called tools it first lists them
+/// (`  <tools-used-before-summary>Agent</tools-used-before-summary>\n  \n`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandBack {
@@ -335,7 +337,7 @@ pub struct HandBack {
 impl HandBack {
     /// The reply `result` frames, its indent removed; `None` when `result` is not framed so.
     pub fn report_in(&self, result: &str) -> Option<String> {
-        let rest = result.strip_prefix(self.before.as_str())?;
+        let (_, rest) = result.split_once(self.before.as_str())?;
         let needle = format!("\n{}", self.after);
         let at = rest.rfind(needle.as_str())?;
         let lines: Option<Vec<&str>> = rest[..at]
@@ -1555,6 +1557,8 @@ mod tests {
         );
         assert_eq!(agent.report_in(&result).as_deref(), Some("Line one.\n\nLine three."));
         assert_eq!(agent.report_in("Line one."), None);
+        let listed = format!("  <tools-used-before-summary>Agent</tools-used-before-summary>\n  \n{result}");
+        assert_eq!(agent.report_in(&listed).as_deref(), Some("Line one.\n\nLine three."), "the tools listed first");
         assert_eq!(agent.report_in(&format!("{frame}not indented\nagentId: a")), None);
         assert_eq!(roku_agent().report_in("as is").as_deref(), Some("as is"));
     }
