@@ -379,7 +379,8 @@ impl std::error::Error for RuntimeError {
 }
 
 /// The names of the built-in descriptions.
-pub const BUILTIN: [&str; 7] = ["bub", "py-runtime", "roku", "generic", "pydantic-ai", "openai-agents", "smolagents"];
+pub const BUILTIN: [&str; 8] =
+    ["bub", "py-runtime", "roku", "generic", "pydantic-ai", "openai-agents", "smolagents", "claude-code"];
 
 /// A framework's description as its example folder holds it (`examples/frameworks/NAME/`:
 /// `runtime.json`, naming `dialect.json` beside it), compiled in so that `--runtime NAME`
@@ -548,6 +549,11 @@ impl RuntimeDescription {
             "smolagents" => framework(
                 include_str!("../../examples/frameworks/smolagents/runtime.json"),
                 include_str!("../../examples/frameworks/smolagents/dialect.json"),
+            ),
+            // Claude Code 2.1.337 from npm, its Agent tool (docs/conformance/claude-code.md).
+            "claude-code" => framework(
+                include_str!("../../examples/frameworks/claude-code/runtime.json"),
+                include_str!("../../examples/frameworks/claude-code/dialect.json"),
             ),
             _ => return None,
         })
@@ -1063,7 +1069,7 @@ mod tests {
         );
         assert_eq!(
             err.to_string(),
-            "unknown runtime `nope`: a built-in is one of bub, py-runtime, roku, generic, pydantic-ai, openai-agents, smolagents, or give a description `.json` file"
+            "unknown runtime `nope`: a built-in is one of bub, py-runtime, roku, generic, pydantic-ai, openai-agents, smolagents, claude-code, or give a description `.json` file"
         );
         let err = RuntimeDescription::load("no/such/runtime.json").unwrap_err();
         let RuntimeError::Unreadable { file, source } = &err else { panic!("{err:?}") };
