@@ -530,34 +530,28 @@ pub struct TerminalTool {
 }
 
 /// How an asynchronous result is written into the parent's conversation: the whole user
-/// message framed ([`Framed`], Bub), or elements between tags anywhere in it ([`Tagged`],
-/// Claude Code).
+/// message framed (Bub), or elements between tags anywhere in it ([`Tagged`], Claude Code).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, deny_unknown_fields)]
 pub enum Notification {
-    /// The user message is one notification, framed.
-    Framed(Framed),
+    /// The user message is one notification,
+    /// `{open}{task id}{middle}{status}{close_open}\n{body}\n{close}`, as Bub writes
+    /// `<subagent-notification task_id="sub-1" status="completed">\nbody\n</subagent-notification>`.
+    Framed {
+        /// The text before the task id.
+        open: String,
+        /// The text between the task id and the status.
+        middle: String,
+        /// The text after the status, before the newline and the body.
+        close_open: String,
+        /// The text after the body and its newline.
+        close: String,
+    },
     /// The user message holds one or more notifications, each an element with tagged fields.
     Tagged {
         /// The tags.
         tagged: Tagged,
     },
-}
-
-/// A notification that is a whole user message,
-/// `{open}{task id}{middle}{status}{close_open}\n{body}\n{close}`, as Bub writes
-/// `<subagent-notification task_id="sub-1" status="completed">\nbody\n</subagent-notification>`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Framed {
-    /// The text before the task id.
-    pub open: String,
-    /// The text between the task id and the status.
-    pub middle: String,
-    /// The text after the status, before the newline and the body.
-    pub close_open: String,
-    /// The text after the body and its newline.
-    pub close: String,
 }
 
 /// Notifications written as elements with tagged fields, any number in one user message and
@@ -604,6 +598,16 @@ impl Tagged {
         }
         found
     }
+}
+
+/// The framed notification `text` is, if it is one: `[open, middle, close_open, close]`.
+fn framed<'a>([open, middle, close_open, close]: [&String; 4], text: &'a str) -> Option<Notified<'a>> {
+    let rest = text.strip_prefix(open.as_str())?;
+    let (task_id, rest) = rest.split_once(middle.as_str())?;
+    let (status, rest) = rest.split_once(close_open.as_str())?;
+    let body = rest.strip_prefix('\n')?.strip_suffix(close.as_str())?;
+    let body = body.strip_suffix('\n').unwrap_or(body);
+    Some(Notified { task_id, status, body })
 }
 
 /// A declared compaction: the runtime may replace the start of an agent's history by one user
@@ -814,13 +818,11 @@ impl Dialect {
             message: "message".into(),
             continued_field: Some("session".into()),
         };
-        let notification = || {
-            Notification::Framed(Framed {
-                open: "<subagent-notification task_id=\"".into(),
-                middle: "\" status=\"".into(),
-                close_open: "\">".into(),
-                close: "</subagent-notification>".into(),
-            })
+        let notification = || Notification::Framed {
+            open: "<subagent-notification task_id=\"".into(),
+            middle: "\" status=\"".into(),
+            close_open: "\">".into(),
+            close: "</subagent-notification>".into(),
         };
         Some(match name {
             "roku" => Dialect {
@@ -1096,18 +1098,11 @@ impl Dialect {
     pub fn notifications<'a>(&self, text: &'a str) -> Vec<Notified<'a>> {
         match &self.notification {
             None => Vec::new(),
-            Some(Notification::Framed(n)) => Self::framed(n, text).into_iter().collect(),
+            Some(Notification::Framed { open, middle, close_open, close }) => {
+                framed([open, middle, close_open, close], text).into_iter().collect()
+            }
             Some(Notification::Tagged { tagged }) => tagged.read(text),
         }
-    }
-
-    fn framed<'a>(n: &Framed, text: &'a str) -> Option<Notified<'a>> {
-        let rest = text.strip_prefix(n.open.as_str())?;
-        let (task_id, rest) = rest.split_once(n.middle.as_str())?;
-        let (status, rest) = rest.split_once(n.close_open.as_str())?;
-        let body = rest.strip_prefix('\n')?.strip_suffix(n.close.as_str())?;
-        let body = body.strip_suffix('\n').unwrap_or(body);
-        Some(Notified { task_id, status, body })
     }
 }
 
@@ -1486,6 +1481,12 @@ mod tests {
         );
         assert_eq!(n, Some(Notified { task_id: "sub-1", status: "completed", body: "hi\nthere" }));
         assert_eq!(d.notified("plain"), None);
+        // The framed form is read from its flat JSON, and a field it does not know is refused.
+        let json = serde_json::to_string(&d.notification).unwrap();
+        assert!(json.starts_with(r#"{"open":"<subagent-notification"#), "{json}");
+        assert_eq!(serde_json::from_str::<Option<Notification>>(&json).unwrap(), d.notification);
+        let extra = json.replacen('{', r#"{"status":"x","#, 1);
+        assert!(serde_json::from_str::<Notification>(&extra).is_err(), "{extra}");
     }
 
     /// Claude Code 2.1.337's dialect, as examples/frameworks/claude-code holds it.

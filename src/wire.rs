@@ -82,7 +82,6 @@ use std::time::Duration;
 pub use barrier::Release;
 pub(crate) use judge::judgement;
 pub use judge::{GroundTruth, ground_truth, judge, not_applied};
-pub use script::SideRule;
 #[doc(hidden)]
 pub use served::trace_lines;
 pub use served::{Absent, AgentHeader, Disconnect, End, FindingKind, WireFinding, WireRun};

@@ -168,8 +168,8 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         // A description's side requests, then `--side`'s.
         side: described
             .iter()
-            .flat_map(|d| d.side_requests.iter().map(|s| s.rule()))
-            .chain(args.side.iter().map(|text| crate::wire::SideRule::from(text.as_str())))
+            .flat_map(|d| d.side_requests.iter().cloned())
+            .chain(args.side.iter().map(|text| crate::wire::runtime::SideRequest::from(text.as_str())))
             .collect(),
         barrier: args.barrier.map(Into::into),
         agent_header: described.as_ref().map(|d| d.agent_header.clone()).unwrap_or_default(),

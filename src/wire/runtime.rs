@@ -99,15 +99,26 @@ pub struct SideRequest {
 }
 
 impl SideRequest {
-    /// How the server marks and answers it.
-    pub fn rule(&self) -> crate::wire::SideRule {
-        crate::wire::SideRule {
-            pattern: crate::evidence::attribution::SidePattern {
-                model: self.model.clone(),
-                system_contains: self.system_contains.clone(),
-                contains: self.contains.clone(),
-            },
-            reply: self.reply.clone(),
+    /// What marks it, for the attribution.
+    pub(crate) fn pattern(&self) -> crate::evidence::attribution::SidePattern {
+        crate::evidence::attribution::SidePattern {
+            model: self.model.clone(),
+            system_contains: self.system_contains.clone(),
+            contains: self.contains.clone(),
+        }
+    }
+}
+
+/// `serve --side TEXT`: a request whose last message contains TEXT, answered with an empty text.
+impl From<&str> for SideRequest {
+    fn from(text: &str) -> SideRequest {
+        SideRequest {
+            name: "--side".into(),
+            model: None,
+            system_contains: None,
+            contains: Some(text.into()),
+            reply: String::new(),
+            why: "given with serve --side".into(),
         }
     }
 }
@@ -863,15 +874,17 @@ mod tests {
         .unwrap();
         let text = serde_json::to_string(&d).unwrap();
         assert_eq!(RuntimeDescription::from_json(&text, "r.json").unwrap(), d);
-        let rule = d.side_requests[0].rule();
-        assert_eq!(rule.reply, "A title");
+        assert_eq!(d.side_requests[0].reply, "A title");
+        let pattern = d.side_requests[0].pattern();
         let user = crate::sut::llm::Message::user("hello".to_string());
-        assert!(rule.pattern.matches("Write a title for it", Some(&user), Some("small")));
-        assert!(!rule.pattern.matches("Write a title for it", Some(&user), Some("large")), "the model differs");
-        assert!(!rule.pattern.matches("You are an agent", Some(&user), Some("small")), "the system text differs");
-        let last = with(r#"{"name": "t", "contains": "hello", "why": "w"}"#).unwrap().side_requests[0].rule();
-        assert!(last.pattern.matches("", Some(&user), None));
-        assert!(!last.pattern.matches("", None, None), "no message, no match");
+        assert!(pattern.matches("Write a title for it", Some(&user), Some("small")));
+        assert!(!pattern.matches("Write a title for it", Some(&user), Some("large")), "the model differs");
+        assert!(!pattern.matches("You are an agent", Some(&user), Some("small")), "the system text differs");
+        let last = with(r#"{"name": "t", "contains": "hello", "why": "w"}"#).unwrap().side_requests[0].pattern();
+        assert!(last.matches("", Some(&user), None));
+        assert!(!last.matches("", None, None), "no message, no match");
+        let flag = SideRequest::from("hello").pattern();
+        assert_eq!(flag, crate::evidence::attribution::SidePattern::last_message_contains("hello"), "serve --side");
         let none = with(r#"{"name": "t", "why": "w"}"#).unwrap_err().to_string();
         assert_eq!(
             none,

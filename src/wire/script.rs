@@ -21,6 +21,7 @@ use crate::harness::recorder::Recorder;
 use crate::harness::schedule::Schedule;
 use crate::scenario::Scenario;
 use crate::sut::llm::{LlmReply, LlmRequest, Message};
+use crate::wire::runtime::SideRequest;
 
 use super::api::Converted;
 
@@ -59,22 +60,6 @@ pub(crate) enum Plan {
     Halted(String),
 }
 
-/// A side request as the server answers it: what marks it, and the text it is answered with.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SideRule {
-    /// What marks the request.
-    pub pattern: SidePattern,
-    /// The reply's text (`serve --side`: empty).
-    pub reply: String,
-}
-
-/// `serve --side TEXT`: a request whose last message contains TEXT, answered with an empty text.
-impl From<&str> for SideRule {
-    fn from(text: &str) -> SideRule {
-        SideRule { pattern: SidePattern::last_message_contains(text), reply: String::new() }
-    }
-}
-
 /// The attributor and the script of one served scenario.
 pub(crate) struct Bridge {
     attributor: Attributor,
@@ -97,9 +82,9 @@ pub(crate) struct Bridge {
 impl Bridge {
     /// The bridge of `scenario`, attributing as `dialect` spells spawn calls; requests matching
     /// one of `side` are side requests, answered with its reply.
-    pub(crate) fn new(scenario: &Scenario, dialect: Arc<Dialect>, side: Vec<SideRule>) -> Bridge {
+    pub(crate) fn new(scenario: &Scenario, dialect: Arc<Dialect>, side: Vec<SideRequest>) -> Bridge {
         let (patterns, side_replies): (Vec<SidePattern>, Vec<String>) =
-            side.into_iter().map(|rule| (rule.pattern, rule.reply)).unzip();
+            side.into_iter().map(|s| (s.pattern(), s.reply)).unzip();
         let stop = Arc::new(Stop::default());
         let now = Now::unstarted();
         let recorder = Arc::new(Recorder::new(scenario.limits.max_events, 0, stop.clone(), now.clone()));

@@ -33,12 +33,13 @@ use tokio::time::Instant;
 use super::api::{self, ChatRequest, Converted, ErrorBody, ErrorObject, anthropic};
 use super::barrier::Barrier;
 use super::clock::{Clock, Turn, request_key};
-use super::script::{Bridge, Plan, SideRule};
+use super::script::{Bridge, Plan};
 use super::stream::{self, Head};
 use super::{AgentHeader, Disconnect, End, FindingKind, WireFinding, WireRun};
 use crate::dialect::Dialect;
 use crate::scenario::Scenario;
 use crate::sut::llm::LlmReply;
+use crate::wire::runtime::SideRequest;
 use crate::wire::script::AnswerKind;
 
 /// How a scenario is served. Every limit is named here with its default.
@@ -59,9 +60,9 @@ pub struct ServeOptions {
     /// reported. Default 8 MiB.
     pub body_limit_bytes: usize,
     /// What marks side requests (a title or summary call, a check the runtime makes of its
-    /// own): a request matching one is answered with its rule's text (`--side TEXT`: a last
+    /// own): a request matching one is answered with its `reply` (`--side TEXT`: a last
     /// message containing TEXT, an empty text) and put down to no agent. Default none.
-    pub side: Vec<SideRule>,
+    pub side: Vec<SideRequest>,
     /// The `created` field of every answer, in seconds since the Unix epoch; `None` (the
     /// default): the wall clock when the server starts (under the clock: its epoch).
     pub created_s: Option<u64>,
@@ -980,8 +981,7 @@ async fn answer(
         }
     };
     if shared.script_over.load(Ordering::SeqCst) {
-        let side =
-            |rule: &SideRule| rule.pattern.matches(&converted.system, converted.messages.last(), request.model());
+        let side = |s: &SideRequest| s.pattern().matches(&converted.system, converted.messages.last(), request.model());
         if !shared.options.side.iter().any(side) {
             let why = "it arrived after the script had ended (every reply the script must give was given)".to_string();
             shared.find(n, FindingKind::AfterScript, format!("request #{n}: {why}"));

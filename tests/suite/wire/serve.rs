@@ -801,7 +801,7 @@ async fn a_descriptions_side_requests_are_answered_with_their_reply_and_left_out
         "r.json",
     )
     .unwrap();
-    let side = description.side_requests.iter().map(|s| s.rule()).collect();
+    let side = description.side_requests.clone();
     let (scenario, server) = start("delegate.json", "roku", ServeOptions { side, ..options() }).await;
     let quota = r#"{"model":"tiny-model","messages":[{"role":"user","content":"quota"}]}"#;
     let summary = r#"{"model":"m","messages":[{"role":"system","content":"Summarise progress in 5 words."},{"role":"user","content":"Describe: Summarise the logs"}]}"#;
