@@ -17,6 +17,8 @@
 //!   own limits the oracles judge against, the features it has.
 //! - [`drive`]: one scenario played against a runtime's command, once per user turn, then
 //!   judged.
+//! - `fuzz`: generated scenarios driven through a runtime's command, judged from the model's
+//!   side, a finding shrunk by re-driving smaller cases and replayed (`rehearsal fuzz --runtime`).
 //! - [`record`]: a real run through a proxy ([`record::proxy`]) to an upstream model, written
 //!   as a scenario (secrets blanked, volatile spans named) and judged.
 //! - `served`: the record of a served run, as data ([`WireRun`] and what it holds).
@@ -66,6 +68,8 @@ pub mod api;
 mod barrier;
 pub mod clock;
 pub mod drive;
+#[cfg(feature = "fuzz")]
+pub(crate) mod fuzz;
 mod head;
 mod judge;
 pub(crate) mod process;

@@ -5,6 +5,7 @@ mod clock_protocol;
 mod clock_serve;
 mod clock_shim;
 mod drive;
+mod fuzz_runtime;
 mod hostile;
 mod record;
 mod serve;

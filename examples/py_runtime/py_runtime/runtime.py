@@ -30,6 +30,13 @@ def bug(name: str) -> bool:
     return name in {b.strip() for b in os.environ.get("PY_RUNTIME_BUG", "").split(",")}
 
 
+def in_use_statuses() -> tuple[str, ...]:
+    """bub.session.named-one-at-a-time: the task statuses that hold a named session."""
+    if bug("blind_named_busy_running_only"):
+        return ("running",)  # breaks it: a queued task is not seen as holding its session
+    return ("queued", "running")
+
+
 def _env_int(name: str, default: int | None) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -296,12 +303,16 @@ class Runtime:
                        task: Task | None = None, model: str | None = None) -> Outcome:
         """One agent's loop (roku.md section 1). `budget` is a one-item list so a caller sees it."""
         step_index = 0
+        initial_budget = budget[0]  # only read by the blind_exhausted_steps_spent bug
         recovery = self.rules.recovery_budget
         is_root = task is None
         names = {t["function"]["name"] for t in tools}
         while True:
             # roku.loop.budget-zero-fails, bub.turn.budget-checked-before-intake
             if budget[0] <= 0:
+                if bug("blind_exhausted_steps_spent"):
+                    # breaks roku.loop.budget-zero-fails: N is the steps spent, not step_index.
+                    step_index = initial_budget - budget[0]
                 return Outcome("fail", f"Step budget exhausted after {step_index} steps; goal: {goal}")
             if is_root:
                 self.take_in_results(history)
@@ -454,7 +465,7 @@ class Runtime:
         if mode_arg not in ("temp", "fork", "inherit"):
             # bub.session.named-one-at-a-time
             busy = next((t for t in self.tasks.values() if t.session == mode_arg
-                         and t.mode == "named" and t.status in ("queued", "running")), None)
+                         and t.mode == "named" and t.status in in_use_statuses()), None)
             if busy is not None:
                 return f"session '{mode_arg}' is in use by task {busy.task_id}"
         grant = min(budget[0], rules.child_step_cap)  # core.budget.pre-deduction-both-families
@@ -473,6 +484,9 @@ class Runtime:
         else:
             start = []
         limit = as_number(args.get("timeout_seconds"))
+        if bug("blind_zero_timeout_default"):
+            # breaks bub.timeout.zero-is-none: a call's 0 is falsy, so the default applies.
+            limit = limit or rules.subagent_default_timeout
         if limit is None:
             limit = rules.subagent_default_timeout  # bub.timeout.precedence
         if limit is not None:
@@ -503,7 +517,7 @@ class Runtime:
         if not message.strip():
             return "error: empty message"
         busy = next((t for t in self.tasks.values() if t.session == task.session
-                     and t.mode == "named" and t.status in ("queued", "running")), None)
+                     and t.mode == "named" and t.status in in_use_statuses()), None)
         if busy is not None:
             return f"session '{task.session}' is in use by task {busy.task_id}"
         task.grant = min(budget[0], self.rules.child_step_cap)  # core.budget.continuation-fresh-grant
@@ -607,6 +621,11 @@ class Runtime:
         elif task.handle is not None:
             task.handle.cancel()
             self.finish(task, "cancelled")
+        if bug("blind_cancel_notified"):
+            # breaks bub.cancel.no-notification: the cancel is recorded as a result like any end.
+            self.end_counter += 1
+            self.results.append(Result(task, "cancelled", "Cancelled.", self.end_counter))
+            self.arrived.set()
 
     async def wait(self, args: dict[str, Any]) -> str:
         """bub.wait.*: covered tasks, a deadline, then the JSON array of bub.wait.result-shape."""
