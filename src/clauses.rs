@@ -43,17 +43,19 @@ pub fn clauses() -> &'static [Clause] {
 }
 
 /// Pages whose clause ids a scenario may cite but coverage does not measure: the conformance
-/// families of real runtimes (`bub051.*`, `pydanticai.*`, `oaiagents.*`, `smolagents.*`), checked by `scripts/conformance
-/// RUNTIME`, not by a detector.
-const CITED_ONLY: [(&str, &str); 4] = [
+/// families of real runtimes (`bub051.*`, `pydanticai.*`, `oaiagents.*`, `smolagents.*`,
+/// `claudecode.*`), checked by `scripts/conformance RUNTIME`, not by a detector.
+const CITED_ONLY: [(&str, &str); 5] = [
     ("docs/rules/bub-0.5.1.md", include_str!("../docs/rules/bub-0.5.1.md")),
+    ("docs/rules/claude-code.md", include_str!("../docs/rules/claude-code.md")),
     ("docs/rules/openai-agents.md", include_str!("../docs/rules/openai-agents.md")),
     ("docs/rules/pydantic-ai.md", include_str!("../docs/rules/pydantic-ai.md")),
     ("docs/rules/smolagents.md", include_str!("../docs/rules/smolagents.md")),
 ];
 
 /// The families a clause id starts with.
-const FAMILIES: [&str; 8] = ["roku", "bub", "core", "oracle", "bub051", "pydanticai", "oaiagents", "smolagents"];
+const FAMILIES: [&str; 9] =
+    ["roku", "bub", "core", "oracle", "bub051", "pydanticai", "oaiagents", "smolagents", "claudecode"];
 
 /// Every clause id a scenario may cite: those of [`clauses`] and of the conformance page.
 pub fn citable_ids() -> &'static [&'static str] {

@@ -27,6 +27,7 @@
 //! It is the vocabulary the attribution and the model-side oracles read, and the one place
 //! the wire's runtime descriptions read it from.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -297,6 +298,54 @@ pub struct SpawnTool {
     /// else its profile's, else the parent's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// Argument values that run a call of an asynchronous tool in the foreground: a call whose
+    /// arguments hold every one of them waits for its child, and its result is the child's
+    /// hand-over, as under `result: sync` (Claude Code's `Agent` with `"run_in_background":
+    /// false`). Empty (the default): every call runs as `result` says.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sync_when: BTreeMap<String, serde_json::Value>,
+    /// For an asynchronous tool whose result is text, not JSON: the text the task id follows
+    /// in it (`"agentId: "`); the id is what follows, up to the first white space. Either this
+    /// or `task_id_field` is required for an asynchronous tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id_after: Option<String>,
+    /// How a foreground call's result wraps the child's final reply, if the runtime wraps it
+    /// (Claude Code's `[Subagent hand-back]` frame); absent: the result is the reply itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hand_back: Option<HandBack>,
+}
+
+/// How a runtime frames a foreground child's final reply in its spawn call's result: `before`,
+/// then the reply with every line indented by `indent` (an empty line may lose it), then a
+/// line that begins with `after` and whatever the runtime writes after it (an agent id, the
+/// run's usage). What stands before `before` is the runtime's own too. Claude Code 2.1.337
+/// writes `[Subagent hand-back] … The report follows:\n`, indents by two spaces and goes on
+/// with `agentId: …`; for a child that called tools it first lists them
+/// (`  <tools-used-before-summary>Agent</tools-used-before-summary>\n  \n`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandBack {
+    /// The text before the reply.
+    pub before: String,
+    /// What begins every line of the reply.
+    #[serde(default)]
+    pub indent: String,
+    /// What the line after the reply begins with.
+    pub after: String,
+}
+
+impl HandBack {
+    /// The reply `result` frames, its indent removed; `None` when `result` is not framed so.
+    pub fn report_in(&self, result: &str) -> Option<String> {
+        let (_, rest) = result.split_once(self.before.as_str())?;
+        let needle = format!("\n{}", self.after);
+        let at = rest.rfind(needle.as_str())?;
+        let lines: Option<Vec<&str>> = rest[..at]
+            .split('\n')
+            .map(|line| line.strip_prefix(self.indent.as_str()).or(line.trim().is_empty().then_some("")))
+            .collect();
+        Some(lines?.join("\n"))
+    }
 }
 
 /// How a runtime wraps a spawn call's prompt into its child's first user message.
@@ -480,20 +529,85 @@ pub struct TerminalTool {
     pub default: Option<String>,
 }
 
-/// How an asynchronous result is written into the parent's conversation: a user message
-/// `{open}{task id}{middle}{status}{close_open}\n{body}\n{close}`, as Bub writes
-/// `<subagent-notification task_id="sub-1" status="completed">\nbody\n</subagent-notification>`.
+/// How an asynchronous result is written into the parent's conversation: the whole user
+/// message framed (Bub), or elements between tags anywhere in it ([`Tagged`], Claude Code).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum Notification {
+    /// The user message is one notification,
+    /// `{open}{task id}{middle}{status}{close_open}\n{body}\n{close}`, as Bub writes
+    /// `<subagent-notification task_id="sub-1" status="completed">\nbody\n</subagent-notification>`.
+    Framed {
+        /// The text before the task id.
+        open: String,
+        /// The text between the task id and the status.
+        middle: String,
+        /// The text after the status, before the newline and the body.
+        close_open: String,
+        /// The text after the body and its newline.
+        close: String,
+    },
+    /// The user message holds one or more notifications, each an element with tagged fields.
+    Tagged {
+        /// The tags.
+        tagged: Tagged,
+    },
+}
+
+/// Notifications written as elements with tagged fields, any number in one user message and
+/// anything around them (Claude Code 2.1.337 writes a `<system-reminder>` preamble, then
+/// `<task-notification>\n<task-id>ID</task-id>\n…<status>completed</status>\n…<result>TEXT</result>\n…</task-notification>`,
+/// and two notifications taken in together as two text blocks of one message). Each field is
+/// an opening and a closing tag. An element runs from its opening tag to the last closing tag
+/// before the next element opens; its body from the first body tag to the last closing body
+/// tag within it, so a body may hold any text but the element's opening tag.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Notification {
-    /// The text before the task id.
-    pub open: String,
-    /// The text between the task id and the status.
-    pub middle: String,
-    /// The text after the status, before the newline and the body.
-    pub close_open: String,
-    /// The text after the body and its newline.
-    pub close: String,
+pub struct Tagged {
+    /// The element's tags: `["<task-notification>", "</task-notification>"]`.
+    pub element: [String; 2],
+    /// The task id's tags: `["<task-id>", "</task-id>"]`.
+    pub task_id: [String; 2],
+    /// The status word's tags: `["<status>", "</status>"]`.
+    pub status: [String; 2],
+    /// The body's tags: `["<result>", "</result>"]`; an element without them has an empty body.
+    pub body: [String; 2],
+}
+
+impl Tagged {
+    /// The notifications in `text`, in order.
+    fn read<'a>(&self, text: &'a str) -> Vec<Notified<'a>> {
+        let [open, close] = &self.element;
+        let mut found = Vec::new();
+        let starts: Vec<usize> = text.match_indices(open.as_str()).map(|(at, _)| at + open.len()).collect();
+        for (k, &start) in starts.iter().enumerate() {
+            let next = starts.get(k + 1).map_or(text.len(), |&n| n - open.len());
+            let piece = &text[start..next];
+            let Some(end) = piece.rfind(close.as_str()) else { continue };
+            let element = &piece[..end];
+            let field = |[o, c]: &[String; 2], last: bool| -> Option<&'a str> {
+                let from = element.find(o.as_str())? + o.len();
+                let rest = &element[from..];
+                let to = if last { rest.rfind(c.as_str())? } else { rest.find(c.as_str())? };
+                Some(&text[start + from..start + from + to])
+            };
+            let (Some(task_id), Some(status)) = (field(&self.task_id, false), field(&self.status, false)) else {
+                continue;
+            };
+            found.push(Notified { task_id, status, body: field(&self.body, true).unwrap_or_default() });
+        }
+        found
+    }
+}
+
+/// The framed notification `text` is, if it is one: `[open, middle, close_open, close]`.
+fn framed<'a>([open, middle, close_open, close]: [&String; 4], text: &'a str) -> Option<Notified<'a>> {
+    let rest = text.strip_prefix(open.as_str())?;
+    let (task_id, rest) = rest.split_once(middle.as_str())?;
+    let (status, rest) = rest.split_once(close_open.as_str())?;
+    let body = rest.strip_prefix('\n')?.strip_suffix(close.as_str())?;
+    let body = body.strip_suffix('\n').unwrap_or(body);
+    Some(Notified { task_id, status, body })
 }
 
 /// A declared compaction: the runtime may replace the start of an agent's history by one user
@@ -553,7 +667,7 @@ pub enum DialectError {
         /// The tool's name.
         tool: String,
     },
-    /// An asynchronous spawn tool without a `task_id_field`.
+    /// An asynchronous spawn tool without a `task_id_field` or `task_id_after`.
     AsyncWithoutTaskId {
         /// The file.
         file: String,
@@ -584,7 +698,7 @@ impl std::fmt::Display for DialectError {
             ),
             DialectError::AsyncWithoutTaskId { file, index, tool } => write!(
                 f,
-                "{file}: spawn[{index}] ({tool}) is async but has no `task_id_field`: its results could not be told apart"
+                "{file}: spawn[{index}] ({tool}) is async but has no `task_id_field` (or `task_id_after`): its results could not be told apart"
             ),
         }
     }
@@ -629,6 +743,9 @@ fn roku_agent() -> SpawnTool {
         empty_falls_back: false,
         model_provider: false,
         reasoning_effort: None,
+        sync_when: BTreeMap::new(),
+        task_id_after: None,
+        hand_back: None,
     }
 }
 
@@ -653,6 +770,9 @@ fn bub_subagent() -> SpawnTool {
         empty_falls_back: false,
         model_provider: false,
         reasoning_effort: Some("reasoning_effort".into()),
+        sync_when: BTreeMap::new(),
+        task_id_after: None,
+        hand_back: None,
     }
 }
 
@@ -698,7 +818,7 @@ impl Dialect {
             message: "message".into(),
             continued_field: Some("session".into()),
         };
-        let notification = || Notification {
+        let notification = || Notification::Framed {
             open: "<subagent-notification task_id=\"".into(),
             middle: "\" status=\"".into(),
             close_open: "\">".into(),
@@ -770,6 +890,9 @@ impl Dialect {
                     empty_falls_back: false,
                     model_provider: true,
                     reasoning_effort: None,
+                    sync_when: BTreeMap::new(),
+                    task_id_after: None,
+                    hand_back: None,
                 }],
                 send: Vec::new(),
                 terminal: Vec::new(),
@@ -818,6 +941,9 @@ impl Dialect {
                     empty_falls_back: false,
                     model_provider: false,
                     reasoning_effort: None,
+                    sync_when: BTreeMap::new(),
+                    task_id_after: None,
+                    hand_back: None,
                 }],
                 send: Vec::new(),
                 terminal: Vec::new(),
@@ -862,7 +988,7 @@ impl Dialect {
             {
                 return Err(DialectError::AfterWithoutClose { file: file.to_string(), index, tool: tool.name.clone() });
             }
-            if tool.result == ResultMode::Async && tool.task_id_field.is_none() {
+            if tool.result == ResultMode::Async && tool.task_id_field.is_none() && tool.task_id_after.is_none() {
                 return Err(DialectError::AsyncWithoutTaskId {
                     file: file.to_string(),
                     index,
@@ -962,19 +1088,61 @@ impl Dialect {
         spawn.clone().any(|s| n == s || n.starts_with(&format!("{s}_"))) || named.into_iter().any(|s| n == s)
     }
 
-    /// The notification `text` holds, if it is one.
+    /// The notification `text` holds, if it is one (the first, when it holds several).
     pub fn notified<'a>(&self, text: &'a str) -> Option<Notified<'a>> {
-        let n = self.notification.as_ref()?;
-        let rest = text.strip_prefix(n.open.as_str())?;
-        let (task_id, rest) = rest.split_once(n.middle.as_str())?;
-        let (status, rest) = rest.split_once(n.close_open.as_str())?;
-        let body = rest.strip_prefix('\n')?.strip_suffix(n.close.as_str())?;
-        let body = body.strip_suffix('\n').unwrap_or(body);
-        Some(Notified { task_id, status, body })
+        self.notifications(text).into_iter().next()
+    }
+
+    /// Every notification `text` holds, in order: none, one (a framed notification is the
+    /// whole message), or several (tagged elements).
+    pub fn notifications<'a>(&self, text: &'a str) -> Vec<Notified<'a>> {
+        match &self.notification {
+            None => Vec::new(),
+            Some(Notification::Framed { open, middle, close_open, close }) => {
+                framed([open, middle, close_open, close], text).into_iter().collect()
+            }
+            Some(Notification::Tagged { tagged }) => tagged.read(text),
+        }
     }
 }
 
 impl SpawnTool {
+    /// How a call of this tool with `args` hands its child's result back: `result`, unless
+    /// the arguments hold every value of `sync_when` (then in the foreground, synchronously).
+    pub fn result_of(&self, args: &serde_json::Value) -> ResultMode {
+        let foreground =
+            !self.sync_when.is_empty() && self.sync_when.iter().all(|(name, value)| args.get(name) == Some(value));
+        if foreground { ResultMode::Sync } else { self.result }
+    }
+
+    /// Whether some call of this tool runs synchronously (its `result`, or `sync_when`).
+    pub fn may_run_sync(&self) -> bool {
+        self.result == ResultMode::Sync || !self.sync_when.is_empty()
+    }
+
+    /// The task id an asynchronous call's result `text` names: the `task_id_field` of a JSON
+    /// result, else the word after `task_id_after`.
+    pub fn task_id_in(&self, text: &str) -> Option<String> {
+        if let Some(field) = &self.task_id_field
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(text)
+            && let Some(task) = value.get(field).and_then(|t| t.as_str())
+        {
+            return Some(task.to_string());
+        }
+        let after = self.task_id_after.as_ref()?;
+        let (_, rest) = text.split_once(after.as_str())?;
+        rest.split_whitespace().next().map(String::from)
+    }
+
+    /// The child's final reply as a foreground call's result `text` hands it back: the text
+    /// itself, or what the `hand_back` frame holds (`None` when the text is not so framed).
+    pub fn report_in(&self, text: &str) -> Option<String> {
+        match &self.hand_back {
+            None => Some(text.to_string()),
+            Some(frame) => frame.report_in(text),
+        }
+    }
+
     /// The prompt a call of this tool gives its child, trimmed unless the tool is `untrimmed`
     /// (empty when absent): a string, or a list of message parts whose `text` parts are joined
     /// (as the wire reads a message's parts).
@@ -1201,7 +1369,7 @@ mod tests {
         );
         assert_eq!(
             err.to_string(),
-            "a.json: spawn[0] (subagent) is async but has no `task_id_field`: its results could not be told apart"
+            "a.json: spawn[0] (subagent) is async but has no `task_id_field` (or `task_id_after`): its results could not be told apart"
         );
     }
 
@@ -1313,6 +1481,97 @@ mod tests {
         );
         assert_eq!(n, Some(Notified { task_id: "sub-1", status: "completed", body: "hi\nthere" }));
         assert_eq!(d.notified("plain"), None);
+        // The framed form is read from its flat JSON, and a field it does not know is refused.
+        let json = serde_json::to_string(&d.notification).unwrap();
+        assert!(json.starts_with(r#"{"open":"<subagent-notification"#), "{json}");
+        assert_eq!(serde_json::from_str::<Option<Notification>>(&json).unwrap(), d.notification);
+        let extra = json.replacen('{', r#"{"status":"x","#, 1);
+        assert!(serde_json::from_str::<Notification>(&extra).is_err(), "{extra}");
+    }
+
+    /// Claude Code 2.1.337's dialect, as examples/frameworks/claude-code holds it.
+    fn claude_code() -> Dialect {
+        Dialect::from_json(include_str!("../examples/frameworks/claude-code/dialect.json"), "dialect.json").unwrap()
+    }
+
+    /// Claude Code writes each background result as a `<task-notification>` element inside a
+    /// `<system-reminder>`, and two results taken in together as two text blocks of one user
+    /// message (joined on the wire): both are read, in order, each with its own body; a body
+    /// holding the closing tag's text is read to the last one.
+    #[test]
+    fn tagged_notifications_are_read_anywhere_in_a_message_several_at_once() {
+        let d = claude_code();
+        let one = |id: &str, result: &str| {
+            format!(
+                "<system-reminder>\n[SYSTEM NOTIFICATION - NOT USER INPUT]\n\n<task-notification>\n<task-id>{id}</task-id>\n\
+                 <tool-use-id>toolu_1</tool-use-id>\n<status>completed</status>\n<summary>Agent \"a\" finished</summary>\n\
+                 <result>{result}</result>\n<usage><tool_uses>0</tool_uses></usage>\n</task-notification>\n</system-reminder>"
+            )
+        };
+        let text = format!("{}{}", one("a1", "42"), one("b2", "two\nlines </result> inside"));
+        let got = d.notifications(&text);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], Notified { task_id: "a1", status: "completed", body: "42" });
+        assert_eq!(got[1], Notified { task_id: "b2", status: "completed", body: "two\nlines </result> inside" });
+        assert_eq!(d.notified(&text), Some(got[0].clone()));
+        assert!(d.notifications("<task-notification> with no fields </task-notification>").is_empty());
+        assert!(d.notifications("no notification").is_empty());
+    }
+
+    /// `sync_when`: Claude Code's `Agent` runs in the background unless the call says
+    /// `"run_in_background": false`; any other value, or none, keeps the tool's mode.
+    #[test]
+    fn sync_when_runs_a_call_in_the_foreground_by_its_arguments() {
+        let d = claude_code();
+        let agent = d.spawn_tool("Agent").unwrap();
+        let mode = |args: serde_json::Value| agent.result_of(&args);
+        assert_eq!(mode(serde_json::json!({"prompt": "x"})), ResultMode::Async);
+        assert_eq!(mode(serde_json::json!({"prompt": "x", "run_in_background": true})), ResultMode::Async);
+        assert_eq!(mode(serde_json::json!({"prompt": "x", "run_in_background": false})), ResultMode::Sync);
+        assert_eq!(mode(serde_json::json!({"prompt": "x", "run_in_background": "false"})), ResultMode::Async);
+        assert!(agent.may_run_sync());
+        assert!(!bub_subagent().may_run_sync());
+    }
+
+    /// `task_id_after`: the id is the word after the text in a plain-text result; a JSON
+    /// field still reads as before.
+    #[test]
+    fn a_task_id_is_read_after_a_text_or_from_a_json_field() {
+        let d = claude_code();
+        let agent = d.spawn_tool("Agent").unwrap();
+        let launched = "Async agent launched successfully. (internal metadata)\nagentId: adbabeca6890a5376 (internal ID - do not mention to user.)\nThe agent is working in the background.";
+        assert_eq!(agent.task_id_in(launched).as_deref(), Some("adbabeca6890a5376"));
+        assert_eq!(agent.task_id_in("no id here"), None);
+        assert_eq!(bub_subagent().task_id_in(r#"{"task_id": "sub-1"}"#).as_deref(), Some("sub-1"));
+        assert_eq!(bub_subagent().task_id_in("agentId: x"), None);
+    }
+
+    /// `hand_back`: a foreground result is the frame, the reply indented line by line (an
+    /// empty line may lose its indent), then the `agentId:` line; anything else is not framed.
+    #[test]
+    fn a_hand_back_frame_gives_the_reply_without_its_indent() {
+        let d = claude_code();
+        let agent = d.spawn_tool("Agent").unwrap();
+        let frame = &agent.hand_back.as_ref().unwrap().before;
+        let result = format!(
+            "{frame}  Line one.\n\n  Line three.\nagentId: aca5 (use SendMessage)\n<usage>subagent_tokens: 12</usage>"
+        );
+        assert_eq!(agent.report_in(&result).as_deref(), Some("Line one.\n\nLine three."));
+        assert_eq!(agent.report_in("Line one."), None);
+        let listed = format!("  <tools-used-before-summary>Agent</tools-used-before-summary>\n  \n{result}");
+        assert_eq!(agent.report_in(&listed).as_deref(), Some("Line one.\n\nLine three."), "the tools listed first");
+        assert_eq!(agent.report_in(&format!("{frame}not indented\nagentId: a")), None);
+        assert_eq!(roku_agent().report_in("as is").as_deref(), Some("as is"));
+    }
+
+    /// An asynchronous tool needs a way to read its task id: a JSON field or a text before it.
+    #[test]
+    fn an_async_spawn_tool_may_name_its_task_id_by_a_text_instead() {
+        let mut d = claude_code();
+        assert!(d.check("a.json").is_ok());
+        d.spawn[0].task_id_after = None;
+        let err = d.check("a.json").unwrap_err().to_string();
+        assert!(err.contains("has no `task_id_field` (or `task_id_after`)"), "{err}");
     }
 }
 

@@ -28,7 +28,7 @@ pub(super) struct DriveArgs {
     /// Scenario files or folders.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// The runtime: a built-in description (bub, py-runtime, roku, generic, pydantic-ai, openai-agents, smolagents) or a description
+    /// The runtime: a built-in description (bub, py-runtime, roku, generic, pydantic-ai, openai-agents, smolagents, claude-code) or a description
     /// `.json` file (docs/runtimes.md).
     #[arg(long, value_name = "NAME", default_value = "generic", conflicts_with = "runtime_file")]
     runtime: String,

@@ -26,7 +26,7 @@ pub(super) struct RecordArgs {
     /// Where the scenario is written.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
-    /// The runtime: a built-in description (bub, py-runtime, roku, generic, pydantic-ai, openai-agents, smolagents) or a description
+    /// The runtime: a built-in description (bub, py-runtime, roku, generic, pydantic-ai, openai-agents, smolagents, claude-code) or a description
     /// `.json` file (docs/runtimes.md): its dialect attributes the requests, its preset is the
     /// scenario's rules, its env reaches the command.
     #[arg(long, value_name = "NAME", default_value = "generic")]

@@ -165,7 +165,12 @@ pub(super) fn serve(args: &ServeArgs, out: &mut dyn Write, err: &mut dyn Write, 
         time_scale: args.time_scale,
         idle_limit: args.idle_limit.into(),
         startup_limit: args.startup_limit.into(),
-        side: args.side.clone(),
+        // A description's side requests, then `--side`'s.
+        side: described
+            .iter()
+            .flat_map(|d| d.side_requests.iter().cloned())
+            .chain(args.side.iter().map(|text| crate::wire::runtime::SideRequest::from(text.as_str())))
+            .collect(),
         barrier: args.barrier.map(Into::into),
         agent_header: described.as_ref().map(|d| d.agent_header.clone()).unwrap_or_default(),
         ..ServeOptions::default()

@@ -335,10 +335,42 @@ struct Agent {
     ended: bool,
 }
 
+/// What marks a request as a side request (a title, a summary, a check the runtime makes of
+/// its own): every part given must hold. `contains` alone is `serve --side TEXT` and a
+/// scenario's `session.side_requests`; a runtime description may name the model and the
+/// system text too (`side_requests`, docs/runtimes.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SidePattern {
+    /// The request names exactly this model.
+    pub model: Option<String>,
+    /// Its system text contains this.
+    pub system_contains: Option<String>,
+    /// Its last message contains this.
+    pub contains: Option<String>,
+}
+
+impl SidePattern {
+    /// The pattern of a request whose last message contains `text`.
+    pub fn last_message_contains(text: impl Into<String>) -> SidePattern {
+        SidePattern { contains: Some(text.into()), ..SidePattern::default() }
+    }
+
+    /// Whether a request with this system text, this last message and this model matches. A
+    /// pattern with no part matches nothing.
+    pub fn matches(&self, system: &str, last: Option<&Message>, model: Option<&str>) -> bool {
+        if self.model.is_none() && self.system_contains.is_none() && self.contains.is_none() {
+            return false;
+        }
+        self.model.as_deref().is_none_or(|want| model == Some(want))
+            && self.system_contains.as_deref().is_none_or(|want| system.contains(want))
+            && self.contains.as_deref().is_none_or(|want| last.is_some_and(|m| m.content.contains(want)))
+    }
+}
+
 /// The online attributor (see the module doc).
 pub struct Attributor {
     dialect: Arc<Dialect>,
-    side: Vec<String>,
+    side: Vec<SidePattern>,
     record: ModelSide,
     agents: Vec<Agent>,
     /// Per named session, the exchange whose request and reply are what the session recorded:
@@ -423,9 +455,9 @@ pub struct ConfiguredProfile {
 }
 
 impl Attributor {
-    /// An attributor reading spawn calls as `dialect` spells them; requests whose last message
-    /// contains one of `side` are side requests.
-    pub fn new(dialect: Arc<Dialect>, side: Vec<String>) -> Attributor {
+    /// An attributor reading spawn calls as `dialect` spells them; requests matching one of
+    /// `side` are side requests.
+    pub fn new(dialect: Arc<Dialect>, side: Vec<SidePattern>) -> Attributor {
         let record = ModelSide { dialect: Some(dialect.clone()), ..ModelSide::default() };
         Attributor {
             dialect,
@@ -586,7 +618,7 @@ impl Attributor {
                 continue;
             }
             let instant = self.dialect.send_tool(&call.name).is_some()
-                || self.dialect.spawn_tool(&call.name).is_some_and(|t| t.result != ResultMode::Sync);
+                || self.dialect.spawn_tool(&call.name).is_some_and(|t| t.result_of(&call.args) != ResultMode::Sync);
             let passed = time_passes;
             time_passes |= !instant;
             if let Some(send) = self.dialect.send_tool(&call.name) {
@@ -639,8 +671,8 @@ impl Attributor {
                 args: (*call.args).clone(),
                 wrap: tool.wrap.clone(),
                 session,
-                sync: tool.result == ResultMode::Sync,
-                in_order: tool.result == ResultMode::Sync && !self.dialect.parallel_calls,
+                sync: tool.result_of(&call.args) == ResultMode::Sync,
+                in_order: tool.result_of(&call.args) == ResultMode::Sync && !self.dialect.parallel_calls,
                 profile: profile.map(str::trim).filter(|p| !p.is_empty()).map(String::from),
                 timeout_seconds: timeout,
                 outcome: CallOutcome::Waiting { refused: refused || in_use },
@@ -760,9 +792,8 @@ impl Attributor {
 
     fn attribute(&mut self, number: usize) -> Attribution {
         let messages = self.record.exchanges[number].messages.clone();
-        if let Some(last) = messages.last()
-            && let Some(i) = self.side.iter().position(|p| last.content.contains(p.as_str()))
-        {
+        let e = &self.record.exchanges[number];
+        if let Some(i) = self.side.iter().position(|p| p.matches(&e.system, messages.last(), e.model.as_deref())) {
             return Attribution::Side(i);
         }
         if self.agents.is_empty() {
@@ -1544,12 +1575,13 @@ impl Attributor {
                 }
                 c.outcome = CallOutcome::Made;
             }
-            let field = self.dialect.spawn_tool(&c.tool).and_then(|t| t.task_id_field.clone());
-            if let Some(field) = field
-                && let Ok(value) = serde_json::from_str::<serde_json::Value>(&result.content)
-                && let Some(task) = value.get(&field).and_then(|t| t.as_str())
-            {
-                c.task_id = Some(task.to_string());
+            // A foreground call's result may name the child too (Claude Code's `agentId:` line
+            // after the hand-back): only a JSON field names a task there, as before.
+            let tool = self.dialect.spawn_tool(&c.tool);
+            let named =
+                tool.filter(|t| !c.sync || t.task_id_after.is_none()).and_then(|t| t.task_id_in(&result.content));
+            if let Some(task) = named {
+                c.task_id = Some(task);
             }
         }
         if counted_then_refused {

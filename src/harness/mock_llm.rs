@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::dialect::Dialect;
-use crate::evidence::attribution::{Attribution, Attributor, Configured, ModelSide};
+use crate::evidence::attribution::{Attribution, Attributor, Configured, ModelSide, SidePattern};
 use crate::evidence::{Due, fork_mismatch};
 use crate::scenario::{Check, Lane, Reply, SideRequest, Text, When, with_task_ids};
 use crate::sut::AgentId;
@@ -174,7 +174,7 @@ impl ScriptedLlm {
     /// The attributor knows what the session was configured with (`configured`); a request
     /// matching one of `side` is answered with its reply and put down to no agent.
     pub fn model_side(self, dialect: Arc<Dialect>, configured: Configured, side: Vec<SideRequest>) -> ScriptedLlm {
-        let patterns = side.iter().map(|s| s.contains.clone()).collect();
+        let patterns = side.iter().map(|s| SidePattern::last_message_contains(s.contains.clone())).collect();
         let attributor = Attributor::new(dialect, patterns).configured(configured);
         ScriptedLlm { attributor: Some(Mutex::new(attributor)), side, ..self }
     }

@@ -415,10 +415,9 @@ fn depth(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
 }
 
 /// Whether `text`, the result of spawn call `c`, names the task it started (the dialect's task
-/// id field of a JSON result).
+/// id field of a JSON result, or the word after its `task_id_after`).
 fn starts_task(dialect: &Dialect, c: &SpawnCall, text: &str) -> bool {
-    let Some(field) = dialect.spawn_tool(&c.tool).and_then(|t| t.task_id_field.as_ref()) else { return false };
-    serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v.get(field).is_some_and(|t| t.is_string()))
+    dialect.spawn_tool(&c.tool).and_then(|t| t.task_id_in(text)).is_some()
 }
 
 /// A child's runs: its exchanges split after each reply that ends its loop, and before each
@@ -530,11 +529,10 @@ fn deliveries(
     let &(last, _) = agents.exchanges(parent).last()?;
     let mut got = Vec::new();
     for m in side.exchanges[last].messages.iter() {
-        if m.role == Role::User
-            && let Some(n) = dialect.notified(&m.content)
-            && n.task_id == task
-        {
-            got.push((n.status.to_string(), n.body.to_string()));
+        if m.role == Role::User {
+            for n in dialect.notifications(&m.content).into_iter().filter(|n| n.task_id == task) {
+                got.push((n.status.to_string(), n.body.to_string()));
+            }
         }
         if m.role == Role::Tool && m.content.starts_with('[') {
             for entry in wait_entries(&m.content) {
@@ -610,7 +608,9 @@ fn truncation(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out)
         let limit = rules.result_limit_chars.map_or("no limit".to_string(), |n| format!("limit {n}"));
         if c.sync {
             let Some((got, _)) = &c.result else { continue };
-            if *got != want && timed_out.as_ref() != Some(got) {
+            // A runtime that frames the reply (`hand_back`) is judged on what the frame holds.
+            let report = dialect.spawn_tool(&c.tool).and_then(|t| t.report_in(got));
+            if report.as_ref() != Some(&want) && timed_out.as_ref() != Some(got) {
                 // The parent's first request that holds the result.
                 let at = out
                     .agents
@@ -1097,12 +1097,12 @@ fn made_at(side: &ModelSide, dialect: &Dialect, c: &SpawnCall) -> Option<Duratio
     let reply = e.reply.as_ref()?;
     // Every call before it takes no time: an asynchronous spawn, or any spawn of a reply whose
     // calls start at once (`parallel_calls`).
-    let instant = |name: &str| {
+    let instant = |name: &str, args: &serde_json::Value| {
         dialect
             .spawn_tool(name)
-            .is_some_and(|t| t.result == crate::dialect::ResultMode::Async || dialect.parallel_calls)
+            .is_some_and(|t| t.result_of(args) == crate::dialect::ResultMode::Async || dialect.parallel_calls)
     };
-    reply.tool_calls.iter().take(c.position).all(|x| instant(&x.name)).then_some(e.replied).flatten()
+    reply.tool_calls.iter().take(c.position).all(|x| instant(&x.name, &x.args)).then_some(e.replied).flatten()
 }
 
 /// `oracle.model-side.budget`: a child never asks more often in one run than its grant can
@@ -1301,12 +1301,13 @@ fn timeouts(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
             let mut got = Vec::new();
             for &(i, _) in out.agents.exchanges(&c.parent) {
                 for m in side.exchanges[i].messages.iter() {
-                    if let Some(n) = dialect.notified(&m.content)
-                        && n.task_id == task
-                        && n.status == "timed_out"
-                        && !got.iter().any(|(b, _): &(String, usize)| b == n.body)
-                    {
-                        got.push((n.body.to_string(), i));
+                    for n in dialect.notifications(&m.content) {
+                        if n.task_id == task
+                            && n.status == "timed_out"
+                            && !got.iter().any(|(b, _): &(String, usize)| b == n.body)
+                        {
+                            got.push((n.body.to_string(), i));
+                        }
                     }
                     // A wait's answer hands the result over the same way (`bub.wait.result-shape`).
                     if m.role == Role::Tool && dialect.wait.is_some() {
@@ -1443,12 +1444,12 @@ fn timeout_status(
     for &(i, _) in agents.exchanges(&c.parent) {
         let mut got: Vec<String> = Vec::new();
         for m in side.exchanges[i].messages.iter() {
-            if m.role == Role::User
-                && let Some(n) = dialect.notified(&m.content)
-                && n.task_id == task
-                && n.body == want
-            {
-                got.push(n.status.to_string());
+            if m.role == Role::User {
+                for n in dialect.notifications(&m.content) {
+                    if n.task_id == task && n.body == want {
+                        got.push(n.status.to_string());
+                    }
+                }
             }
             if m.role == Role::Tool && m.content.starts_with('[') {
                 got.extend(
@@ -1554,7 +1555,7 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             // The notifications this request takes in for the first time, in message order.
             let mut notified: Vec<String> = Vec::new();
             for m in e.messages.iter() {
-                if let Some(x) = dialect.notified(&m.content).filter(|x| own(x.task_id)) {
+                for x in dialect.notifications(&m.content).into_iter().filter(|x| own(x.task_id)) {
                     if !seen.contains(x.task_id) && !notified.iter().any(|t| t == x.task_id) {
                         notified.push(x.task_id.to_string());
                     }
@@ -1729,7 +1730,7 @@ fn notification_last(side: &ModelSide, agents: &Agents, dialect: &Dialect) -> Ve
                 if m.role != Role::User || dialect.notices.iter().any(|p| m.content.starts_with(p.as_str())) {
                     continue;
                 }
-                match (dialect.notified(&m.content), &notified) {
+                match (dialect.notifications(&m.content).pop(), &notified) {
                     (Some(x), _) => notified = Some(x.task_id.to_string()),
                     (None, Some(task)) => {
                         findings.push((
@@ -1755,13 +1756,17 @@ fn delivered_in(side: &ModelSide, at: usize, task: &str, dialect: &Dialect) -> u
         .messages
         .iter()
         .map(|m| {
-            let notified = m.role == Role::User && dialect.notified(&m.content).is_some_and(|n| n.task_id == task);
+            let notified = if m.role == Role::User {
+                dialect.notifications(&m.content).iter().filter(|n| n.task_id == task).count()
+            } else {
+                0
+            };
             let waited = if m.role == Role::Tool && m.content.starts_with('[') {
                 wait_entries(&m.content).iter().filter(|e| e.0 == task && e.2.is_some()).count()
             } else {
                 0
             };
-            usize::from(notified) + waited
+            notified + waited
         })
         .sum()
 }

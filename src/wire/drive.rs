@@ -305,6 +305,7 @@ pub async fn drive(
         created_s: endpoint.as_ref().map(|_| crate::wire::clock::endpoint::DEFAULT_EPOCH_NS / 1_000_000_000),
         barrier: options.barrier,
         agent_header: description.agent_header.clone(),
+        side: description.side_requests.clone(),
         ..ServeOptions::default()
     };
     let server = Server::start(scenario, description.dialect(), serve).await.map_err(DriveError::Serve)?;

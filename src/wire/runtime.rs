@@ -67,6 +67,60 @@ pub struct RuntimeDescription {
     /// Default `{"name": "X-Rehearsal-Agent", "absent": "unlabelled"}`.
     #[serde(default)]
     pub agent_header: crate::wire::AgentHeader,
+    /// The requests it makes besides its agents' (a title, a summary, a quota check), each
+    /// marked by a pattern: `drive` answers them with their `reply` and leaves them out of the
+    /// attribution and the oracles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side_requests: Vec<SideRequest>,
+}
+
+/// A kind of request a runtime makes besides its agents', as its description declares it:
+/// every part of the pattern given must hold (`model`, `system_contains`, `contains`: its last
+/// message), and at least one is given.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SideRequest {
+    /// Its name, for messages (`title`).
+    pub name: String,
+    /// The request names exactly this model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Its system text contains this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_contains: Option<String>,
+    /// Its last message contains this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contains: Option<String>,
+    /// The text it is answered with; default empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reply: String,
+    /// Why it is not an agent's request (what the runtime uses it for).
+    pub why: String,
+}
+
+impl SideRequest {
+    /// What marks it, for the attribution.
+    pub(crate) fn pattern(&self) -> crate::evidence::attribution::SidePattern {
+        crate::evidence::attribution::SidePattern {
+            model: self.model.clone(),
+            system_contains: self.system_contains.clone(),
+            contains: self.contains.clone(),
+        }
+    }
+}
+
+/// `serve --side TEXT`: a request whose last message contains TEXT, answered with an empty text.
+impl From<&str> for SideRequest {
+    fn from(text: &str) -> SideRequest {
+        SideRequest {
+            name: "--side".into(),
+            model: None,
+            system_contains: None,
+            contains: Some(text.into()),
+            reply: String::new(),
+            why: "given with serve --side".into(),
+        }
+    }
 }
 
 /// The dialect a description names: a built-in dialect by name, a dialect file, or one written
@@ -273,6 +327,15 @@ pub enum RuntimeError {
         /// What is wrong.
         why: String,
     },
+    /// A side request that marks nothing, or could mark every request.
+    BadSideRequest {
+        /// The description's file.
+        file: String,
+        /// The field (`side_requests[0]`).
+        field: String,
+        /// What is wrong.
+        why: String,
+    },
     /// `dialect` names a file or holds a dialect that is not a good dialect.
     BadDialect {
         /// The description's file.
@@ -312,7 +375,9 @@ impl std::fmt::Display for RuntimeError {
                 known.join(", ")
             ),
             RuntimeError::BadDialect { file, source } => write!(f, "{file}: dialect: {source}"),
-            RuntimeError::BadLimit { file, field, why } => write!(f, "{file}: at `{field}`: {why}"),
+            RuntimeError::BadLimit { file, field, why } | RuntimeError::BadSideRequest { file, field, why } => {
+                write!(f, "{file}: at `{field}`: {why}")
+            }
         }
     }
 }
@@ -326,13 +391,15 @@ impl std::error::Error for RuntimeError {
             RuntimeError::UnknownRuntime { .. }
             | RuntimeError::UnknownOracle { .. }
             | RuntimeError::UnknownDialect { .. }
-            | RuntimeError::BadLimit { .. } => None,
+            | RuntimeError::BadLimit { .. }
+            | RuntimeError::BadSideRequest { .. } => None,
         }
     }
 }
 
 /// The names of the built-in descriptions.
-pub const BUILTIN: [&str; 7] = ["bub", "py-runtime", "roku", "generic", "pydantic-ai", "openai-agents", "smolagents"];
+pub const BUILTIN: [&str; 8] =
+    ["bub", "py-runtime", "roku", "generic", "pydantic-ai", "openai-agents", "smolagents", "claude-code"];
 
 /// A framework's description as its example folder holds it (`examples/frameworks/NAME/`:
 /// `runtime.json`, naming `dialect.json` beside it), compiled in so that `--runtime NAME`
@@ -415,6 +482,7 @@ impl RuntimeDescription {
                 note: None,
                 agent_header: crate::wire::AgentHeader::default(),
                 settable: BTreeMap::new(),
+                side_requests: Vec::new(),
             },
             // examples/py_runtime: Bub's background family as docs/rules/bub.md writes it.
             "py-runtime" => RuntimeDescription {
@@ -453,6 +521,7 @@ impl RuntimeDescription {
                     ("root_step_budget", "PY_RUNTIME_STEP_BUDGET"),
                     ("subagent_default_timeout_seconds", "BUB_SUBAGENT_TIMEOUT_SECONDS"),
                 ]),
+                side_requests: Vec::new(),
             },
             "roku" => RuntimeDescription {
                 name: "roku".into(),
@@ -478,6 +547,7 @@ impl RuntimeDescription {
                 ),
                 agent_header: crate::wire::AgentHeader::default(),
                 settable: BTreeMap::new(),
+                side_requests: Vec::new(),
             },
             "generic" => RuntimeDescription {
                 name: "generic".into(),
@@ -490,6 +560,7 @@ impl RuntimeDescription {
                 note: None,
                 agent_header: crate::wire::AgentHeader::default(),
                 settable: BTreeMap::new(),
+                side_requests: Vec::new(),
             },
             // pydantic-ai 2.78 agent delegation (docs/conformance/pydantic-ai.md).
             "pydantic-ai" => framework(
@@ -505,6 +576,11 @@ impl RuntimeDescription {
             "smolagents" => framework(
                 include_str!("../../examples/frameworks/smolagents/runtime.json"),
                 include_str!("../../examples/frameworks/smolagents/dialect.json"),
+            ),
+            // Claude Code 2.1.337 from npm, its Agent tool (docs/conformance/claude-code.md).
+            "claude-code" => framework(
+                include_str!("../../examples/frameworks/claude-code/runtime.json"),
+                include_str!("../../examples/frameworks/claude-code/dialect.json"),
             ),
             _ => return None,
         })
@@ -535,6 +611,11 @@ impl RuntimeDescription {
             }
         }
         description.check_limits().map_err(|(field, why)| RuntimeError::BadLimit {
+            file: file.to_string(),
+            field,
+            why,
+        })?;
+        description.check_side_requests().map_err(|(field, why)| RuntimeError::BadSideRequest {
             file: file.to_string(),
             field,
             why,
@@ -607,6 +688,29 @@ impl RuntimeDescription {
             }
             if var.is_empty() || var.contains('=') || var.contains('\0') {
                 return Err((format!("settable.{name}"), format!("{var:?} is not an environment variable's name")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each side request marks something: a pattern part that is given and not empty, and a
+    /// name. The error names the field.
+    fn check_side_requests(&self) -> Result<(), (String, String)> {
+        for (i, side) in self.side_requests.iter().enumerate() {
+            let at = |f: &str| format!("side_requests[{i}].{f}");
+            if side.name.trim().is_empty() {
+                return Err((at("name"), "a side request needs a name, for the notes".into()));
+            }
+            let parts =
+                [("model", &side.model), ("system_contains", &side.system_contains), ("contains", &side.contains)];
+            if let Some((part, _)) = parts.iter().find(|(_, v)| v.as_deref() == Some("")) {
+                return Err((at(part), "empty: it would match every request".into()));
+            }
+            if parts.iter().all(|(_, v)| v.is_none()) {
+                return Err((
+                    format!("side_requests[{i}]"),
+                    "marks nothing: give `model`, `system_contains` or `contains` (its last message)".into(),
+                ));
             }
         }
         Ok(())
@@ -770,6 +874,45 @@ mod tests {
                 assert_eq!(RuntimeDescription::load(&file).unwrap(), d, "{name}: the example's own files");
             }
         }
+    }
+
+    /// `side_requests` (docs/runtimes.md): a pattern of one to three parts, round-tripping;
+    /// a side request that marks nothing, or an empty part that would mark every request, is
+    /// refused naming its field; a request matches only when every part given holds.
+    #[test]
+    fn side_requests_need_a_pattern_and_match_on_every_part_given() {
+        let with = |sides: &str| {
+            RuntimeDescription::from_json(
+                &format!(r#"{{"name": "r", "dialect": "generic", "preset": "bub", "side_requests": [{sides}]}}"#),
+                "r.json",
+            )
+        };
+        let d = with(
+            r#"{"name": "title", "model": "small", "system_contains": "Write a title", "reply": "A title", "why": "the session's title"}"#,
+        )
+        .unwrap();
+        let text = serde_json::to_string(&d).unwrap();
+        assert_eq!(RuntimeDescription::from_json(&text, "r.json").unwrap(), d);
+        assert_eq!(d.side_requests[0].reply, "A title");
+        let pattern = d.side_requests[0].pattern();
+        let user = crate::sut::llm::Message::user("hello".to_string());
+        assert!(pattern.matches("Write a title for it", Some(&user), Some("small")));
+        assert!(!pattern.matches("Write a title for it", Some(&user), Some("large")), "the model differs");
+        assert!(!pattern.matches("You are an agent", Some(&user), Some("small")), "the system text differs");
+        let last = with(r#"{"name": "t", "contains": "hello", "why": "w"}"#).unwrap().side_requests[0].pattern();
+        assert!(last.matches("", Some(&user), None));
+        assert!(!last.matches("", None, None), "no message, no match");
+        let flag = SideRequest::from("hello").pattern();
+        assert_eq!(flag, crate::evidence::attribution::SidePattern::last_message_contains("hello"), "serve --side");
+        let none = with(r#"{"name": "t", "why": "w"}"#).unwrap_err().to_string();
+        assert_eq!(
+            none,
+            "r.json: at `side_requests[0]`: marks nothing: give `model`, `system_contains` or `contains` (its last message)"
+        );
+        let empty = with(r#"{"name": "t", "contains": "", "why": "w"}"#).unwrap_err().to_string();
+        assert_eq!(empty, "r.json: at `side_requests[0].contains`: empty: it would match every request");
+        let unknown = with(r#"{"name": "t", "contains": "x", "why": "w", "text": "y"}"#).unwrap_err().to_string();
+        assert!(unknown.contains("side_requests[0].text"), "{unknown}");
     }
 
     #[test]
@@ -958,7 +1101,7 @@ mod tests {
         );
         assert_eq!(
             err.to_string(),
-            "unknown runtime `nope`: a built-in is one of bub, py-runtime, roku, generic, pydantic-ai, openai-agents, smolagents, or give a description `.json` file"
+            "unknown runtime `nope`: a built-in is one of bub, py-runtime, roku, generic, pydantic-ai, openai-agents, smolagents, claude-code, or give a description `.json` file"
         );
         let err = RuntimeDescription::load("no/such/runtime.json").unwrap_err();
         let RuntimeError::Unreadable { file, source } = &err else { panic!("{err:?}") };

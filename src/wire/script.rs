@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::dialect::Dialect;
 use crate::evidence::Exchange;
-use crate::evidence::attribution::{Attribution, Attributor, ModelSide};
+use crate::evidence::attribution::{Attribution, Attributor, ModelSide, SidePattern};
 use crate::harness::Stop;
 use crate::harness::clock::{Clock, Now};
 use crate::harness::exchanges::ExchangeLog;
@@ -21,6 +21,7 @@ use crate::harness::recorder::Recorder;
 use crate::harness::schedule::Schedule;
 use crate::scenario::Scenario;
 use crate::sut::llm::{LlmReply, LlmRequest, Message};
+use crate::wire::runtime::SideRequest;
 
 use super::api::Converted;
 
@@ -50,8 +51,8 @@ pub(crate) enum AnswerKind {
 pub(crate) enum Plan {
     /// Answer as the script says (after its latency).
     Answer(Answer),
-    /// A declared side request: answered with an empty text, not attributed.
-    Side,
+    /// A declared side request: answered with its rule's text, not attributed.
+    Side(String),
     /// No agent accounts for it: refuse it, with why.
     Unattributed(String),
     /// The script cannot answer it (no lane, an exhausted lane, a `when` that fails): the run
@@ -63,6 +64,8 @@ pub(crate) enum Plan {
 pub(crate) struct Bridge {
     attributor: Attributor,
     engine: ScriptedLlm,
+    /// The side requests' replies, by the attributor's pattern index.
+    side_replies: Vec<String>,
     stop: Arc<Stop>,
     log: Arc<ExchangeLog>,
     /// The task ids the runtime's spawn results showed, in call order (for `$taskN`).
@@ -77,9 +80,11 @@ pub(crate) struct Bridge {
 }
 
 impl Bridge {
-    /// The bridge of `scenario`, attributing as `dialect` spells spawn calls; requests whose
-    /// last message contains one of `side` are side requests.
-    pub(crate) fn new(scenario: &Scenario, dialect: Arc<Dialect>, side: Vec<String>) -> Bridge {
+    /// The bridge of `scenario`, attributing as `dialect` spells spawn calls; requests matching
+    /// one of `side` are side requests, answered with its reply.
+    pub(crate) fn new(scenario: &Scenario, dialect: Arc<Dialect>, side: Vec<SideRequest>) -> Bridge {
+        let (patterns, side_replies): (Vec<SidePattern>, Vec<String>) =
+            side.into_iter().map(|s| (s.pattern(), s.reply)).unzip();
         let stop = Arc::new(Stop::default());
         let now = Now::unstarted();
         let recorder = Arc::new(Recorder::new(scenario.limits.max_events, 0, stop.clone(), now.clone()));
@@ -90,8 +95,9 @@ impl Bridge {
             ScriptedLlm::new(Arc::new(Script::new(&scenario.lanes)), stop.clone(), clock, log.clone(), recorder)
                 .for_wire(task_ids.clone());
         Bridge {
-            attributor: Attributor::new(dialect, side),
+            attributor: Attributor::new(dialect, patterns),
             engine,
+            side_replies,
             stop,
             log,
             task_ids,
@@ -122,9 +128,9 @@ impl Bridge {
         self.learn_task_ids();
         let who = match attribution {
             Attribution::Agent(a) => a,
-            Attribution::Side(_) => {
+            Attribution::Side(i) => {
                 self.logged.push(None);
-                return (number, Plan::Side);
+                return (number, Plan::Side(self.side_replies.get(i).cloned().unwrap_or_default()));
             }
             Attribution::Unattributed(why) => {
                 self.logged.push(None);

@@ -39,6 +39,7 @@ use super::{AgentHeader, Disconnect, End, FindingKind, WireFinding, WireRun};
 use crate::dialect::Dialect;
 use crate::scenario::Scenario;
 use crate::sut::llm::LlmReply;
+use crate::wire::runtime::SideRequest;
 use crate::wire::script::AnswerKind;
 
 /// How a scenario is served. Every limit is named here with its default.
@@ -58,9 +59,10 @@ pub struct ServeOptions {
     /// The largest request body accepted, in bytes; a larger one is refused (413) and
     /// reported. Default 8 MiB.
     pub body_limit_bytes: usize,
-    /// Texts that mark side requests (a title or summary call): a request whose last message
-    /// contains one is answered with an empty text and put down to no agent. Default none.
-    pub side: Vec<String>,
+    /// What marks side requests (a title or summary call, a check the runtime makes of its
+    /// own): a request matching one is answered with its `reply` (`--side TEXT`: a last
+    /// message containing TEXT, an empty text) and put down to no agent. Default none.
+    pub side: Vec<SideRequest>,
     /// The `created` field of every answer, in seconds since the Unix epoch; `None` (the
     /// default): the wall clock when the server starts (under the clock: its epoch).
     pub created_s: Option<u64>,
@@ -1047,8 +1049,8 @@ async fn answer(
         }
     };
     if shared.script_over.load(Ordering::SeqCst) {
-        let last = converted.messages.iter().next_back().map(|m| m.content.as_str()).unwrap_or_default();
-        if !shared.options.side.iter().any(|side| last.contains(side.as_str())) {
+        let side = |s: &SideRequest| s.pattern().matches(&converted.system, converted.messages.last(), request.model());
+        if !shared.options.side.iter().any(side) {
             let why = "it arrived after the script had ended (every reply the script must give was given)".to_string();
             shared.find(n, FindingKind::AfterScript, format!("request #{n}: {why}"));
             shared.touch();
@@ -1074,8 +1076,8 @@ async fn answer(
         model: request.model().unwrap_or("rehearsal").to_string(),
     };
     let answer = match plan {
-        Plan::Side => {
-            let reply = LlmReply::default();
+        Plan::Side(text) => {
+            let reply = LlmReply { text, ..LlmReply::default() };
             shared.bridge.lock().expect("bridge lock poisoned").replied(exchange, &reply, shared.time(turn.as_ref()));
             request.keep(&shared, &earlier, exchange, &reply);
             let response = reply_response(&head, exchange, &reply, &request, prompt_chars, None);

@@ -11,6 +11,8 @@
 //! - `hang MESSAGE`: as `ask`, then sleeps for 300 s.
 //! - `die`: aborts (SIGABRT) without calling.
 //! - `silent`: exits 0 without calling.
+//! - `titled MESSAGE`: first a side request (system `Write a title for the conversation.`,
+//!   MESSAGE as the user message; the answer's text on stderr as `title: TEXT`), then as `ask`.
 //! - `fanout MESSAGE` (for `rehearsal record`'s tests, dialect `bub-0.5.1`): the root asks
 //!   with the tool `subagent{prompt}`; the children of one reply run at once, each on its own
 //!   thread, asking with the tool `lookup{q}` (answered `looked up: Q`) until a reply without
@@ -59,6 +61,19 @@ fn main() {
             std::process::abort();
         }
         "silent" => {}
+        // A side request first, as runtimes that title their conversations make: a request
+        // under its own system text, its answer on stderr; then the turn as `ask`.
+        "titled" => {
+            let title = vec![
+                serde_json::json!({"role": "system", "content": "Write a title for the conversation."}),
+                serde_json::json!({"role": "user", "content": message}),
+            ];
+            match chat(&title, &[]) {
+                Ok(answer) => eprintln!("title: {}", answer.text),
+                Err(why) => eprintln!("title: none ({why})"),
+            }
+            std::process::exit(ask(&message));
+        }
         "fanout" => std::process::exit(fanout(&message)),
         other => {
             eprintln!("rehearsal-test-runtime: unknown mode {other:?}");

@@ -1,7 +1,7 @@
 //! `oracle.model-side.child-tools`: the tools a child is offered, read from its first request
 //! against its parent's request that made the call and the call's own grant.
 
-use crate::dialect::{Dialect, ResultMode, normalized};
+use crate::dialect::{Dialect, normalized};
 use crate::evidence::attribution::ModelSide;
 use crate::rules::Rules;
 
@@ -99,7 +99,7 @@ fn exact(
             return false;
         }
         if let Some(spawn) = dialect.spawn_tool(t) {
-            return spawn.result == ResultMode::Sync && depth < rules.depth_limit;
+            return spawn.may_run_sync() && depth < rules.depth_limit;
         }
         if dialect.is_family(t) {
             return false;

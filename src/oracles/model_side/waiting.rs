@@ -181,7 +181,7 @@ pub(super) fn held(side: &ModelSide, dialect: &Dialect, budgets: &Reckoned, out:
     let read = |task: &str| {
         requests.iter().any(|&i| {
             side.exchanges[i].messages.iter().any(|m| {
-                dialect.notified(&m.content).is_some_and(|n| n.task_id == task)
+                dialect.notifications(&m.content).iter().any(|n| n.task_id == task)
                     || m.role == Role::Tool
                         && wait_entries(&m.content).iter().any(|(id, _, r)| id == task && r.is_some())
             })

@@ -1104,7 +1104,7 @@ pub fn played(scenario: &Scenario, dialect: Dialect, recording: &Recording) -> W
                             message: format!("exchange {n}: {why}"),
                         });
                     }
-                    Plan::Side | Plan::Halted(_) => {}
+                    Plan::Side(_) | Plan::Halted(_) => {}
                 }
             }
             Event::Replied(n) => {

@@ -57,6 +57,26 @@ fn a_runtime_speaking_the_responses_api_is_driven_and_its_turns_chained_by_previ
     assert!(out.stderr.contains("2 requests, 2 turns"), "{}", out.both());
 }
 
+/// A runtime description's `side_requests` reach `drive`: the test runtime's `titled` mode
+/// asks for a title before each turn, which the description declares; it is answered with the
+/// declared reply, is no agent's request, and the scenario passes as it does without it. Under a
+/// description that does not declare it, the title request is taken for the root's first and
+/// the run fails.
+#[test]
+fn a_descriptions_side_requests_are_answered_and_left_out_under_drive() {
+    let command = [test_runtime(), "titled", "turn {turn}: {message}"];
+    let out = drive(
+        &["tests/drive/two-turns.json", "--runtime", "tests/wire_runtime/titled-runtime.json", "--trace"],
+        &command,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stdout.contains("PASS drive-two-turns"), "{}", out.both());
+    assert_eq!(out.stdout.matches("title: A title").count(), 2, "each turn's stderr: {}", out.both());
+    assert!(out.stderr.contains("4 requests, 2 turns"), "{}", out.both());
+    let undeclared = drive(&["tests/drive/two-turns.json"], &command);
+    assert_eq!(undeclared.code, Some(1), "{}", undeclared.both());
+}
+
 #[test]
 fn a_wrong_substitution_is_caught_by_the_request_check() {
     let out = drive(&["tests/drive/two-turns.json"], &[test_runtime(), "ask", "{message}"]);

@@ -786,3 +786,39 @@ async fn side_and_unattributed_requests_are_counted_apart_and_the_counts_add_up(
     let truth = wire::ground_truth(&run.side, &run.labels, &header);
     assert_eq!((truth.right, truth.wrong.len(), truth.unattributed, truth.unlabelled), (2, 1, 2, 0), "{truth:?}");
 }
+
+/// A runtime description's `side_requests` (docs/runtimes.md): a request matching one, by its
+/// model, or by its system text and last message together, is answered with the declared text
+/// (before the script starts, and after it has ended), put down to no agent and left out of
+/// the oracles: the run passes as the same run without them does. A request matching only
+/// part of a pattern is not a side request.
+#[tokio::test]
+async fn a_descriptions_side_requests_are_answered_with_their_reply_and_left_out_of_the_run() {
+    let description = rehearsal::wire::runtime::RuntimeDescription::from_json(
+        r#"{"name": "r", "dialect": "roku", "preset": "roku", "side_requests": [
+            {"name": "quota", "model": "tiny-model", "reply": "ok", "why": "a check before the first turn"},
+            {"name": "summary", "system_contains": "Summarise progress", "contains": "Describe", "reply": "Reading the logs.", "why": "a progress label"}]}"#,
+        "r.json",
+    )
+    .unwrap();
+    let side = description.side_requests.clone();
+    let (scenario, server) = start("delegate.json", "roku", ServeOptions { side, ..options() }).await;
+    let quota = r#"{"model":"tiny-model","messages":[{"role":"user","content":"quota"}]}"#;
+    let summary = r#"{"model":"m","messages":[{"role":"system","content":"Summarise progress in 5 words."},{"role":"user","content":"Describe: Summarise the logs"}]}"#;
+    let answer = chat(&server, quota).await;
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.contains(r#""content":"ok""#), "{}", answer.body);
+    assert_eq!(chat(&server, &root_first(false)).await.status, 200);
+    assert_eq!(chat(&server, CHILD_FIRST).await.status, 200);
+    assert_eq!(chat(&server, &root_second(TRUNCATED)).await.status, 200);
+    // After the script's last reply: still a side request, still answered.
+    let answer = chat(&server, summary).await;
+    assert_eq!(answer.status, 200);
+    assert!(answer.body.contains(r#""content":"Reading the logs.""#), "{}", answer.body);
+    let end = server.done().await;
+    let run = server.finish(end).await;
+    use rehearsal::internals::evidence::attribution::Attribution;
+    let sides = run.side.attributions.iter().filter(|a| matches!(a, Attribution::Side(_))).count();
+    assert_eq!(sides, 2, "{:?}", run.side.attributions);
+    wire::judge(&scenario, &run).assert_passed();
+}
