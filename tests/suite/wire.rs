@@ -7,4 +7,5 @@ mod clock_shim;
 mod drive;
 mod hostile;
 mod record;
+mod record_messages;
 mod serve;
