@@ -353,3 +353,29 @@ fn a_malformed_or_oversized_messages_body_is_refused_in_anthropic_s_error_object
     let kinds: Vec<FindingKind> = recording.findings.iter().map(|f| f.kind).collect();
     assert_eq!(kinds, [FindingKind::Malformed, FindingKind::Malformed, FindingKind::Oversized]);
 }
+
+#[test]
+fn count_tokens_goes_upstream_and_back_and_is_no_exchange() {
+    const COUNT: &str = r#"{"input_tokens":8}"#;
+    let (url, heads) = raw_upstream(1, COUNT);
+    let options = ProxyOptions { upstream: url, ..ProxyOptions::default() };
+    let recording = through_proxy(options, |addr| {
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+        let mut stream = TcpStream::connect(&addr).unwrap();
+        let request = format!(
+            "POST /v1/messages/count_tokens?beta=true HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n{}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            claude_headers("k"),
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        let answer = super::serve::parse(&String::from_utf8_lossy(&raw));
+        assert_eq!((answer.status, answer.body.as_str()), (200, COUNT));
+    });
+    let head = heads.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(head.starts_with("POST /v1/messages/count_tokens?beta=true HTTP/1.1\r\n"), "{head}");
+    assert!(recording.exchanges.is_empty(), "{:?}", recording.exchanges);
+    assert!(recording.findings.is_empty(), "{:?}", recording.findings);
+    assert_eq!(recording.requests, 1);
+}
