@@ -163,7 +163,8 @@ enum Command {
     /// scenario file and print the command that replays it.
     #[command(after_help = FUZZ_AFTER_HELP)]
     Fuzz {
-        /// How many scenarios to generate [default: 1000, or no limit with --time].
+        /// How many scenarios to generate [default: 1000, 100 with --runtime, or no limit with
+        /// --time].
         #[arg(long, value_name = "N")]
         cases: Option<u64>,
         /// Root seed of every draw; the same seed generates the same cases.
@@ -179,8 +180,10 @@ enum Command {
         /// --judge`). Judged from the model's side, cases also draw the shapes that make its
         /// rules visible (docs/fuzzing.md); judged from events, a seed draws the cases it
         /// always drew.
-        #[arg(long, value_enum, default_value_t = JudgeArg::Events)]
-        judge: JudgeArg,
+        /// [default: events; model-side with --runtime, the only judge of a runtime in another
+        /// process]
+        #[arg(long, value_enum)]
+        judge: Option<JudgeArg>,
         /// Where to write the minimal scenario of a finding.
         #[arg(long, default_value = "fuzz-findings")]
         out: PathBuf,
@@ -205,6 +208,9 @@ enum Command {
         #[arg(long, value_name = "DURATION", value_parser = positive_duration,
               default_value_t = humantime::Duration::from(fuzz::PROGRESS_EVERY))]
         progress_every: humantime::Duration,
+        /// A runtime in another process to fuzz instead of the linked core.
+        #[command(flatten)]
+        outside: fuzz::runtime::OutsideArgs,
     },
     /// Play a scenario's script as an OpenAI-compatible model on 127.0.0.1 for a runtime in
     /// another process; judge the run by the model-side oracles when the script ends.
@@ -435,7 +441,27 @@ pub fn execute(
             shard,
             progress_every,
             judge,
+            outside,
         } => {
+            if outside.chosen().is_some() {
+                // Each case waits on a process: more at once than cores is fine, within reason.
+                let jobs = jobs.map_or_else(jobs::default_jobs, usize::from).min(64);
+                let campaign = fuzz::runtime::Campaign {
+                    outside: &outside,
+                    cases: cases.unwrap_or(if time.is_some() { u64::MAX } else { 100 }),
+                    seed,
+                    jobs,
+                    shard: shard.unwrap_or_default(),
+                    time: time.map(Into::into),
+                    progress_every: progress_every.into(),
+                    model_side: judge != Some(JudgeArg::Events),
+                };
+                return fuzz::runtime::command(&campaign, &dir, out, err);
+            }
+            if let Some(why) = outside.without_runtime() {
+                let _ = writeln!(err, "error: {why}");
+                return Exit::BadInput;
+            }
             // At most one thread per core: a case is all computation, so more threads only
             // cost memory (`-j 33000` would abort). `run_campaign` caps them at the cases.
             let jobs = jobs.map_or_else(jobs::default_jobs, usize::from).min(jobs::default_jobs());
@@ -452,7 +478,7 @@ pub fn execute(
                 }
             };
             let cases = cases.unwrap_or(if time.is_some() { u64::MAX } else { 1000 });
-            let judge = match judge {
+            let judge = match judge.unwrap_or(JudgeArg::Events) {
                 JudgeArg::Events => crate::oracles::model_side::Judge::Events,
                 JudgeArg::ModelSide => crate::oracles::model_side::Judge::ModelSide,
             };

@@ -4,7 +4,8 @@
 //! is judged by the same scenario files and model-side oracles as the built-in core.
 //!
 //! - [`api`]: the request, response, chunk, error and model-list types (serde); the Anthropic
-//!   Messages API's in [`api::anthropic`], with its events.
+//!   Messages API's in [`api::anthropic`] and the OpenAI Responses API's in [`api::responses`],
+//!   with their events.
 //! - [`clock`]: virtual time across the process boundary (docs/clock-protocol.md): the
 //!   [`clock::VirtualClock`] state machine and the TCP endpoint a runtime's clock shim talks to.
 //! - [`stream`]: a reply as SSE chunks, as the `openai` SDKs parse them.
@@ -17,6 +18,8 @@
 //!   own limits the oracles judge against, the features it has.
 //! - [`drive`]: one scenario played against a runtime's command, once per user turn, then
 //!   judged.
+//! - `fuzz`: generated scenarios driven through a runtime's command, judged from the model's
+//!   side, a finding shrunk by re-driving smaller cases and replayed (`rehearsal fuzz --runtime`).
 //! - [`record`]: a real run through a proxy ([`record::proxy`]) to an upstream model, written
 //!   as a scenario (secrets blanked, volatile spans named) and judged.
 //! - `served`: the record of a served run, as data ([`WireRun`] and what it holds).
@@ -66,6 +69,8 @@ pub mod api;
 mod barrier;
 pub mod clock;
 pub mod drive;
+#[cfg(feature = "fuzz")]
+pub(crate) mod fuzz;
 mod head;
 mod judge;
 pub(crate) mod process;

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Once, mpsc};
 use std::time::{Duration, Instant};
 
+pub(super) mod runtime;
+
 use super::Exit;
 use crate::fuzz::{self, Ended, Report, Shard, Stop, Tally};
 
@@ -33,10 +35,10 @@ pub(super) struct Campaign {
 }
 
 /// Ctrl-Cs since the campaign started.
-static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
+pub(super) static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
 
 /// Counts Ctrl-Cs from now on instead of dying at the first; the second exits at once.
-fn watch_interrupts() {
+pub(super) fn watch_interrupts() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         // ctrlc runs the handler on a thread of its own, not in signal context. It writes
@@ -54,21 +56,21 @@ fn watch_interrupts() {
 
 /// The counts the campaign's threads report, read by the thread that prints them.
 #[derive(Default)]
-struct Live {
+pub(super) struct Live {
     done: AtomicU64,
     invalid: AtomicU64,
     findings: AtomicU64,
 }
 
 impl Live {
-    fn record(&self, tally: Tally) {
+    pub(super) fn record(&self, tally: Tally) {
         // Threads report out of order: keep the highest count seen.
         self.done.fetch_max(tally.done, Ordering::Relaxed);
         self.invalid.fetch_max(tally.invalid, Ordering::Relaxed);
         self.findings.fetch_max(tally.findings, Ordering::Relaxed);
     }
 
-    fn get(&self) -> Tally {
+    pub(super) fn get(&self) -> Tally {
         Tally {
             done: self.done.load(Ordering::Relaxed),
             invalid: self.invalid.load(Ordering::Relaxed),
@@ -187,7 +189,7 @@ fn refused(campaign: &Campaign, dir: &Path) -> Option<String> {
 /// can be made there. Probed with a file made and removed at once in `dir`, or in the nearest
 /// folder above it that exists (nothing is left behind: the folder itself is made only for a
 /// finding).
-fn writable_folder(dir: &Path) -> Result<(), String> {
+pub(super) fn writable_folder(dir: &Path) -> Result<(), String> {
     let mut at = dir;
     loop {
         match std::fs::metadata(at) {

@@ -89,8 +89,8 @@ pub(super) struct ServeArgs {
 pub(super) const SERVE_AFTER_HELP: &str = "\
 It prints the base URL and the environment lines to export (OPENAI_BASE_URL, OPENAI_API_KEY,
 ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, and the runtime's own, such as BUB_API_BASE) on stderr,
-then serves POST /v1/chat/completions and the Anthropic POST /v1/messages (streamed and not),
-POST /v1/messages/count_tokens and GET /v1/models. Wire times are wall times: a scripted latency waits
+then serves POST /v1/chat/completions, POST /v1/responses and the Anthropic POST /v1/messages
+(streamed and not), POST /v1/messages/count_tokens and GET /v1/models. Wire times are wall times: a scripted latency waits
 latency_ms x --time-scale real milliseconds. With --clock they are virtual: start the runtime
 with the REHEARSAL_CLOCK, PYTHONPATH and PYTHONHASHSEED lines printed too (one runtime process
 at a time follows the clock; docs/clock-protocol.md).

@@ -107,6 +107,10 @@ pub struct ModelExchange {
     /// knows it when it schedules the reply. `None` where the endpoint does not say (over the
     /// wire).
     pub ends_loop_due: Option<Duration>,
+    /// How many requests had arrived when the reply was given: within one virtual instant, the
+    /// order of replies and requests the endpoint saw (a reply given before request `i`
+    /// arrived has `replied_after <= i`). `None` until a reply is given.
+    pub replied_after: Option<usize>,
 }
 
 /// Who a request is from.
@@ -496,6 +500,7 @@ impl Attributor {
             reply: None,
             replied: None,
             ends_loop_due: None,
+            replied_after: None,
         });
         let attribution = self.attribute(number);
         self.record.attributions.push(attribution.clone());
@@ -515,9 +520,11 @@ impl Attributor {
 
     /// The reply given to request `number`, as an assistant message, at virtual time `at`.
     pub fn replied(&mut self, number: usize, reply: &Message, at: Duration) {
+        let arrived = self.record.exchanges.len();
         let exchange = &mut self.record.exchanges[number];
         exchange.reply = Some(reply.clone());
         exchange.replied = Some(at);
+        exchange.replied_after = Some(arrived);
         let Some(Attribution::Agent(who)) = self.record.attributions.get(number).cloned() else { return };
         let ends = self.dialect.final_text(reply).is_some();
         if let Some(agent) = self.agents.iter_mut().find(|a| a.alias == who.alias) {

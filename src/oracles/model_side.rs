@@ -1577,8 +1577,17 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                 let Some(when) = done_at(t) else { continue };
                 for c in side.calls.iter().filter(|c| !c.sync && &c.parent == parent) {
                     let Some(other) = &c.task_id else { continue };
-                    let finished_final = child_of(c).and_then(|a| out.agents.exchanges(a).last()).is_some_and(|x| {
-                        side.exchanges[x.0].reply.as_ref().is_some_and(|r| dialect.final_text(r).is_some())
+                    let last = child_of(c).and_then(|a| out.agents.exchanges(a).last()).map(|x| &side.exchanges[x.0]);
+                    let finished_final =
+                        last.is_some_and(|x| x.reply.as_ref().is_some_and(|r| dialect.final_text(r).is_some()));
+                    // The final reply reached the runtime before this request: in process the
+                    // endpoint knows when it was due (the core settles an instant before it
+                    // asks); over the wire, within one instant, only a reply given before the
+                    // request arrived could be in it (fuzz --runtime, py_runtime seed 1 case 4:
+                    // a child started and done in the instant its sibling ended, its reply
+                    // released with the root's next request).
+                    let reached_first = last.is_some_and(|x| {
+                        x.ends_loop_due.is_some() || x.replied_after.is_some_and(|before| before <= i)
                     });
                     // A child its parent started by the reply to this request, or a later one,
                     // was not due here however soon it answered (fuzz case 8762: a child started
@@ -1587,6 +1596,7 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
                         && other != *t
                         && c.exchange < i
                         && finished_final
+                        && reached_first
                         && done_at(other) == Some(when)
                         && !here.contains(other)
                         && !seen.contains(other)
@@ -1856,9 +1866,12 @@ fn profiles_listed(side: &ModelSide, rules: &Rules, setup: Option<&Setup>, out: 
 /// `oracle.model-side.terminal`: a reply holding one of the dialect's terminal calls
 /// (`final_answer`, `fail`) runs none of its calls and ends its agent's loop
 /// ([`roku.terminal.no-other-call-runs`], [`roku.terminal.scan-first`]): the agent's next
-/// request that keeps the reply holds no result of any of its calls, and gains something besides
-/// (a new turn's message, a notification, a message sent to it), or the loop went on as if the
-/// terminal call were a tool.
+/// request that keeps the reply gains something besides answers to its calls (a new turn's
+/// message, a notification, a message sent to it), or the loop went on as if the terminal call
+/// were a tool. Answers to the reply's calls beside something new are not read as runs: a
+/// runtime that goes on with the conversation (a held root woken by a notification) must answer
+/// every call before the API takes it; whether such an answer is a run's result the traffic
+/// does not say.
 fn terminal(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
     let mut findings = Vec::new();
     for list in out.agents.of.values() {
@@ -1873,9 +1886,13 @@ fn terminal(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
             let at = e.messages.len();
             let Some(kept) = later.get(at).filter(|m| kept_as(history(side), m, reply)) else { continue };
             let rest = &later[at + 1..];
-            if let Some(answer) = rest.iter().find(|m| {
+            let answers_a_call = |m: &&&Message| {
                 m.role == Role::Tool && kept.tool_calls.iter().any(|c| m.tool_call_id.as_deref() == Some(c.id.as_str()))
-            }) {
+            };
+            // Answers beside something new (a notification waking a held root) are what Chat
+            // Completions demands before a conversation goes on (every call answered), not runs.
+            let gains_more = rest.iter().any(|m| !answers_a_call(&m));
+            if let Some(answer) = rest.iter().find(answers_a_call).filter(|_| !gains_more) {
                 findings.push((
                     y,
                     format!(

@@ -6,9 +6,11 @@
 //! Fields a runtime may send that rehearsal does not read (`temperature`, `max_tokens`,
 //! `parallel_tool_calls`, ...) are accepted and ignored. What this module deliberately does
 //! not do: choose a reply, or know HTTP. The Anthropic Messages API's types are in
-//! [`anthropic`], beside these, and convert to the same [`Converted`].
+//! [`anthropic`] and the OpenAI Responses API's in [`responses`], beside these, and convert to
+//! the same [`Converted`].
 
 pub mod anthropic;
+pub mod responses;
 
 use std::sync::Arc;
 

@@ -170,8 +170,16 @@ pub struct RuntimeLimits {
 }
 
 /// The limits a scenario may set: the knobs of [`RuntimeLimits`] with a single value.
-pub const SETTABLE_KNOBS: [&str; 5] =
-    ["depth_limit", "result_limit_chars", "max_concurrency", "subagent_default_timeout_ms", "root_step_budget"];
+/// `subagent_default_timeout_seconds` is the default time limit for a runtime that reads it in
+/// seconds: the variable gets the seconds, the oracles judge the same limit in milliseconds.
+pub const SETTABLE_KNOBS: [&str; 6] = [
+    "depth_limit",
+    "result_limit_chars",
+    "max_concurrency",
+    "subagent_default_timeout_ms",
+    "subagent_default_timeout_seconds",
+    "root_step_budget",
+];
 
 /// A field that may be written `null`: present, it is `Some` of what was written (`null`:
 /// `Some(None)`, "none"); absent, `#[serde(default)]` leaves `None`, "keep the preset's".
@@ -436,7 +444,15 @@ impl RuntimeDescription {
                 oracles_off: Vec::new(),
                 note: None,
                 agent_header: crate::wire::AgentHeader::default(),
-                settable: BTreeMap::new(),
+                // The limits a scenario (or `fuzz --runtime`) may set: each is an environment
+                // variable of py_runtime's (examples/py_runtime/README.md).
+                settable: env(&[
+                    ("depth_limit", "PY_RUNTIME_DEPTH_LIMIT"),
+                    ("max_concurrency", "BUB_SUBAGENT_MAX_CONCURRENCY"),
+                    ("result_limit_chars", "PY_RUNTIME_RESULT_LIMIT_CHARS"),
+                    ("root_step_budget", "PY_RUNTIME_STEP_BUDGET"),
+                    ("subagent_default_timeout_seconds", "BUB_SUBAGENT_TIMEOUT_SECONDS"),
+                ]),
             },
             "roku" => RuntimeDescription {
                 name: "roku".into(),
@@ -612,6 +628,9 @@ impl RuntimeDescription {
                 "result_limit_chars" => l.result_limit_chars = Some(Some(*value as usize)),
                 "max_concurrency" => l.max_concurrency = Some(*value as usize),
                 "subagent_default_timeout_ms" => l.subagent_default_timeout_ms = Some(Some(*value)),
+                "subagent_default_timeout_seconds" => {
+                    l.subagent_default_timeout_ms = Some(Some(value.saturating_mul(1000)));
+                }
                 "root_step_budget" => l.root_step_budget = Some(set(*value)),
                 _ => {
                     if let Some(limit) = l.request_limits.iter_mut().find(|r| &r.name == name) {

@@ -1,9 +1,9 @@
-//! The HTTP server: `POST /v1/chat/completions` and the Anthropic `POST /v1/messages`
-//! (non-streamed and streamed; both read into the same conversation and answered from the same
-//! script), `POST /v1/messages/count_tokens`, `GET /v1/models`, on 127.0.0.1. One handler per
-//! route; the body-size limit is a layer; every refusal is an error object of the request's
-//! API made in one place ([`Refusal::response_in`]) and, when the runtime is to blame, a
-//! [`WireFinding`] too. Waits (latency, `hang`) are real time, scaled by
+//! The HTTP server: `POST /v1/chat/completions`, the Anthropic `POST /v1/messages` and the
+//! OpenAI `POST /v1/responses` (non-streamed and streamed; all read into the same conversation
+//! and answered from the same script), `POST /v1/messages/count_tokens`, `GET /v1/models`, on
+//! 127.0.0.1. One handler per route; the body-size limit is a layer; every refusal is an error
+//! object of the request's API made in one place ([`Refusal::response_in`]) and, when the
+//! runtime is to blame, a [`WireFinding`] too. Waits (latency, `hang`) are real time, scaled by
 //! [`ServeOptions::time_scale`], and end when the server stops, so no request outlives it.
 //!
 //! Under the clock ([`ServeOptions::clock`], docs/clock-protocol.md) waits are virtual: the
@@ -30,7 +30,7 @@ use axum::routing::{get, post};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::api::{self, ChatRequest, Converted, ErrorBody, ErrorObject, anthropic};
+use super::api::{self, ChatRequest, Converted, ErrorBody, ErrorObject, anthropic, responses};
 use super::barrier::Barrier;
 use super::clock::{Clock, Turn, request_key};
 use super::script::{Bridge, Plan};
@@ -74,6 +74,10 @@ pub struct ServeOptions {
     /// The header in which the runtime names the agent sending each request: recorded as the
     /// ground truth ([`WireRun::labels`]), never read to attribute. Default `X-Rehearsal-Agent`.
     pub agent_header: AgentHeader,
+    /// How many Responses API answers are kept for a later `previous_response_id` (those
+    /// asked with `store: false` are not); beyond it the oldest is dropped, and a request
+    /// naming it is answered `previous_response_not_found`. Default 1024.
+    pub responses_kept_max: usize,
 }
 
 impl Default for ServeOptions {
@@ -89,6 +93,7 @@ impl Default for ServeOptions {
             clock: None,
             barrier: None,
             agent_header: AgentHeader::default(),
+            responses_kept_max: 1024,
         }
     }
 }
@@ -284,6 +289,8 @@ struct Shared {
     stop_tx: watch::Sender<bool>,
     /// Under `--barrier`: where replies wait for quiet.
     barrier: Option<Arc<Barrier>>,
+    /// The Responses API answers kept for `previous_response_id`.
+    chains: Mutex<responses::Chains>,
 }
 
 impl Shared {
@@ -533,6 +540,7 @@ impl Server {
             stopping: AtomicBool::new(false),
             script_over: AtomicBool::new(false),
             barrier: options.barrier.map(|quiet| Arc::new(Barrier::new(quiet))),
+            chains: Mutex::new(responses::Chains::new(options.responses_kept_max)),
             stop_tx,
             options,
         });
@@ -544,6 +552,7 @@ impl Server {
             .route("/v1/chat/completions", post(chat).fallback(not_served))
             .route("/v1/messages", post(messages).fallback(not_served))
             .route("/v1/messages/count_tokens", post(count_tokens).fallback(not_served))
+            .route("/v1/responses", post(responses_route).fallback(not_served))
             .route("/v1/models", get(models_route).fallback(not_served))
             .fallback(not_served)
             .layer(DefaultBodyLimit::max(shared.options.body_limit_bytes))
@@ -672,6 +681,9 @@ enum Refusal {
     Halted(String),
     /// The request came after the script ended.
     AfterScript(String),
+    /// A Responses request's `previous_response_id` names no response kept (the id, quoted
+    /// bounded, and how many are kept).
+    PreviousNotFound(String, usize),
     /// The server is stopping.
     Stopping,
     /// A scripted `error` reply.
@@ -686,6 +698,7 @@ impl Refusal {
 
     /// The error object of `api`, with its status.
     fn response_in(self, api: Api, request: usize) -> Response {
+        let param = matches!(self, Refusal::PreviousNotFound(..)).then(|| "previous_response_id".to_string());
         let (status, kind, code, message) = match self {
             Refusal::Malformed(why) => (
                 400,
@@ -713,7 +726,15 @@ impl Refusal {
                 None,
                 Some("not_served"),
                 format!(
-                    "rehearsal: request #{request}: {method} {uri} is not served (POST /v1/chat/completions, POST /v1/messages and GET /v1/models are)"
+                    "rehearsal: request #{request}: {method} {uri} is not served (POST /v1/chat/completions, POST /v1/messages, POST /v1/responses and GET /v1/models are)"
+                ),
+            ),
+            Refusal::PreviousNotFound(id, kept) => (
+                400,
+                None,
+                Some("previous_response_not_found"),
+                format!(
+                    "rehearsal: request #{request}: Previous response with id '{id}' not found (this server keeps the last {kept} responses it gave with `store` not false)"
                 ),
             ),
             Refusal::Halted(why) => {
@@ -729,10 +750,10 @@ impl Refusal {
         };
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         match api {
-            Api::Chat => {
+            // OpenAI answers both of its APIs with the same error object.
+            Api::Chat | Api::Responses => {
                 let kind = kind.unwrap_or_else(|| api::error_type_of(status.as_u16()).to_string());
-                let body =
-                    ErrorBody { error: ErrorObject { message, kind, param: None, code: code.map(String::from) } };
+                let body = ErrorBody { error: ErrorObject { message, kind, param, code: code.map(String::from) } };
                 json_response(status, &body)
             }
             // Anthropic's error object has no code: rehearsal's own is in the message.
@@ -839,12 +860,15 @@ enum Api {
     Chat,
     /// Anthropic Messages.
     Messages,
+    /// OpenAI Responses.
+    Responses,
 }
 
-/// A request of either API, as sent.
+/// A request of any API, as sent.
 enum Incoming {
     Chat(ChatRequest),
     Messages(anthropic::MessagesRequest),
+    Responses(responses::ResponsesRequest),
 }
 
 impl Incoming {
@@ -857,13 +881,18 @@ impl Incoming {
             Api::Messages => serde_json::from_slice(body)
                 .map(Incoming::Messages)
                 .map_err(|e| format!("the body is not a messages request: {e}")),
+            Api::Responses => serde_json::from_slice(body)
+                .map(Incoming::Responses)
+                .map_err(|e| format!("the body is not a responses request: {e}")),
         }
     }
 
-    fn convert(&self) -> Result<Converted, String> {
+    /// The request as the conversation, `earlier` (a Responses request's chain) first.
+    fn convert(&self, earlier: &[Arc<responses::Item>]) -> Result<Converted, String> {
         match self {
             Incoming::Chat(request) => request.convert(),
             Incoming::Messages(request) => request.convert(),
+            Incoming::Responses(request) => request.convert(earlier),
         }
     }
 
@@ -871,6 +900,26 @@ impl Incoming {
         match self {
             Incoming::Chat(request) => request.model.as_deref(),
             Incoming::Messages(request) => request.model.as_deref(),
+            Incoming::Responses(request) => request.model.as_deref(),
+        }
+    }
+
+    /// The items of the response a Responses request's `previous_response_id` names (none
+    /// for other requests), or the id (quoted bounded) when it names none kept.
+    fn earlier(&self, shared: &Shared) -> Result<Arc<Vec<Arc<responses::Item>>>, String> {
+        let Incoming::Responses(request) = self else { return Ok(Arc::default()) };
+        let Some(id) = &request.previous_response_id else { return Ok(Arc::default()) };
+        shared.chains.lock().expect("chains lock poisoned").get(id).ok_or_else(|| super::excerpt(id))
+    }
+
+    /// Keeps a Responses answer for a later `previous_response_id`, unless asked with
+    /// `store: false`.
+    fn keep(&self, shared: &Shared, earlier: &[Arc<responses::Item>], exchange: usize, reply: &LlmReply) {
+        if let Incoming::Responses(request) = self
+            && request.stores()
+        {
+            let id = format!("resp_{exchange}");
+            shared.chains.lock().expect("chains lock poisoned").keep(&id, earlier, request.items(), reply, exchange);
         }
     }
 }
@@ -901,6 +950,16 @@ async fn messages(
     answer(Api::Messages, state, peer, headers, body).await
 }
 
+/// `POST /v1/responses`.
+async fn responses_route(
+    state: State<Arc<Shared>>,
+    peer: Option<axum::Extension<Peer>>,
+    headers: axum::http::HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    answer(Api::Responses, state, peer, headers, body).await
+}
+
 /// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, N the usage estimate of the
 /// request's system text and messages (a quarter of their characters, rounded up), as the
 /// reply's `usage.input_tokens` would be. Not an exchange: nothing is attributed or scripted.
@@ -916,7 +975,7 @@ async fn count_tokens(
     let counted = body
         .map_err(|rejection| format!("the body could not be read: {}", rejection.body_text()))
         .and_then(|body| Incoming::parse(Api::Messages, &body))
-        .and_then(|request| request.convert());
+        .and_then(|request| request.convert(&[]));
     let response = match counted {
         Ok(converted) => {
             let input_tokens = api::Usage::estimate(prompt_chars(&converted), 0).prompt_tokens;
@@ -971,7 +1030,16 @@ async fn answer(
             return at_once(turn, Refusal::Malformed(why).response_in(api, n), n).await;
         }
     };
-    let converted = match request.convert() {
+    let earlier = match request.earlier(&shared) {
+        Ok(earlier) => earlier,
+        Err(id) => {
+            let why = format!("previous_response_id `{id}` names no response this server keeps");
+            shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
+            let refusal = Refusal::PreviousNotFound(id, shared.options.responses_kept_max);
+            return at_once(turn, refusal.response_in(api, n), n).await;
+        }
+    };
+    let converted = match request.convert(&earlier) {
         Ok(converted) => converted,
         Err(why) => {
             shared.find(n, FindingKind::Malformed, format!("request #{n}: {why}"));
@@ -1000,6 +1068,7 @@ async fn answer(
         id: match api {
             Api::Chat => format!("chatcmpl-{exchange}"),
             Api::Messages => format!("msg_{exchange}"),
+            Api::Responses => format!("resp_{exchange}"),
         },
         created: shared.created,
         model: request.model().unwrap_or("rehearsal").to_string(),
@@ -1008,7 +1077,9 @@ async fn answer(
         Plan::Side => {
             let reply = LlmReply::default();
             shared.bridge.lock().expect("bridge lock poisoned").replied(exchange, &reply, shared.time(turn.as_ref()));
-            return at_once(turn, reply_response(&head, &reply, &request, prompt_chars, None), n).await;
+            request.keep(&shared, &earlier, exchange, &reply);
+            let response = reply_response(&head, exchange, &reply, &request, prompt_chars, None);
+            return at_once(turn, response, n).await;
         }
         Plan::Unattributed(why) => {
             shared.bridge.lock().expect("bridge lock poisoned").failed(exchange);
@@ -1073,7 +1144,7 @@ async fn answer(
             held.answered = true;
             let code = status.unwrap_or(500);
             let what = kind.clone().unwrap_or_else(|| match api {
-                Api::Chat => api::error_type_of(code).to_string(),
+                Api::Chat | Api::Responses => api::error_type_of(code).to_string(),
                 Api::Messages => anthropic::error_type_of(code).to_string(),
             });
             shared.unreplied.lock().expect("unreplied lock poisoned").insert(exchange, format!("error {code} {what}"));
@@ -1092,7 +1163,10 @@ async fn answer(
                 bridge.replied(exchange, &reply, answered_at);
             }
             drop(bridge);
-            reply_response(&head, &reply, &request, prompt_chars, drop_after)
+            if drop_after.is_none() {
+                request.keep(&shared, &earlier, exchange, &reply);
+            }
+            reply_response(&head, exchange, &reply, &request, prompt_chars, drop_after)
         }
     }
 }
@@ -1124,6 +1198,7 @@ impl Drop for Delaying {
 /// The answer of a reply: JSON, or an SSE stream; cut after `drop_after` chunks when given.
 fn reply_response(
     head: &Head,
+    exchange: usize,
     reply: &LlmReply,
     request: &Incoming,
     prompt_chars: usize,
@@ -1142,6 +1217,7 @@ fn reply_response(
     let streams = match request {
         Incoming::Chat(request) => request.streams(),
         Incoming::Messages(request) => request.streams(),
+        Incoming::Responses(request) => request.streams(),
     };
     if !streams {
         if drop_after.is_some() {
@@ -1154,6 +1230,10 @@ fn reply_response(
             Incoming::Messages(_) => {
                 json_response(StatusCode::OK, &anthropic::message(&head.id, &head.model, reply, prompt_chars))
             }
+            Incoming::Responses(request) => {
+                let head = responses::Head::of(request, exchange, head.created);
+                json_response(StatusCode::OK, &responses::response(&head, reply, prompt_chars))
+            }
         };
     }
     let mut frames: Vec<Result<Bytes, std::io::Error>> = match request {
@@ -1165,6 +1245,12 @@ fn reply_response(
             .iter()
             .map(|e| Ok(Bytes::from(anthropic::frame(e))))
             .collect(),
+        Incoming::Responses(request) => {
+            responses::events(&responses::Head::of(request, exchange, head.created), reply, prompt_chars)
+                .iter()
+                .map(|e| Ok(Bytes::from(responses::frame(e))))
+                .collect()
+        }
     };
     let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
     let body = match drop_after {
@@ -1173,7 +1259,8 @@ fn reply_response(
             Body::from_stream(futures_util::stream::iter(frames).chain(broken()))
         }
         None => {
-            // Chat ends with `[DONE]`; a Messages stream ends with its `message_stop` event.
+            // Chat ends with `[DONE]`; a Messages stream ends with its `message_stop` event, a
+            // Responses stream with `response.completed`.
             if matches!(request, Incoming::Chat(_)) {
                 frames.push(Ok(Bytes::from_static(stream::DONE.as_bytes())));
             }

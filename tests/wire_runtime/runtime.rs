@@ -30,6 +30,11 @@
 //! `TEST_RUNTIME_KEY_IN_BODY=1` writes into the message) and `anthropic-version`, the reply's
 //! `text` blocks as its text; with `TEST_RUNTIME_STREAM=1` streamed (`text_delta`s, an error
 //! unless `message_stop` came), and `TEST_RUNTIME_TIMEOUT_MS` as over Chat.
+//! `TEST_RUNTIME_API=responses` makes `ask` speak the OpenAI Responses API: `POST
+//! {OPENAI_BASE_URL}/responses`, the first turn with the history as `input`, each later turn
+//! with only the new user message and `previous_response_id` (the last answer's id, kept in
+//! `response_id` of the working directory), the reply's `output_text` parts as its text (not
+//! streamed).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -68,10 +73,10 @@ fn ask(message: &str) -> i32 {
     let mut history: Vec<serde_json::Value> =
         std::fs::read_to_string("history.json").ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
     history.push(serde_json::json!({"role": "user", "content": with_key(message)}));
-    let answer = if std::env::var("TEST_RUNTIME_API").as_deref() == Ok("anthropic") {
-        messages(&history)
-    } else {
-        chat(&history, &[])
+    let answer = match std::env::var("TEST_RUNTIME_API").as_deref() {
+        Ok("anthropic") => messages(&history),
+        Ok("responses") => responses(&history),
+        _ => chat(&history, &[]),
     };
     let answer = match answer {
         Ok(answer) => answer,
@@ -325,6 +330,61 @@ fn message_events(body: &str) -> Result<Answer, String> {
         }
     }
     Err(format!("the stream broke off after {text:?}"))
+}
+
+/// One OpenAI Responses request over a fresh connection: the whole history the first time,
+/// then only the last message, chained to the last answer by `previous_response_id` (kept in
+/// `response_id`); the text of the reply's `output_text` parts.
+fn responses(history: &[serde_json::Value]) -> Result<Answer, String> {
+    let base = std::env::var("OPENAI_BASE_URL").expect("OPENAI_BASE_URL is set");
+    let rest = base.strip_prefix("http://").expect("an http:// base URL");
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut body = serde_json::json!({"model": "rehearsal"});
+    match std::fs::read_to_string("response_id") {
+        Ok(id) => {
+            body["previous_response_id"] = id.trim().into();
+            body["input"] = serde_json::Value::from(history[history.len() - 1..].to_vec());
+        }
+        Err(_) => body["input"] = serde_json::Value::from(history.to_vec()),
+    }
+    let body = body.to_string();
+    let key = std::env::var("OPENAI_API_KEY").unwrap_or_default();
+    let mut conn = TcpStream::connect(host).map_err(|e| format!("cannot connect: {e}"))?;
+    write!(
+        conn,
+        "POST /{path}/responses HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(|e| format!("cannot send: {e}"))?;
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).map_err(|e| format!("cannot read: {e}"))?;
+    let answer = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status: u16 = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)?
+    } else {
+        body.to_string()
+    };
+    if status != 200 {
+        return Err(format!("HTTP {status}: {body}"));
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| format!("the answer is not JSON ({e}): {body:?}"))?;
+    let Some(id) = json["id"].as_str().filter(|_| json["object"] == "response") else {
+        return Err(format!("not a response: {body}"));
+    };
+    std::fs::write("response_id", id).map_err(|e| format!("cannot keep the response id: {e}"))?;
+    let text = json["output"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "message")
+        .flat_map(|item| item["content"].as_array().into_iter().flatten())
+        .filter(|part| part["type"] == "output_text")
+        .filter_map(|part| part["text"].as_str())
+        .collect();
+    Ok(Answer { text, calls: Vec::new() })
 }
 
 /// A chunked body decoded; an error if it broke off before its last chunk.

@@ -30,6 +30,13 @@ def bug(name: str) -> bool:
     return name in {b.strip() for b in os.environ.get("PY_RUNTIME_BUG", "").split(",")}
 
 
+def in_use_statuses() -> tuple[str, ...]:
+    """bub.session.named-one-at-a-time: the task statuses that hold a named session."""
+    if bug("blind_named_busy_running_only"):
+        return ("running",)  # breaks it: a queued task is not seen as holding its session
+    return ("queued", "running")
+
+
 def _env_int(name: str, default: int | None) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -195,6 +202,10 @@ class Result:
     body: str
     order: int
     read: bool = False
+    # When the task ended, on the event loop's clock: tasks that end in the same instant (the
+    # same virtual time under rehearsal's clock) are ties, taken in spawn order
+    # (bub.delivery.tie-spawn-order), whichever the loop happened to read first.
+    ended_at: float = 0.0
 
 
 class Runtime:
@@ -296,12 +307,16 @@ class Runtime:
                        task: Task | None = None, model: str | None = None) -> Outcome:
         """One agent's loop (roku.md section 1). `budget` is a one-item list so a caller sees it."""
         step_index = 0
+        initial_budget = budget[0]  # only read by the blind_exhausted_steps_spent bug
         recovery = self.rules.recovery_budget
         is_root = task is None
         names = {t["function"]["name"] for t in tools}
         while True:
             # roku.loop.budget-zero-fails, bub.turn.budget-checked-before-intake
             if budget[0] <= 0:
+                if bug("blind_exhausted_steps_spent"):
+                    # breaks roku.loop.budget-zero-fails: N is the steps spent, not step_index.
+                    step_index = initial_budget - budget[0]
                 return Outcome("fail", f"Step budget exhausted after {step_index} steps; goal: {goal}")
             if is_root:
                 self.take_in_results(history)
@@ -343,6 +358,10 @@ class Runtime:
                     continue
                 return Outcome("final", str(args.get("message", "")))
             regular = False
+            if is_root:
+                # core.instant.ties-together: a cancel, send or spawn in the instant a child
+                # ends finds it ended (found by `rehearsal fuzz --runtime`, issue 41).
+                await self.settle()
             for c in calls:  # roku.calls.serial-in-order
                 name = c["function"]["name"]
                 # core.depth.subagent-root-only: a root not offered the family (depth limit 0)
@@ -386,8 +405,18 @@ class Runtime:
             return True
         self.arrived.clear()
         await self.arrived.wait()
-        await asyncio.sleep(0)  # let children ending in the same instant record theirs
+        await self.settle()
         return True
+
+    async def settle(self) -> None:
+        """core.instant.ties-together: let children ending in this instant record theirs before
+        results are taken in. A reply released with the one just read may take several turns of
+        the event loop to be read (one turn was not enough: `rehearsal fuzz --runtime` found
+        it, issue 41), so this waits until the loop has turned 20 times with no new result."""
+        seen, quiet = len(self.results), 0
+        while quiet < 20:
+            await asyncio.sleep(0)
+            seen, quiet = (len(self.results), 0) if len(self.results) != seen else (seen, quiet + 1)
 
     def take_in_results(self, history: list[dict[str, Any]]) -> None:
         """bub.delivery.before-next-step, completion order (ties in spawn order)."""
@@ -395,7 +424,7 @@ class Runtime:
         if bug("delivery_spawn_order"):
             ready.sort(key=lambda r: r.task.spawn_seq)
         else:
-            ready.sort(key=lambda r: (r.order, r.task.spawn_seq))
+            ready.sort(key=lambda r: (r.ended_at, r.task.spawn_seq))
         for r in ready:
             r.read = True
             history.extend(getattr(r.task, "spliced", []))  # only the fork_splice bug sets it
@@ -454,7 +483,7 @@ class Runtime:
         if mode_arg not in ("temp", "fork", "inherit"):
             # bub.session.named-one-at-a-time
             busy = next((t for t in self.tasks.values() if t.session == mode_arg
-                         and t.mode == "named" and t.status in ("queued", "running")), None)
+                         and t.mode == "named" and t.status in in_use_statuses()), None)
             if busy is not None:
                 return f"session '{mode_arg}' is in use by task {busy.task_id}"
         grant = min(budget[0], rules.child_step_cap)  # core.budget.pre-deduction-both-families
@@ -473,6 +502,9 @@ class Runtime:
         else:
             start = []
         limit = as_number(args.get("timeout_seconds"))
+        if bug("blind_zero_timeout_default"):
+            # breaks bub.timeout.zero-is-none: a call's 0 is falsy, so the default applies.
+            limit = limit or rules.subagent_default_timeout
         if limit is None:
             limit = rules.subagent_default_timeout  # bub.timeout.precedence
         if limit is not None:
@@ -503,7 +535,7 @@ class Runtime:
         if not message.strip():
             return "error: empty message"
         busy = next((t for t in self.tasks.values() if t.session == task.session
-                     and t.mode == "named" and t.status in ("queued", "running")), None)
+                     and t.mode == "named" and t.status in in_use_statuses()), None)
         if busy is not None:
             return f"session '{task.session}' is in use by task {busy.task_id}"
         task.grant = min(budget[0], self.rules.child_step_cap)  # core.budget.continuation-fresh-grant
@@ -590,7 +622,7 @@ class Runtime:
             task.parent_budget[0] += task.child_budget[0]  # breaks core.budget.never-refunded
         self.finish(task, status)
         self.end_counter += 1
-        self.results.append(Result(task, status, body, self.end_counter))
+        self.results.append(Result(task, status, body, self.end_counter, ended_at=asyncio.get_running_loop().time()))
         self.arrived.set()
 
     def finish(self, task: Task, status: str) -> None:
@@ -607,6 +639,12 @@ class Runtime:
         elif task.handle is not None:
             task.handle.cancel()
             self.finish(task, "cancelled")
+        if bug("blind_cancel_notified"):
+            # breaks bub.cancel.no-notification: the cancel is recorded as a result like any end.
+            self.end_counter += 1
+            self.results.append(Result(task, "cancelled", "Cancelled.", self.end_counter,
+                                       ended_at=asyncio.get_running_loop().time()))
+            self.arrived.set()
 
     async def wait(self, args: dict[str, Any]) -> str:
         """bub.wait.*: covered tasks, a deadline, then the JSON array of bub.wait.result-shape."""
@@ -637,10 +675,10 @@ class Runtime:
                 await asyncio.wait_for(self.arrived.wait(), left)
             except asyncio.TimeoutError:
                 break
-        await asyncio.sleep(0)
+        await self.settle()
         cov_ids = {t.task_id for t in covered}
         read = sorted((r for r in self.results if not r.read and r.task.task_id in cov_ids),
-                      key=lambda r: (r.order, r.task.spawn_seq))
+                      key=lambda r: (r.ended_at, r.task.spawn_seq))
         out: list[dict[str, Any]] = []
         for r in read:
             if not bug("wait_then_notify"):
@@ -673,9 +711,9 @@ class Runtime:
         while any(t.status in ("queued", "running") for t in self.tasks.values()):
             self.arrived.clear()
             await self.arrived.wait()
-        await asyncio.sleep(0)
+        await self.settle()
         pending = [r for r in self.results if not r.read]
-        pending.sort(key=lambda r: (r.order, r.task.spawn_seq))
+        pending.sort(key=lambda r: (r.ended_at, r.task.spawn_seq))
         self.state["pending"] = [notification(r) for r in pending]
         self.save_tasks()
         self.state["turn"] = self.state.get("turn", 0) + 1

@@ -395,6 +395,72 @@ class Bugs(unittest.TestCase):
             self.assertEqual(body, "Timed out after 1.0 seconds." if buggy else "Timed out after 1 seconds.")
         self.assertBug("timeout_text_float", check)
 
+    # --- switches written blind to the fuzzer (BUGS.md) ----------------------------------
+
+    def test_blind_cancel_notified(self):
+        def check(buggy: bool, env):
+            def root(n, body):
+                if n == 1:
+                    return 0.0, "", [("subagent", {"prompt": "A"})]
+                if n == 2:  # A has asked by now and is still waiting for its reply
+                    return 0.2, "", [("subagent.cancel", {"task_id": "sub-e220a839"})]
+                return 0.0, "done", []
+            out, s = run_turn(children_answer({"A": 1.0}, root), env)
+            self.assertEqual(len(child_by_prompt(s, "A")), 1)  # A asked once, then was stopped
+            root_reqs = [r for r in s.requests if r["agent"] == "req-1"]
+            tool = [m for m in root_reqs[2]["body"]["messages"] if m["role"] == "tool"][-1]["content"]
+            self.assertEqual(tool, '{"task_id":"sub-e220a839","status":"cancelled"}')  # bub.cancel.result
+            # bub.cancel.no-notification: the parent already has its answer, no notification follows.
+            self.assertEqual(notifications(s), [
+                '<subagent-notification task_id="sub-e220a839" status="cancelled">\n'
+                "Cancelled.\n</subagent-notification>"] if buggy else [])
+            self.assertEqual((out.message, len(root_reqs)), ("done", 3))
+        self.assertBug("blind_cancel_notified", check)
+
+    def test_blind_named_busy_running_only(self):
+        def check(buggy: bool, env):
+            root = spawn({"prompt": "A"}, {"prompt": "N1", "session": "notes"},
+                         {"prompt": "N2", "session": "notes"})
+            # three spawns of 1 + 10 steps each need more than the default 30
+            _, s = run_turn(children_answer({"A": 0.3}, root),
+                            dict(env, BUB_SUBAGENT_MAX_CONCURRENCY="1", PY_RUNTIME_STEP_BUDGET="40"))
+            second = [r for r in s.requests if r["agent"] == "req-1"][1]["body"]["messages"]
+            tools = [m["content"] for m in second if m["role"] == "tool"]
+            self.assertEqual(tools[1], '{"task_id":"sub-6e789e6a","status":"queued","session":"notes"}')
+            # bub.session.named-one-at-a-time: N1 is queued on `notes`, so the session is in use.
+            self.assertEqual(tools[2], '{"task_id":"sub-06c45d18","status":"queued","session":"notes"}'
+                             if buggy else "session 'notes' is in use by task sub-6e789e6a")
+            self.assertEqual(len(child_by_prompt(s, "N2")) > 0, buggy)  # a second run on the session
+        self.assertBug("blind_named_busy_running_only", check)
+
+    def test_blind_zero_timeout_default(self):
+        def check(buggy: bool, env):
+            script = children_answer({"A": 1.0, "B": 1.0}, spawn(
+                {"prompt": "A", "timeout_seconds": 0}, {"prompt": "B"}))
+            _, s = run_turn(script, dict(env, BUB_SUBAGENT_TIMEOUT_SECONDS="0.5"))
+            bodies = {n.split('"')[1]: n.split("\n")[1] for n in notifications(s)}
+            # bub.timeout.zero-is-none: the call's 0 decides (no limit); B falls to the default.
+            self.assertEqual(bodies["sub-6e789e6a"], "Timed out after 0.5 seconds.")
+            self.assertEqual(bodies["sub-e220a839"],
+                             "Timed out after 0.5 seconds." if buggy else "answer to A")
+        self.assertBug("blind_zero_timeout_default", check)
+
+    def test_blind_exhausted_steps_spent(self):
+        def check(buggy: bool, env):
+            def script(agent, n, body):
+                if agent == "req-1":
+                    return spawn({"prompt": "A"})(n, body)
+                # one reply with ten regular calls spends the child's whole grant of 10
+                return 0.0, "", [("fs_read", {"path": f"missing-{i}"}) for i in range(10)]
+            _, s = run_turn(script, env)
+            self.assertEqual(len(child_by_prompt(s, "A")), 1)  # roku.loop.budget-zero-no-llm-call
+            # roku.loop.budget-zero-fails: N is step_index, 1 after one reply with regular calls.
+            self.assertEqual(notifications(s), [
+                '<subagent-notification task_id="sub-e220a839" status="failed">\n'
+                f"Step budget exhausted after {10 if buggy else 1} steps; goal: A\n"
+                "</subagent-notification>"])
+        self.assertBug("blind_exhausted_steps_spent", check)
+
 
 class Cli(unittest.TestCase):
     def test_two_turns_keep_history(self):

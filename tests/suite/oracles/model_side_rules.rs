@@ -43,6 +43,32 @@ fn a_terminal_call_answered_as_a_tool_fires_and_a_new_turn_does_not() {
     }
 }
 
+/// `oracle.model-side.terminal`: a held root woken by a notification answers its `final_answer`
+/// call with a placeholder, as Chat Completions demands before the conversation goes on (found
+/// by `fuzz --runtime` on py_runtime's correct mode): not a run. The same answer with nothing
+/// new beside it is the loop going on as if the call were a tool.
+#[test]
+fn a_held_final_answer_answered_beside_a_notification_is_not_a_run() {
+    let dialect = Dialect::builtin("bub").unwrap();
+    let notification =
+        Message::user("<subagent-notification task_id=\"sub-1\" status=\"completed\">\ndone\n</subagent-notification>");
+    for (notified, fires) in [(true, false), (false, true)] {
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Coordinate.");
+        let reply = Message::assistant("", vec![call("f1", "final_answer", serde_json::json!({"message": "ok"}))]);
+        let (n, _) = t.ask(std::slice::from_ref(&u1), &["final_answer", "fail"]);
+        t.reply(n, &reply);
+        let mut next = vec![u1, reply, Message::tool("f1", "not run: the reply ended the loop", false)];
+        if notified {
+            next.push(notification.clone());
+        }
+        t.ask(&next, &["final_answer", "fail"]);
+        let got = findings(t, &dialect, &Rules::bub());
+        let fired = got.iter().any(|f| f.contains("(oracle.model-side.terminal)"));
+        assert_eq!(fired, fires, "notified: {notified}: {got:#?}");
+    }
+}
+
 /// `oracle.model-side.terminal`: asking again with nothing new after a terminal call.
 #[test]
 fn asking_again_with_nothing_new_after_a_terminal_call_fires() {
@@ -656,5 +682,65 @@ fn a_handoff_target_whose_history_had_its_tools_removed_is_the_target() {
         let handed =
             matches!(&who, Attribution::Agent(a) if a.alias.to_string() == "main/1" && a.basis == Basis::Handoff);
         assert_eq!(handed, target, "{who:?}");
+    }
+}
+
+/// `oracle.model-side.delivery`, results that end in one instant reach the parent together
+/// (`core.instant.ties-together`): over the wire, within one virtual instant, a child's final
+/// reply given only after the root's request arrived could not be in it (found by `fuzz
+/// --runtime` on py_runtime: a queued child started and done in the instant its sibling ended);
+/// the same reply given before the request is the tie the rule speaks of.
+#[test]
+fn a_tie_is_judged_only_where_the_later_reply_reached_the_runtime_before_the_request() {
+    let dialect = Dialect::builtin("bub").unwrap();
+    let tools = ["final_answer", "fail", "subagent"];
+    let note = |id: &str, body: &str| {
+        Message::user(format!(
+            "<subagent-notification task_id=\"{id}\" status=\"completed\">\n{body}\n</subagent-notification>"
+        ))
+    };
+    for (second_first, fires) in [(false, false), (true, true)] {
+        let mut t = Talk::new(dialect.clone());
+        t.at(0);
+        let u1 = Message::user("Coordinate.");
+        let spawn = Message::assistant(
+            "",
+            vec![
+                call("c1", "subagent", serde_json::json!({"prompt": "job one"})),
+                call("c2", "subagent", serde_json::json!({"prompt": "job two"})),
+            ],
+        );
+        let (root1, _) = t.ask(std::slice::from_ref(&u1), &tools);
+        t.reply(root1, &spawn);
+        t.at(0);
+        let (one, _) = t.ask(&[Message::user("job one")], &["final_answer", "fail"]);
+        t.reply(one, &Message::assistant("one done", Vec::new()));
+        t.at(0);
+        let (two, _) = t.ask(&[Message::user("job two")], &["final_answer", "fail"]);
+        if second_first {
+            t.reply(two, &Message::assistant("two done", Vec::new()));
+        }
+        t.at(0);
+        let history = vec![
+            u1.clone(),
+            spawn.clone(),
+            Message::tool("c1", r#"{"task_id":"sub-1","status":"running"}"#, false),
+            Message::tool("c2", r#"{"task_id":"sub-2","status":"queued"}"#, false),
+            note("sub-1", "one done"),
+        ];
+        let (root2, _) = t.ask(&history, &tools);
+        if !second_first {
+            t.reply(two, &Message::assistant("two done", Vec::new()));
+        }
+        let answer = Message::assistant("noted", Vec::new());
+        t.reply(root2, &answer);
+        t.at(0);
+        let mut later = history.clone();
+        later.extend([answer, note("sub-2", "two done")]);
+        let (root3, _) = t.ask(&later, &tools);
+        t.reply(root3, &Message::assistant("all done", Vec::new()));
+        let got = findings(t, &dialect, &Rules::bub());
+        let fired = got.iter().any(|f| f.contains("(oracle.model-side.delivery)") && f.contains("same instant"));
+        assert_eq!(fired, fires, "the second reply given before the root's request: {second_first}: {got:#?}");
     }
 }

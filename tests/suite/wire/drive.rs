@@ -42,6 +42,21 @@ fn a_runtime_speaking_the_messages_api_is_driven_from_its_description_env() {
     assert!(out.stderr.contains("2 requests, 2 turns"), "{}", out.both());
 }
 
+/// Issue 40: `drive` serves the Responses API too. The test runtime asks `POST
+/// /v1/responses`, its second turn (a new process) sending only the new message and the first
+/// answer's id as `previous_response_id`: the server reads it as the whole conversation, and
+/// the same scenario, checks and expected messages pass as over Chat.
+#[test]
+fn a_runtime_speaking_the_responses_api_is_driven_and_its_turns_chained_by_previous_response_id() {
+    let out = drive(
+        &["tests/drive/two-turns.json", "--runtime", "tests/wire_runtime/responses-runtime.json", "--trace"],
+        &[test_runtime(), "ask", "turn {turn}: {message}"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.both());
+    assert!(out.stdout.contains("PASS drive-two-turns"), "{}", out.both());
+    assert!(out.stderr.contains("2 requests, 2 turns"), "{}", out.both());
+}
+
 #[test]
 fn a_wrong_substitution_is_caught_by_the_request_check() {
     let out = drive(&["tests/drive/two-turns.json"], &[test_runtime(), "ask", "{message}"]);

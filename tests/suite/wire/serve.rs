@@ -257,9 +257,9 @@ async fn malformed_oversized_unattributable_and_unserved_requests_get_api_errors
     assert!(stranger.body.contains(r#""code":"unattributed_request""#), "{}", stranger.body);
     // One number per request (issue 42): its arrival number, not also its exchange's.
     assert!(stranger.body.contains("request #5 is put down to no agent"), "{}", stranger.body);
-    let unserved = send(&server, "POST", "/v1/responses", "{}").await;
+    let unserved = send(&server, "POST", "/v1/embeddings", "{}").await;
     assert_eq!(unserved.status, 404);
-    assert!(unserved.body.contains("POST /v1/responses is not served"), "{}", unserved.body);
+    assert!(unserved.body.contains("POST /v1/embeddings is not served"), "{}", unserved.body);
     let run = server.finish(End::Caller).await;
     let kinds: Vec<FindingKind> = run.findings.iter().map(|f| f.kind).collect();
     assert_eq!(
@@ -278,7 +278,7 @@ async fn malformed_oversized_unattributable_and_unserved_requests_get_api_errors
         "wire: malformed request: request #1",
         "wire: oversized request: request #3",
         "model-side attribution (oracle.model-side.attribution): ? (exchange 1): unattributed request",
-        "wire: request not served: request #6: POST /v1/responses",
+        "wire: request not served: request #6: POST /v1/embeddings",
     ] {
         assert!(report.contains(want), "{want} in\n{report}");
     }

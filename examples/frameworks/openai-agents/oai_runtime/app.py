@@ -12,10 +12,13 @@ The agents are the docs' own examples, put together in one app:
   input_filter=handoff_filters.remove_all_tools)]``; the model sees ``transfer_to_billing_agent``
   and ``transfer_to_refund_agent``.
 
-Model set-up is the docs' "Models" / "Configuring the SDK" pattern for a non-OpenAI endpoint
-speaking Chat Completions: ``set_default_openai_client``, ``set_default_openai_api
-("chat_completions")``, ``set_tracing_disabled(True)``, and each agent given an
-``OpenAIChatCompletionsModel`` (the documented per-agent model). The per-agent client carries
+Model set-up is the docs' "Models" / "Configuring the SDK" pattern: ``set_default_openai_client``,
+``set_tracing_disabled(True)``, and each agent given its own model on its own client (the
+documented per-agent model). ``OAI_API`` chooses the API, as the docs' two set-ups do: with
+``chat_completions`` (the default here, for an endpoint speaking Chat Completions)
+``set_default_openai_api("chat_completions")`` and an ``OpenAIChatCompletionsModel`` per agent;
+with ``responses`` the SDK's own default API, left as it is, and an ``OpenAIResponsesModel`` per
+agent. The per-agent client carries
 ``default_headers={"X-Rehearsal-Agent": <name>}``: that header is the only thing here that
 exists for the test harness, and it changes nothing the framework does.
 """
@@ -30,7 +33,9 @@ from pydantic import BaseModel, Field
 
 from agents import (
     Agent,
+    Model,
     OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
     RunConfig,
     function_tool,
     handoff,
@@ -77,28 +82,41 @@ class Settings:
         # RunConfig(tool_execution=ToolExecutionConfig(max_function_tool_concurrency=...)):
         # unset, every function tool call of one model reply starts at once.
         self.max_tool_concurrency = _env_int("OAI_MAX_TOOL_CONCURRENCY")
+        # The API every agent's model speaks: `chat_completions` (unset) or `responses`, the
+        # SDK's default.
+        self.api = os.environ.get("OAI_API", "").strip() or "chat_completions"
+        if self.api not in APIS:
+            raise SystemExit(f"OAI_API must be one of {', '.join(APIS)}, got {self.api!r}")
+
+
+APIS = ("chat_completions", "responses")
 
 
 def configure(settings: Settings) -> httpx2.AsyncClient:
-    """The SDK-wide set-up of docs/config.md: a default client, Chat Completions, no tracing."""
+    """The SDK-wide set-up of docs/config.md: a default client, the API (Chat Completions set
+    explicitly; Responses is the SDK's default), no tracing."""
     http_client = httpx2.AsyncClient()
     set_default_openai_client(
         AsyncOpenAI(base_url=settings.base_url, api_key=settings.api_key, http_client=http_client),
         use_for_tracing=False,
     )
-    set_default_openai_api("chat_completions")
+    if settings.api == "chat_completions":
+        set_default_openai_api("chat_completions")
     set_tracing_disabled(True)
     return http_client
 
 
-def model_for(label: str, settings: Settings, http_client: httpx2.AsyncClient) -> OpenAIChatCompletionsModel:
-    """The documented per-agent model: a Chat Completions model on a client of its own."""
+def model_for(label: str, settings: Settings, http_client: httpx2.AsyncClient) -> Model:
+    """The documented per-agent model: a Chat Completions or Responses model on a client of
+    its own."""
     client = AsyncOpenAI(
         base_url=settings.base_url,
         api_key=settings.api_key,
         http_client=http_client,
         default_headers={AGENT_HEADER: label},
     )
+    if settings.api == "responses":
+        return OpenAIResponsesModel(model=settings.model, openai_client=client)
     return OpenAIChatCompletionsModel(model=settings.model, openai_client=client)
 
 
@@ -140,7 +158,7 @@ SPELLINGS = ("all", "tool", "structured", "handoff")
 def build(spelling: str, settings: Settings, http_client: httpx2.AsyncClient) -> Agent:
     """The root agent for one spelling of delegation (``all``: every spelling at once)."""
 
-    def model(label: str) -> OpenAIChatCompletionsModel:
+    def model(label: str) -> Model:
         return model_for(label, settings, http_client)
 
     def translation_agent(language: str) -> Agent:
