@@ -1,5 +1,5 @@
 //! The per-request cost of `rehearsal serve`, side by side with a bare axum server in the same
-//! process, for each API served: Chat Completions and Anthropic Messages. Both servers on
+//! process, for each API served: Chat Completions, Anthropic Messages and OpenAI Responses. Both servers on
 //! 127.0.0.1 port 0, both answering the same non-streamed reply with the same bytes (the bare
 //! server's answer is what `serve` answered the same request with, taken once at the start),
 //! driven by the same keep-alive HTTP/1.1 client over one connection, rounds interleaved (per
@@ -34,7 +34,7 @@ struct Api {
     request: &'static str,
 }
 
-const APIS: [Api; 2] = [
+const APIS: [Api; 3] = [
     Api {
         name: "Chat Completions",
         path: "/v1/chat/completions",
@@ -44,6 +44,11 @@ const APIS: [Api; 2] = [
         name: "Messages",
         path: "/v1/messages",
         request: r#"{"model":"m","max_tokens":1024,"system":"You are the root.","messages":[{"role":"user","content":"Check the logs"}],"tools":[{"name":"Agent","input_schema":{"type":"object"}}]}"#,
+    },
+    Api {
+        name: "Responses",
+        path: "/v1/responses",
+        request: r#"{"model":"m","instructions":"You are the root.","input":"Check the logs","tools":[{"type":"function","name":"Agent","parameters":{"type":"object"}}]}"#,
     },
 ];
 

@@ -21,7 +21,7 @@ use crate::wire::runtime::RuntimeDescription;
 pub(super) struct RecordArgs {
     /// The upstream model's base URL, as an OpenAI client takes it (http://HOST:PORT/v1; plain
     /// http only): /v1/chat/completions goes to URL/chat/completions, /v1/messages to
-    /// URL/messages.
+    /// URL/messages, /v1/responses to URL/responses.
     #[arg(long, value_name = "URL")]
     upstream: String,
     /// Where the scenario is written.
@@ -94,7 +94,7 @@ pub(super) struct RecordArgs {
 /// `rehearsal record --help`'s closing part.
 pub(super) const RECORD_AFTER_HELP: &str = "\
 Requests to the proxy (POST /v1/chat/completions, POST /v1/messages with its query, POST
-/v1/messages/count_tokens, GET /v1/models) go to the upstream; its answers come back
+/v1/messages/count_tokens, POST /v1/responses, GET /v1/models) go to the upstream; its answers come back
 unchanged, streamed as the runtime asked. At the end the scenario is written
 (one lane per agent, the replies as given, latencies as measured wall times, a check.recorded
 on every reply with the request as sent), with every auth header value and secret pattern

@@ -180,7 +180,7 @@ impl std::fmt::Display for RecordError {
             RecordError::Run(e) => e.fmt(f),
             RecordError::NothingRecorded { stderr_tail } => {
                 f.write_str(
-                    "no model request (a chat completion or a message) came through the proxy: nothing to record (is the runtime's base URL the proxy's?)",
+                    "no model request (a chat completion, a message or a response) came through the proxy: nothing to record (is the runtime's base URL the proxy's?)",
                 )?;
                 stderr_tail.iter().try_for_each(|line| write!(f, "\n  stderr: {line}"))
             }
@@ -1016,7 +1016,7 @@ mod tests {
         let err = RecordError::NothingRecorded { stderr_tail: vec!["boom".into(), "bye".into()] };
         assert_eq!(
             err.to_string(),
-            "no model request (a chat completion or a message) came through the proxy: nothing to record (is the runtime's base URL the proxy's?)\n  stderr: boom\n  stderr: bye"
+            "no model request (a chat completion, a message or a response) came through the proxy: nothing to record (is the runtime's base URL the proxy's?)\n  stderr: boom\n  stderr: bye"
         );
     }
 

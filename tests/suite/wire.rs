@@ -9,5 +9,6 @@ mod fuzz_runtime;
 mod hostile;
 mod record;
 mod record_messages;
+mod record_responses;
 mod responses;
 mod serve;

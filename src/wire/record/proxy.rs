@@ -1,7 +1,7 @@
 //! The recording proxy of `rehearsal record`: on 127.0.0.1 it takes a runtime's requests as
 //! `rehearsal serve` does (each route speaking one [`Api`]: Chat Completions at
-//! `/v1/chat/completions`, Anthropic Messages at `/v1/messages`), forwards each to the upstream
-//! model, returns the upstream's answer
+//! `/v1/chat/completions`, Anthropic Messages at `/v1/messages`, OpenAI Responses at
+//! `/v1/responses`), forwards each to the upstream model, returns the upstream's answer
 //! unchanged (status, content type, body bytes as they stream) and keeps what it saw: every
 //! request, its answer as the scripted reply kind it amounts to (a reply, an `error` with its
 //! status and type, a `hang`, a stream dropped after N chunks), and the order in which requests
@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use crate::dialect::Dialect;
 use crate::scenario::Scenario;
 use crate::sut::llm::{LlmReply, ToolCall};
-use crate::wire::api::{ChatRequest, Converted, ErrorBody, ErrorObject, anthropic};
+use crate::wire::api::{ChatRequest, Converted, ErrorBody, ErrorObject, anthropic, responses};
 use crate::wire::script::AnswerKind;
 use crate::wire::script::{Bridge, Plan};
 use crate::wire::{AgentHeader, Disconnect, End, FindingKind, ServeError, WireFinding, WireRun};
@@ -71,6 +71,10 @@ pub struct ProxyOptions {
     /// past it the answer is recorded as a `hang` from there on, as past
     /// [`ProxyOptions::upstream_timeout`]. Default 60 s.
     pub upstream_idle: Duration,
+    /// How many Responses answers the proxy keeps the conversation of, by the upstream's
+    /// response id, to read a later request's `previous_response_id` as `serve` does (the
+    /// oldest dropped first). Default 1024, as `serve`'s `responses_kept_max`.
+    pub responses_kept_max: usize,
 }
 
 /// The longest one SSE event may be before the recording stops parsing the stream (an
@@ -92,6 +96,29 @@ pub enum Api {
     Chat,
     /// Anthropic Messages: `POST /v1/messages` (with `?beta=true` or not).
     Messages,
+    /// OpenAI Responses: `POST /v1/responses`, `previous_response_id` read from the answers
+    /// that came through the proxy.
+    Responses,
+}
+
+/// What the proxy read of a request.
+struct Read {
+    model: Option<String>,
+    streamed: bool,
+    converted: Converted,
+    /// A Responses request's chain, kept with its answer for a later `previous_response_id`.
+    chain: Option<Chain>,
+    /// What the recording could not read as `serve` will (a `previous_response_id` the proxy
+    /// never saw answered).
+    note: Option<String>,
+}
+
+/// A Responses request's conversation so far: the earlier items its `previous_response_id`
+/// named, its own input, and whether the upstream keeps its answer (`store`).
+struct Chain {
+    earlier: Arc<Vec<Arc<responses::Item>>>,
+    input: Vec<responses::Item>,
+    stores: bool,
 }
 
 impl Api {
@@ -100,6 +127,7 @@ impl Api {
         match self {
             Api::Chat => "/chat/completions",
             Api::Messages => "/messages",
+            Api::Responses => "/responses",
         }
     }
 
@@ -108,24 +136,48 @@ impl Api {
         match self {
             Api::Chat => "a chat completion",
             Api::Messages => "a message",
+            Api::Responses => "a response",
         }
     }
 
     /// The body read as this API's request: the model asked for, whether it streams, and the
-    /// conversation as the server reads it (the same conversion), or why it is none.
-    fn read(self, body: &[u8]) -> Result<(Option<String>, bool, Converted), String> {
+    /// conversation as the server reads it (the same conversion; a Responses request's
+    /// `previous_response_id` from `chains`), or why it is none.
+    fn read(self, body: &[u8], chains: &Mutex<responses::Chains>) -> Result<Read, String> {
+        let read = |model, streamed, converted| Read { model, streamed, converted, chain: None, note: None };
         match self {
             Api::Chat => {
                 let request = serde_json::from_slice::<ChatRequest>(body)
                     .map_err(|e| format!("the body is not a chat completion request: {e}"))?;
-                let converted = request.convert()?;
-                Ok((request.model.clone(), request.streams(), converted))
+                Ok(read(request.model.clone(), request.streams(), request.convert()?))
             }
             Api::Messages => {
                 let request = serde_json::from_slice::<anthropic::MessagesRequest>(body)
                     .map_err(|e| format!("the body is not a messages request: {e}"))?;
-                let converted = request.convert()?;
-                Ok((request.model.clone(), request.streams(), converted))
+                Ok(read(request.model.clone(), request.streams(), request.convert()?))
+            }
+            Api::Responses => {
+                let request = serde_json::from_slice::<responses::ResponsesRequest>(body)
+                    .map_err(|e| format!("the body is not a responses request: {e}"))?;
+                // The upstream knows every response it gave; the recording only those it saw.
+                // One it never saw is forwarded all the same (the upstream may keep it), read
+                // without its conversation, and noted.
+                let (earlier, note) = match &request.previous_response_id {
+                    None => (Arc::default(), None),
+                    Some(id) => match chains.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
+                        Some(earlier) => (earlier, None),
+                        None => (
+                            Arc::default(),
+                            Some(format!(
+                                "previous_response_id `{}` names no response answered through the proxy: the request is recorded without that conversation, and a replay that sends the id is refused",
+                                crate::wire::excerpt(id)
+                            )),
+                        ),
+                    },
+                };
+                let converted = request.convert(&earlier)?;
+                let chain = Some(Chain { earlier, input: request.items(), stores: request.stores() });
+                Ok(Read { model: request.model.clone(), streamed: request.streams(), converted, chain, note })
             }
         }
     }
@@ -133,7 +185,7 @@ impl Api {
     /// The error `type` this API gives a status.
     fn error_type_of(self, status: u16) -> &'static str {
         match self {
-            Api::Chat => crate::wire::api::error_type_of(status),
+            Api::Chat | Api::Responses => crate::wire::api::error_type_of(status),
             Api::Messages => anthropic::error_type_of(status),
         }
     }
@@ -141,16 +193,17 @@ impl Api {
     /// The header that carries an upstream key.
     fn key_header(self, key: &str) -> (header::HeaderName, String) {
         match self {
-            Api::Chat => (header::AUTHORIZATION, format!("Bearer {key}")),
+            Api::Chat | Api::Responses => (header::AUTHORIZATION, format!("Bearer {key}")),
             Api::Messages => (header::HeaderName::from_static("x-api-key"), key.to_string()),
         }
     }
 
-    /// The proxy's own refusal in this API's error object: Chat's carries `code`; Anthropic's
-    /// has no field for it, so it ends the message, as `rehearsal serve` writes it.
+    /// The proxy's own refusal in this API's error object: Chat's (which OpenAI's Responses
+    /// API answers with too) carries `code`; Anthropic's has no field for it, so it ends the
+    /// message, as `rehearsal serve` writes it.
     fn error_response(self, status: StatusCode, code: &str, message: String) -> Response {
         let text = match self {
-            Api::Chat => {
+            Api::Chat | Api::Responses => {
                 let error = ErrorObject {
                     message,
                     kind: self.error_type_of(status.as_u16()).to_string(),
@@ -183,6 +236,7 @@ impl Default for ProxyOptions {
             body_limit_bytes: 8 << 20,
             max_reply_bytes: 16 << 20,
             upstream_idle: Duration::from_secs(60),
+            responses_kept_max: 1024,
         }
     }
 }
@@ -353,6 +407,10 @@ struct Shared {
     changed: Notify,
     stopping: AtomicBool,
     stop_tx: watch::Sender<bool>,
+    /// The conversations of the Responses answers seen, by the upstream's response id.
+    chains: Mutex<responses::Chains>,
+    /// The chains of Responses requests still open, by exchange.
+    open_chains: Mutex<std::collections::HashMap<usize, Chain>>,
 }
 
 impl Shared {
@@ -381,6 +439,19 @@ impl Shared {
         e.outcome = outcome;
         e.ended = Some(at);
         rec.events.push(event);
+    }
+
+    /// Keeps exchange `n`'s Responses conversation under the upstream's `response_id` when it
+    /// ended as a reply the upstream keeps, for a later `previous_response_id`.
+    fn chain(&self, n: usize, response_id: Option<String>) {
+        let Some(chain) = self.open_chains.lock().unwrap_or_else(|p| p.into_inner()).remove(&n) else { return };
+        let (Some(id), true) = (response_id, chain.stores) else { return };
+        let reply = match self.record().exchanges.get(n).map(|e| &e.outcome) {
+            Some(Outcome::Reply { text, calls }) => LlmReply { text: text.clone(), tool_calls: calls_of(calls) },
+            _ => return,
+        };
+        let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
+        chains.keep(&id, &chain.earlier, chain.input, &reply, n);
     }
 
     fn secret(&self, value: &str) {
@@ -426,6 +497,8 @@ impl Proxy {
             changed: Notify::new(),
             stopping: AtomicBool::new(false),
             stop_tx,
+            chains: Mutex::new(responses::Chains::new(options.responses_kept_max)),
+            open_chains: Mutex::default(),
             options,
         });
         if let Some(key) = &shared.options.upstream_key {
@@ -435,6 +508,7 @@ impl Proxy {
             .route("/v1/chat/completions", post(chat).fallback(not_served))
             .route("/v1/messages", post(messages).fallback(not_served))
             .route("/v1/messages/count_tokens", post(count_tokens).fallback(not_served))
+            .route("/v1/responses", post(responses_route).fallback(not_served))
             .route("/v1/models", get(models).fallback(not_served))
             .fallback(not_served)
             .layer(DefaultBodyLimit::max(shared.options.body_limit_bytes))
@@ -511,7 +585,7 @@ async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri)
         StatusCode::NOT_FOUND,
         "not_served",
         format!(
-            "rehearsal record: request #{n}: {method} {uri} is not forwarded (POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models are)"
+            "rehearsal record: request #{n}: {method} {uri} is not forwarded (POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses and GET /v1/models are)"
         ),
     )
 }
@@ -720,6 +794,8 @@ impl Drop for Open {
         if outcome != Outcome::Open {
             self.shared.end(self.exchange, outcome);
         }
+        // A Responses chain not kept by now never will be (the answer failed or was cut).
+        self.shared.open_chains.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.exchange);
         self.shared.open.fetch_sub(1, Ordering::SeqCst);
         self.shared.touch();
     }
@@ -743,6 +819,16 @@ async fn messages(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     forwarded(Api::Messages, shared, uri, headers, body).await
+}
+
+/// `POST /v1/responses`.
+async fn responses_route(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    forwarded(Api::Responses, shared, uri, headers, body).await
 }
 
 /// A model request of `api`: read as the server reads it, forwarded, its answer passed back
@@ -774,7 +860,7 @@ async fn forwarded(
             );
         }
     };
-    let (model, streamed, converted) = match api.read(&body) {
+    let Read { model, streamed, converted, chain, note } = match api.read(&body, &shared.chains) {
         Ok(ok) => ok,
         Err(why) => {
             // Not recorded, not forwarded: a scenario cannot script it, and the runtime is to
@@ -803,8 +889,14 @@ async fn forwarded(
             outcome: Outcome::Open,
         });
         rec.events.push(Event::Arrived(exchange));
+        if let Some(note) = note {
+            rec.notes.push(format!("exchange {exchange}: {note}"));
+        }
         exchange
     };
+    if let Some(chain) = chain {
+        shared.open_chains.lock().unwrap_or_else(|p| p.into_inner()).insert(exchange, chain);
+    }
     shared.open.fetch_add(1, Ordering::SeqCst);
     let open = Open { shared: shared.clone(), exchange };
     let deadline = crate::wire::after(Instant::now(), shared.options.upstream_timeout);
@@ -956,6 +1048,9 @@ impl Tap {
             ));
         }
         self.open.shared.end(self.open.exchange, outcome);
+        if self.parser.api == Api::Responses {
+            self.open.shared.chain(self.open.exchange, self.parser.response_id.take());
+        }
     }
 
     fn broken(&mut self) {
@@ -1009,8 +1104,11 @@ struct Parser {
     chunks: usize,
     done: bool,
     text: String,
-    /// Per call index (Chat's call index, Anthropic's block index): id, name, arguments so far.
+    /// Per call index (Chat's call index, Anthropic's block index, Responses' output index):
+    /// id, name, arguments so far.
     calls: std::collections::BTreeMap<u64, (String, String, String)>,
+    /// A Responses answer's id, for a later `previous_response_id`.
+    response_id: Option<String>,
 }
 
 impl Parser {
@@ -1027,6 +1125,7 @@ impl Parser {
             done: false,
             text: String::new(),
             calls: Default::default(),
+            response_id: None,
         }
     }
 
@@ -1101,8 +1200,10 @@ impl Parser {
             return;
         }
         let chunk: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
-        if self.api == Api::Messages {
-            return self.message_event(&chunk);
+        match self.api {
+            Api::Messages => return self.message_event(&chunk),
+            Api::Responses => return self.response_event(&chunk),
+            Api::Chat => {}
         }
         self.chunks += 1;
         let delta = &chunk["choices"][0]["delta"];
@@ -1174,6 +1275,40 @@ impl Parser {
         }
     }
 
+    /// One event of a Responses stream: `response.output_text.delta`s are the text, a
+    /// `function_call` item added opens a call (its `call_id` and name) whose
+    /// `response.function_call_arguments.delta`s are its arguments, and `response.completed`
+    /// ends the answer with the whole response, which then stands for what the deltas said.
+    fn response_event(&mut self, event: &serde_json::Value) {
+        self.chunks += 1;
+        let index = event["output_index"].as_u64().unwrap_or(0);
+        match event["type"].as_str().unwrap_or_default() {
+            "response.created" | "response.in_progress" => {
+                self.response_id = event["response"]["id"].as_str().map(String::from);
+            }
+            "response.output_item.added" if event["item"]["type"] == "function_call" => {
+                let item = &event["item"];
+                let entry = self.calls.entry(index).or_default();
+                entry.0.push_str(item["call_id"].as_str().unwrap_or_default());
+                entry.1.push_str(item["name"].as_str().unwrap_or_default());
+                entry.2.push_str(item["arguments"].as_str().unwrap_or_default());
+            }
+            "response.output_text.delta" => self.push_text(event["delta"].as_str().unwrap_or_default()),
+            "response.function_call_arguments.delta" => {
+                self.calls.entry(index).or_default().2.push_str(event["delta"].as_str().unwrap_or_default());
+            }
+            "response.completed" => {
+                self.done = true;
+                self.response_id = event["response"]["id"].as_str().map(String::from).or(self.response_id.take());
+                if let Outcome::Reply { text, calls } = whole_response(&event["response"]) {
+                    self.text = text;
+                    self.calls = calls.into_iter().enumerate().map(|(k, c)| (k as u64, c)).collect();
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The calls so far. A Messages `tool_use` block whose input never came is `{}` (the
     /// input Anthropic gives a call without arguments).
     fn calls_so_far(&self) -> Vec<(String, String, String)> {
@@ -1225,8 +1360,13 @@ impl Parser {
                     Ok(v) => v,
                     Err(_) => return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() },
                 };
-                if self.api == Api::Messages {
-                    return whole_message(&value);
+                match self.api {
+                    Api::Messages => return whole_message(&value),
+                    Api::Responses => {
+                        self.response_id = value["id"].as_str().map(String::from);
+                        return whole_response(&value);
+                    }
+                    Api::Chat => {}
                 }
                 let message = &value["choices"][0]["message"];
                 if !message.is_object() {
@@ -1272,6 +1412,31 @@ fn whole_message(value: &serde_json::Value) -> Outcome {
             let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
             let input = if b["input"].is_null() { "{}".to_string() } else { b["input"].to_string() };
             (text(&b["id"]), text(&b["name"]), input)
+        })
+        .collect();
+    Outcome::Reply { text, calls }
+}
+
+/// A whole Responses answer (`"object": "response"`): its `message` items' `output_text`
+/// parts joined and its `function_call` items as calls (`call_id`, `name`, `arguments`); JSON
+/// that is no response is recorded as a body that is not JSON is.
+fn whole_response(value: &serde_json::Value) -> Outcome {
+    let Some(items) = value["output"].as_array().filter(|_| value["object"] == "response") else {
+        return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() };
+    };
+    let text = items
+        .iter()
+        .filter(|i| i["type"] == "message")
+        .flat_map(|i| i["content"].as_array().into_iter().flatten())
+        .filter(|p| p["type"] == "output_text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    let calls = items
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .map(|i| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+            (text(&i["call_id"]), text(&i["name"]), text(&i["arguments"]))
         })
         .collect();
     Outcome::Reply { text, calls }
