@@ -248,7 +248,7 @@ fn a_delegation_over_messages_with_tool_use_blocks_streamed_and_not_is_recorded_
 
 /// A proxy with `options` on a runtime of its own; `client` runs against its address on
 /// another thread; then the recording.
-fn through_proxy(options: ProxyOptions, client: impl FnOnce(String) + Send + 'static) -> Recording {
+pub(super) fn through_proxy(options: ProxyOptions, client: impl FnOnce(String) + Send + 'static) -> Recording {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let proxy = Proxy::start(options).await.unwrap();
@@ -260,7 +260,7 @@ fn through_proxy(options: ProxyOptions, client: impl FnOnce(String) + Send + 'st
 
 /// An upstream on a raw socket that answers each of `answers` connections with its `body`
 /// (a whole message) and sends the heads it was sent back on the channel.
-fn raw_upstream(answers: usize, body: &'static str) -> (String, std::sync::mpsc::Receiver<String>) {
+pub(super) fn raw_upstream(answers: usize, body: &'static str) -> (String, std::sync::mpsc::Receiver<String>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let (tx, rx) = std::sync::mpsc::channel();

@@ -160,3 +160,73 @@ fn a_delegation_over_responses_with_function_calls_streamed_and_chained_is_recor
     let verdict = replay.finish(&recorded);
     assert!(verdict.passed(), "the replay: {verdict}");
 }
+
+/// A whole response as OpenAI writes one: an id of the upstream's own, a reasoning item (it
+/// carries nothing), the text and a call.
+const WHOLE: &str = r#"{"id":"resp_up_7f3a","object":"response","status":"completed","output":[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Looking.","annotations":[]}]},{"type":"function_call","id":"fc_1","call_id":"call_up_1","name":"lookup","arguments":"{\"q\":\"logs\"}"}],"usage":{"input_tokens":1,"output_tokens":1,"total_tokens":2}}"#;
+
+#[test]
+fn previous_response_id_is_read_from_the_upstream_s_own_ids_and_an_unseen_one_is_noted() {
+    use rehearsal::wire::FindingKind;
+    use rehearsal::wire::record::proxy::{Api, Outcome, ProxyOptions};
+
+    use super::record_messages::{raw_upstream, through_proxy};
+    let (url, _heads) = raw_upstream(3, WHOLE);
+    let options = ProxyOptions { upstream: url, ..ProxyOptions::default() };
+    let recording = through_proxy(options, |addr| {
+        let (status, answer) = post_responses(&addr, r#"{"model":"m","input":"Check the logs"}"#);
+        assert_eq!((status, answer.as_str()), (200, WHOLE));
+        // Chained to the upstream's id: read with the conversation that came through.
+        let chained = r#"{"model":"m","previous_response_id":"resp_up_7f3a","input":[{"type":"function_call_output","call_id":"call_up_1","output":"fine"}]}"#;
+        assert_eq!(post_responses(&addr, chained).0, 200);
+        // An id the proxy never saw answered: forwarded all the same.
+        assert_eq!(
+            post_responses(&addr, r#"{"model":"m","previous_response_id":"resp_before","input":"again"}"#).0,
+            200
+        );
+        // Not a responses request: refused in Chat's error object, not forwarded.
+        let (status, answer) = post_responses(&addr, r#"{"input":[{"type":"message","role":"robot","content":"hi"}]}"#);
+        assert_eq!(status, 400);
+        assert!(
+            answer.starts_with(r#"{"error":{"message":"rehearsal record: request #4: input[0].role is `robot`"#),
+            "{answer}"
+        );
+        assert!(
+            answer.ends_with(r#""type":"invalid_request_error","param":null,"code":"malformed_request"}}"#),
+            "{answer}"
+        );
+    });
+    assert_eq!(recording.exchanges.len(), 3);
+    assert!(recording.exchanges.iter().all(|e| e.api == Api::Responses));
+    assert_eq!(
+        recording.exchanges[0].outcome,
+        Outcome::Reply {
+            text: "Looking.".into(),
+            calls: vec![("call_up_1".into(), "lookup".into(), r#"{"q":"logs"}"#.into())]
+        }
+    );
+    let chained: Vec<(String, String)> = recording.exchanges[1]
+        .converted
+        .messages
+        .iter()
+        .map(|m| (format!("{:?}", m.role), m.content.clone()))
+        .collect();
+    assert_eq!(
+        chained,
+        [
+            ("User".to_string(), "Check the logs".to_string()),
+            ("Assistant".to_string(), "Looking.".to_string()),
+            ("Tool".to_string(), "fine".to_string())
+        ]
+    );
+    assert_eq!(recording.exchanges[1].converted.messages.iter().nth(1).unwrap().tool_calls[0].name, "lookup");
+    assert_eq!(recording.exchanges[2].converted.messages.len(), 1);
+    assert_eq!(
+        recording.notes,
+        [
+            "exchange 2: previous_response_id `resp_before` names no response answered through the proxy: the request is recorded without that conversation, and a replay that sends the id is refused"
+        ]
+    );
+    let kinds: Vec<FindingKind> = recording.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [FindingKind::Malformed]);
+}
