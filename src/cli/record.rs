@@ -20,7 +20,8 @@ use crate::wire::runtime::RuntimeDescription;
 #[derive(clap::Args, Debug)]
 pub(super) struct RecordArgs {
     /// The upstream model's base URL, as an OpenAI client takes it (http://HOST:PORT/v1; plain
-    /// http only).
+    /// http only): /v1/chat/completions goes to URL/chat/completions, /v1/messages to
+    /// URL/messages, /v1/responses to URL/responses.
     #[arg(long, value_name = "URL")]
     upstream: String,
     /// Where the scenario is written.
@@ -48,7 +49,8 @@ pub(super) struct RecordArgs {
     /// comparing, besides the defaults (bub's `---Date: ...---`, temp folders). Repeat for more.
     #[arg(long, value_name = "REGEX")]
     volatile: Vec<String>,
-    /// Send the upstream `Authorization: Bearer $VAR` instead of the runtime's auth headers.
+    /// Send the upstream `Authorization: Bearer $VAR` (on /v1/messages: `x-api-key: $VAR`)
+    /// instead of the runtime's auth headers.
     #[arg(long, value_name = "VAR")]
     upstream_key_env: Option<String>,
     /// How long to wait for an upstream answer before recording it as a `hang`.
@@ -91,8 +93,9 @@ pub(super) struct RecordArgs {
 
 /// `rehearsal record --help`'s closing part.
 pub(super) const RECORD_AFTER_HELP: &str = "\
-Requests to the proxy (POST /v1/chat/completions, GET /v1/models) go to the upstream; its
-answers come back unchanged, streamed as the runtime asked. At the end the scenario is written
+Requests to the proxy (POST /v1/chat/completions, POST /v1/messages with its query, POST
+/v1/messages/count_tokens, POST /v1/responses, GET /v1/models) go to the upstream; its answers come back
+unchanged, streamed as the runtime asked. At the end the scenario is written
 (one lane per agent, the replies as given, latencies as measured wall times, a check.recorded
 on every reply with the request as sent), with every auth header value and secret pattern
 blanked; then it is read back and the recording is judged by the model-side oracles and the

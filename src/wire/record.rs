@@ -43,7 +43,8 @@ use crate::wire::runtime::RuntimeDescription;
 use proxy::{Event, Outcome, Proxy, ProxyOptions, Recording};
 
 /// Patterns of secrets blanked in every recording, whatever `--redact` adds: OpenAI-style
-/// keys, bearer tokens, and `api_key` fields written inside a text.
+/// keys (`sk-...`, which covers Anthropic's `sk-ant-api03-...` and `sk-ant-oat01-...`),
+/// bearer tokens, and `api_key` fields written inside a text.
 #[doc(hidden)]
 pub const DEFAULT_REDACT: [&str; 3] = [
     r"sk-[A-Za-z0-9_\-]{8,}",
@@ -146,7 +147,7 @@ pub enum RecordError {
     /// The runtime's command was not found or failed to start
     /// ([`DriveError::is_not_run`]), or its temp folders could not be made.
     Run(DriveError),
-    /// No chat request came through the proxy: nothing to record.
+    /// No model request (of any API the proxy forwards) came through it: nothing to record.
     NothingRecorded {
         /// The last lines (at most 5) of each turn's stderr, in order: the runtime's own words.
         stderr_tail: Vec<String>,
@@ -179,7 +180,7 @@ impl std::fmt::Display for RecordError {
             RecordError::Run(e) => e.fmt(f),
             RecordError::NothingRecorded { stderr_tail } => {
                 f.write_str(
-                    "no chat request came through the proxy: nothing to record (is the runtime's base URL the proxy's?)",
+                    "no model request (a chat completion, a message or a response) came through the proxy: nothing to record (is the runtime's base URL the proxy's?)",
                 )?;
                 stderr_tail.iter().try_for_each(|line| write!(f, "\n  stderr: {line}"))
             }
@@ -1015,7 +1016,7 @@ mod tests {
         let err = RecordError::NothingRecorded { stderr_tail: vec!["boom".into(), "bye".into()] };
         assert_eq!(
             err.to_string(),
-            "no chat request came through the proxy: nothing to record (is the runtime's base URL the proxy's?)\n  stderr: boom\n  stderr: bye"
+            "no model request (a chat completion, a message or a response) came through the proxy: nothing to record (is the runtime's base URL the proxy's?)\n  stderr: boom\n  stderr: bye"
         );
     }
 
@@ -1039,6 +1040,7 @@ mod tests {
             serde_json::from_str(r#"{"messages":[{"role":"user","content":"my key is hunter2hunter2"}]}"#).unwrap();
         let recording = Recording {
             exchanges: vec![proxy::RecordedExchange {
+                api: proxy::Api::Chat,
                 converted: request.convert().unwrap(),
                 model: None,
                 streamed: false,
@@ -1077,6 +1079,15 @@ mod tests {
             assert!(!out.contains(secret), "{secret} left in {out}");
         }
         assert_eq!(out.matches(REDACTED).count(), 5, "{out}");
+    }
+
+    #[test]
+    fn anthropic_keys_are_blanked_by_the_default_patterns() {
+        let patterns: Vec<regex::Regex> = DEFAULT_REDACT.iter().map(|p| regex::Regex::new(p).unwrap()).collect();
+        for key in ["sk-ant-api03-Ab_cD-123456789xyz", "sk-ant-oat01-Zz9_yY8-xX7wW6"] {
+            let out = redacted(json!(format!("x-api-key was {key}.")), &[], &patterns);
+            assert_eq!(out, json!("x-api-key was [redacted]."), "{key}");
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ import unittest
 import anthropic
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_openai_sdk import Served  # noqa: E402  (the same subprocess wrapper)
+from test_openai_sdk import Served, recorder  # noqa: E402  (the same subprocess wrapper and results)
 
 TOOLS = [{"name": "Agent", "description": "Delegate a task",
           "input_schema": {"type": "object", "properties": {"task": {"type": "string"}}}}]
@@ -26,6 +26,7 @@ TRUNCATED = "The logs show nothin...\n[Sub-agent response truncated to 20 chars]
 
 class AnthropicSdk(unittest.TestCase):
     def test_messages_plain_streamed_and_tool_use_with_an_overloaded_error(self):
+        works = recorder("anthropic", anthropic, "Messages", "tests/python/test_anthropic_sdk.py")
         served = Served("tests/wire/anthropic.json")
         try:
             # The SDK's base URL has no /v1: it appends /v1/messages itself.
@@ -43,9 +44,16 @@ class AnthropicSdk(unittest.TestCase):
             self.assertEqual(first.stop_reason, "tool_use")
             self.assertEqual([b.type for b in first.content], ["text", "tool_use", "tool_use"])
             self.assertEqual(first.content[0].text, "Delegating both.")
+            works("plain")
             calls = first.content[1:]
+            self.assertEqual((calls[0].name, calls[0].input), ("Agent", {"task": "Summarise the logs"}))
+            works("tool calls")
             self.assertEqual([c.input for c in calls], [{"task": "Summarise the logs"}, {"task": "Count the errors"}])
+            self.assertNotEqual(calls[0].id, calls[1].id)
+            works("parallel calls")
+            self.assertGreater(first.usage.input_tokens, 0)
             self.assertGreater(first.usage.output_tokens, 0)
+            works("usage")
 
             # 2. The first child: a scripted 529, raised as OverloadedError; its retry streamed.
             child = [{"role": "user", "content": "Summarise the logs"}]
@@ -53,11 +61,13 @@ class AnthropicSdk(unittest.TestCase):
                 client.messages.create(model="rehearsal", max_tokens=1024, messages=child)
             self.assertEqual(raised.exception.status_code, 529)
             self.assertEqual(raised.exception.body["error"]["type"], "overloaded_error")
+            works("error status")
             with client.messages.stream(model="rehearsal", max_tokens=1024, messages=child) as stream:
                 text = "".join(stream.text_stream)
                 final = stream.get_final_message()
             self.assertEqual(text, "The logs show nothing unusual.")
             self.assertEqual(final.stop_reason, "end_turn")
+            works("streaming")
 
             # 3. The second child, through the beta client (`?beta=true`).
             second = client.beta.messages.create(model="rehearsal", max_tokens=1024,

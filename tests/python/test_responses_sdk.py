@@ -21,7 +21,7 @@ import unittest
 import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_openai_sdk import Served  # noqa: E402  (the same subprocess wrapper)
+from test_openai_sdk import Served, recorder  # noqa: E402  (the same subprocess wrapper and results)
 
 TOOLS = [{"type": "function", "name": "Agent", "description": "Delegate a task", "strict": False,
           "parameters": {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]}}]
@@ -29,6 +29,8 @@ TRUNCATED = "The logs show nothin...\n[Sub-agent response truncated to 20 chars]
 ROOT = [{"role": "developer", "content": "Be brief."},
         {"role": "user", "content": [{"type": "input_text", "text": "Check the logs"}]}]
 LOW = {"effort": "low"}
+# Each feature shown working is a line for docs/wire.md's clients table (scripts/clients-table).
+works = recorder("openai", openai, "Responses", "tests/python/test_responses_sdk.py")
 
 
 def outputs(calls, first=TRUNCATED):
@@ -57,12 +59,14 @@ class ResponsesSdk(unittest.TestCase):
             client.responses.create(model="rehearsal", input=child, reasoning=LOW)
         self.assertEqual(raised.exception.status_code, 429)
         self.assertEqual(raised.exception.body["type"], "rate_limit_error")
+        works("error status")
         with client.responses.stream(model="rehearsal", input=child, reasoning=LOW) as stream:
             deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
             final = stream.get_final_response()
         self.assertEqual("".join(deltas), "The logs show nothing unusual.")
         self.assertEqual(final.output_text, "The logs show nothing unusual.")
         self.assertEqual(final.status, "completed")
+        works("streaming")
 
         events = list(client.responses.create(model="rehearsal", input="Count the errors", reasoning=LOW,
                                               stream=True))
@@ -82,13 +86,18 @@ class ResponsesSdk(unittest.TestCase):
                                             tools=TOOLS, reasoning=LOW, parallel_tool_calls=True)
             self.assertEqual(first.id, "resp_0")
             self.assertEqual(first.output_text, "Delegating both.")
+            works("plain")
             self.assertEqual([i.type for i in first.output], ["message", "function_call", "function_call"])
             calls = first.output[1:]
+            self.assertEqual((calls[0].name, json.loads(calls[0].arguments)), ("Agent", {"task": "Summarise the logs"}))
+            works("tool calls")
             self.assertEqual([json.loads(c.arguments) for c in calls],
                              [{"task": "Summarise the logs"}, {"task": "Count the errors"}])
             self.assertEqual([c.call_id for c in calls], ["call_1", "call_2"])
+            works("parallel calls")
             self.assertEqual((first.usage.input_tokens, first.usage.output_tokens, first.usage.total_tokens),
                              (11, 18, 29))
+            works("usage")
             self.assertEqual(first.usage.output_tokens_details.reasoning_tokens, 0)
 
             # 2. The children.

@@ -145,6 +145,8 @@ fn the_readme_s_ci_list_is_what_ci_runs() {
         "scripts/check-patches",
         "scripts/broken-variants/run",
         "scripts/python-tests",
+        "scripts/node-tests",
+        "scripts/clients-table",
         "scripts/conformance bub",
         "--explore 16",
     ];

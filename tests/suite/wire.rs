@@ -8,5 +8,7 @@ mod drive;
 mod fuzz_runtime;
 mod hostile;
 mod record;
+mod record_messages;
+mod record_responses;
 mod responses;
 mod serve;

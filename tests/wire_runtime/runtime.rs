@@ -28,8 +28,10 @@
 //! children's results in reverse call order (a broken rule: each call's result must be its
 //! own child's final text). `TEST_RUNTIME_API=anthropic` makes `ask` speak the Anthropic
 //! Messages API instead, as Claude-based runtimes do: `POST /v1/messages?beta=true` of
-//! `ANTHROPIC_BASE_URL` (an origin: no `/v1`), `x-api-key` from `ANTHROPIC_API_KEY` and
-//! `anthropic-version`, the reply's `text` blocks as its text (not streamed).
+//! `ANTHROPIC_BASE_URL` (an origin: no `/v1`), `x-api-key` from `ANTHROPIC_API_KEY` (the key
+//! `TEST_RUNTIME_KEY_IN_BODY=1` writes into the message) and `anthropic-version`, the reply's
+//! `text` blocks as its text; with `TEST_RUNTIME_STREAM=1` streamed (`text_delta`s, an error
+//! unless `message_stop` came), and `TEST_RUNTIME_TIMEOUT_MS` as over Chat.
 //! `TEST_RUNTIME_API=responses` makes `ask` speak the OpenAI Responses API: `POST
 //! {OPENAI_BASE_URL}/responses`, the first turn with the history as `input`, each later turn
 //! with only the new user message and `previous_response_id` (the last answer's id, kept in
@@ -106,7 +108,12 @@ fn ask(message: &str) -> i32 {
 
 /// The first user message, with the key appended when the runtime is told to leak it.
 fn with_key(message: &str) -> String {
-    match (std::env::var("TEST_RUNTIME_KEY_IN_BODY").as_deref(), std::env::var("OPENAI_API_KEY")) {
+    let var = if std::env::var("TEST_RUNTIME_API").as_deref() == Ok("anthropic") {
+        "ANTHROPIC_API_KEY"
+    } else {
+        "OPENAI_API_KEY"
+    };
+    match (std::env::var("TEST_RUNTIME_KEY_IN_BODY").as_deref(), std::env::var(var)) {
         (Ok("1"), Ok(key)) => format!("{message} (api key {key})"),
         _ => message.to_string(),
     }
@@ -272,9 +279,17 @@ fn chat(messages: &[serde_json::Value], tools: &[serde_json::Value]) -> Result<A
 fn messages(history: &[serde_json::Value]) -> Result<Answer, String> {
     let base = std::env::var("ANTHROPIC_BASE_URL").expect("ANTHROPIC_BASE_URL is set");
     let host = base.strip_prefix("http://").expect("an http:// base URL").trim_end_matches('/');
-    let body = serde_json::json!({"model": "rehearsal", "max_tokens": 1024, "messages": history}).to_string();
+    let stream = std::env::var("TEST_RUNTIME_STREAM").as_deref() == Ok("1");
+    let mut body = serde_json::json!({"model": "rehearsal", "max_tokens": 1024, "messages": history});
+    if stream {
+        body["stream"] = true.into();
+    }
+    let body = body.to_string();
     let key = std::env::var("ANTHROPIC_API_KEY").unwrap_or_default();
     let mut conn = TcpStream::connect(host).map_err(|e| format!("cannot connect: {e}"))?;
+    if let Some(ms) = std::env::var("TEST_RUNTIME_TIMEOUT_MS").ok().and_then(|t| t.parse().ok()) {
+        conn.set_read_timeout(Some(std::time::Duration::from_millis(ms))).expect("a timeout is set");
+    }
     write!(
         conn,
         "POST /v1/messages?beta=true HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nx-api-key: {key}\r\nanthropic-version: 2023-06-01\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -282,7 +297,12 @@ fn messages(history: &[serde_json::Value]) -> Result<Answer, String> {
     )
     .map_err(|e| format!("cannot send: {e}"))?;
     let mut raw = Vec::new();
-    conn.read_to_end(&mut raw).map_err(|e| format!("cannot read: {e}"))?;
+    if let Err(e) = conn.read_to_end(&mut raw) {
+        if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+            return Err("timed out waiting for the model".into());
+        }
+        // A dropped connection: what came is judged below.
+    }
     let answer = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     let status: u16 = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
@@ -293,6 +313,9 @@ fn messages(history: &[serde_json::Value]) -> Result<Answer, String> {
     };
     if status != 200 {
         return Err(format!("HTTP {status}: {body}"));
+    }
+    if stream {
+        return message_events(&body);
     }
     let json: serde_json::Value =
         serde_json::from_str(&body).map_err(|e| format!("the answer is not JSON ({e}): {body:?}"))?;
@@ -307,6 +330,21 @@ fn messages(history: &[serde_json::Value]) -> Result<Answer, String> {
         .filter_map(|b| b["text"].as_str())
         .collect();
     Ok(Answer { text, calls: Vec::new() })
+}
+
+/// A Messages stream's events read into the answer's text; an error unless `message_stop` came.
+fn message_events(body: &str) -> Result<Answer, String> {
+    let mut text = String::new();
+    for line in body.lines() {
+        let Some(data) = line.strip_prefix("data: ") else { continue };
+        let event: serde_json::Value = serde_json::from_str(data).map_err(|e| format!("a bad event ({e})"))?;
+        match event["type"].as_str() {
+            Some("content_block_delta") => text.push_str(event["delta"]["text"].as_str().unwrap_or("")),
+            Some("message_stop") => return Ok(Answer { text, calls: Vec::new() }),
+            _ => {}
+        }
+    }
+    Err(format!("the stream broke off after {text:?}"))
 }
 
 /// One OpenAI Responses request over a fresh connection: the whole history the first time,

@@ -1,5 +1,7 @@
 //! The recording proxy of `rehearsal record`: on 127.0.0.1 it takes a runtime's requests as
-//! `rehearsal serve` does, forwards each to the upstream model, returns the upstream's answer
+//! `rehearsal serve` does (each route speaking one [`Api`]: Chat Completions at
+//! `/v1/chat/completions`, Anthropic Messages at `/v1/messages`, OpenAI Responses at
+//! `/v1/responses`), forwards each to the upstream model, returns the upstream's answer
 //! unchanged (status, content type, body bytes as they stream) and keeps what it saw: every
 //! request, its answer as the scripted reply kind it amounts to (a reply, an `error` with its
 //! status and type, a `hang`, a stream dropped after N chunks), and the order in which requests
@@ -33,7 +35,7 @@ use tokio::time::Instant;
 use crate::dialect::Dialect;
 use crate::scenario::Scenario;
 use crate::sut::llm::{LlmReply, ToolCall};
-use crate::wire::api::{ChatRequest, Converted, ErrorBody, ErrorObject};
+use crate::wire::api::{ChatRequest, Converted, ErrorBody, ErrorObject, anthropic, responses};
 use crate::wire::script::AnswerKind;
 use crate::wire::script::{Bridge, Plan};
 use crate::wire::{AgentHeader, Disconnect, End, FindingKind, ServeError, WireFinding, WireRun};
@@ -42,12 +44,14 @@ use crate::wire::{AgentHeader, Disconnect, End, FindingKind, ServeError, WireFin
 #[derive(Clone, Debug)]
 pub struct ProxyOptions {
     /// The upstream's base URL, as an OpenAI client takes it (`http://HOST:PORT/v1`); a
-    /// request to `/v1/chat/completions` goes to `{upstream}/chat/completions`.
+    /// request to `/v1/chat/completions` goes to `{upstream}/chat/completions`, one to
+    /// `/v1/messages?beta=true` to `{upstream}/messages?beta=true`.
     pub upstream: String,
     /// The port on 127.0.0.1; 0 (the default) takes a free one.
     pub port: u16,
-    /// When set, every forwarded request carries `Authorization: Bearer KEY` instead of the
-    /// runtime's own auth headers. Default none: the runtime's headers go as they came.
+    /// When set, every forwarded request carries the key in its API's header instead of the
+    /// runtime's own auth headers (`Authorization: Bearer KEY` for Chat Completions,
+    /// `x-api-key: KEY` for Messages). Default none: the runtime's headers go as they came.
     pub upstream_key: Option<String>,
     /// How long to wait for the upstream's answer to be complete; past it the request is
     /// recorded as a `hang` and the runtime's connection is held until it gives up, as a
@@ -67,6 +71,10 @@ pub struct ProxyOptions {
     /// past it the answer is recorded as a `hang` from there on, as past
     /// [`ProxyOptions::upstream_timeout`]. Default 60 s.
     pub upstream_idle: Duration,
+    /// How many Responses answers the proxy keeps the conversation of, by the upstream's
+    /// response id, to read a later request's `previous_response_id` as `serve` does (the
+    /// oldest dropped first). Default 1024, as `serve`'s `responses_kept_max`.
+    pub responses_kept_max: usize,
 }
 
 /// The longest one SSE event may be before the recording stops parsing the stream (an
@@ -74,9 +82,148 @@ pub struct ProxyOptions {
 /// that is smaller.
 const SSE_EVENT_BYTES_MAX: usize = 1 << 20;
 
-/// The most bytes of an upstream's `GET /v1/models` answer passed on: a model list is a few
-/// kilobytes.
+/// The most bytes of an upstream's `GET /v1/models` or `count_tokens` answer passed on: a
+/// model list is a few kilobytes, a token count a few bytes.
 const MODEL_LIST_BYTES_MAX: usize = 1 << 20;
+
+/// The API a forwarded route speaks: how its request is read, where it goes upstream, which
+/// header carries `--upstream-key-env`'s key, how its answer is read into an [`Outcome`], and
+/// how the proxy's own refusals are spelt (in the API's error object, so the runtime's SDK
+/// raises its own error). One variant per route: another API is one more variant and route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI Chat Completions: `POST /v1/chat/completions`.
+    Chat,
+    /// Anthropic Messages: `POST /v1/messages` (with `?beta=true` or not).
+    Messages,
+    /// OpenAI Responses: `POST /v1/responses`, `previous_response_id` read from the answers
+    /// that came through the proxy.
+    Responses,
+}
+
+/// What the proxy read of a request.
+struct Read {
+    model: Option<String>,
+    streamed: bool,
+    converted: Converted,
+    /// A Responses request's chain, kept with its answer for a later `previous_response_id`.
+    chain: Option<Chain>,
+    /// What the recording could not read as `serve` will (a `previous_response_id` the proxy
+    /// never saw answered).
+    note: Option<String>,
+}
+
+/// A Responses request's conversation so far: the earlier items its `previous_response_id`
+/// named, its own input, and whether the upstream keeps its answer (`store`).
+struct Chain {
+    earlier: Arc<Vec<Arc<responses::Item>>>,
+    input: Vec<responses::Item>,
+    stores: bool,
+}
+
+impl Api {
+    /// The path under the upstream's base URL.
+    fn path(self) -> &'static str {
+        match self {
+            Api::Chat => "/chat/completions",
+            Api::Messages => "/messages",
+            Api::Responses => "/responses",
+        }
+    }
+
+    /// What a request or a whole answer of this API is called in a message.
+    fn what(self) -> &'static str {
+        match self {
+            Api::Chat => "a chat completion",
+            Api::Messages => "a message",
+            Api::Responses => "a response",
+        }
+    }
+
+    /// The body read as this API's request: the model asked for, whether it streams, and the
+    /// conversation as the server reads it (the same conversion; a Responses request's
+    /// `previous_response_id` from `chains`), or why it is none.
+    fn read(self, body: &[u8], chains: &Mutex<responses::Chains>) -> Result<Read, String> {
+        let read = |model, streamed, converted| Read { model, streamed, converted, chain: None, note: None };
+        match self {
+            Api::Chat => {
+                let request = serde_json::from_slice::<ChatRequest>(body)
+                    .map_err(|e| format!("the body is not a chat completion request: {e}"))?;
+                Ok(read(request.model.clone(), request.streams(), request.convert()?))
+            }
+            Api::Messages => {
+                let request = serde_json::from_slice::<anthropic::MessagesRequest>(body)
+                    .map_err(|e| format!("the body is not a messages request: {e}"))?;
+                Ok(read(request.model.clone(), request.streams(), request.convert()?))
+            }
+            Api::Responses => {
+                let request = serde_json::from_slice::<responses::ResponsesRequest>(body)
+                    .map_err(|e| format!("the body is not a responses request: {e}"))?;
+                // The upstream knows every response it gave; the recording only those it saw.
+                // One it never saw is forwarded all the same (the upstream may keep it), read
+                // without its conversation, and noted.
+                let (earlier, note) = match &request.previous_response_id {
+                    None => (Arc::default(), None),
+                    Some(id) => match chains.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
+                        Some(earlier) => (earlier, None),
+                        None => (
+                            Arc::default(),
+                            Some(format!(
+                                "previous_response_id `{}` names no response answered through the proxy: the request is recorded without that conversation, and a replay that sends the id is refused",
+                                crate::wire::excerpt(id)
+                            )),
+                        ),
+                    },
+                };
+                let converted = request.convert(&earlier)?;
+                let chain = Some(Chain { earlier, input: request.items(), stores: request.stores() });
+                Ok(Read { model: request.model.clone(), streamed: request.streams(), converted, chain, note })
+            }
+        }
+    }
+
+    /// The error `type` this API gives a status.
+    fn error_type_of(self, status: u16) -> &'static str {
+        match self {
+            Api::Chat | Api::Responses => crate::wire::api::error_type_of(status),
+            Api::Messages => anthropic::error_type_of(status),
+        }
+    }
+
+    /// The header that carries an upstream key.
+    fn key_header(self, key: &str) -> (header::HeaderName, String) {
+        match self {
+            Api::Chat | Api::Responses => (header::AUTHORIZATION, format!("Bearer {key}")),
+            Api::Messages => (header::HeaderName::from_static("x-api-key"), key.to_string()),
+        }
+    }
+
+    /// The proxy's own refusal in this API's error object: Chat's (which OpenAI's Responses
+    /// API answers with too) carries `code`; Anthropic's has no field for it, so it ends the
+    /// message, as `rehearsal serve` writes it.
+    fn error_response(self, status: StatusCode, code: &str, message: String) -> Response {
+        let text = match self {
+            Api::Chat | Api::Responses => {
+                let error = ErrorObject {
+                    message,
+                    kind: self.error_type_of(status.as_u16()).to_string(),
+                    param: None,
+                    code: Some(code.to_string()),
+                };
+                serde_json::to_string(&ErrorBody { error })
+            }
+            Api::Messages => {
+                let error = anthropic::ErrorObject {
+                    kind: self.error_type_of(status.as_u16()).to_string(),
+                    message: format!("{message} ({code})"),
+                };
+                serde_json::to_string(&anthropic::ErrorBody { kind: "error", error })
+            }
+        };
+        let text = text.expect("API objects serialize");
+        (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
+    }
+}
 
 impl Default for ProxyOptions {
     fn default() -> ProxyOptions {
@@ -89,6 +236,7 @@ impl Default for ProxyOptions {
             body_limit_bytes: 8 << 20,
             max_reply_bytes: 16 << 20,
             upstream_idle: Duration::from_secs(60),
+            responses_kept_max: 1024,
         }
     }
 }
@@ -131,6 +279,8 @@ pub enum Outcome {
 /// One recorded request.
 #[derive(Clone, Debug)]
 pub struct RecordedExchange {
+    /// The API it came in.
+    pub api: Api,
     /// The request as conversation types.
     pub converted: Converted,
     /// The model asked for.
@@ -160,7 +310,7 @@ pub enum Event {
 /// What the proxy saw.
 #[derive(Clone, Debug, Default)]
 pub struct Recording {
-    /// The chat requests, in arrival order (the exchange numbers).
+    /// The model requests (of every [`Api`]), in arrival order (the exchange numbers).
     pub exchanges: Vec<RecordedExchange>,
     /// Arrivals and ends, in the order they happened.
     pub events: Vec<Event>,
@@ -257,6 +407,10 @@ struct Shared {
     changed: Notify,
     stopping: AtomicBool,
     stop_tx: watch::Sender<bool>,
+    /// The conversations of the Responses answers seen, by the upstream's response id.
+    chains: Mutex<responses::Chains>,
+    /// The chains of Responses requests still open, by exchange.
+    open_chains: Mutex<std::collections::HashMap<usize, Chain>>,
 }
 
 impl Shared {
@@ -285,6 +439,19 @@ impl Shared {
         e.outcome = outcome;
         e.ended = Some(at);
         rec.events.push(event);
+    }
+
+    /// Keeps exchange `n`'s Responses conversation under the upstream's `response_id` when it
+    /// ended as a reply the upstream keeps, for a later `previous_response_id`.
+    fn chain(&self, n: usize, response_id: Option<String>) {
+        let Some(chain) = self.open_chains.lock().unwrap_or_else(|p| p.into_inner()).remove(&n) else { return };
+        let (Some(id), true) = (response_id, chain.stores) else { return };
+        let reply = match self.record().exchanges.get(n).map(|e| &e.outcome) {
+            Some(Outcome::Reply { text, calls }) => LlmReply { text: text.clone(), tool_calls: calls_of(calls) },
+            _ => return,
+        };
+        let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
+        chains.keep(&id, &chain.earlier, chain.input, &reply, n);
     }
 
     fn secret(&self, value: &str) {
@@ -330,6 +497,8 @@ impl Proxy {
             changed: Notify::new(),
             stopping: AtomicBool::new(false),
             stop_tx,
+            chains: Mutex::new(responses::Chains::new(options.responses_kept_max)),
+            open_chains: Mutex::default(),
             options,
         });
         if let Some(key) = &shared.options.upstream_key {
@@ -337,6 +506,9 @@ impl Proxy {
         }
         let app = Router::new()
             .route("/v1/chat/completions", post(chat).fallback(not_served))
+            .route("/v1/messages", post(messages).fallback(not_served))
+            .route("/v1/messages/count_tokens", post(count_tokens).fallback(not_served))
+            .route("/v1/responses", post(responses_route).fallback(not_served))
             .route("/v1/models", get(models).fallback(not_served))
             .fallback(not_served)
             .layer(DefaultBodyLimit::max(shared.options.body_limit_bytes))
@@ -401,16 +573,7 @@ impl Proxy {
 }
 
 fn error_response(status: StatusCode, code: &str, message: String) -> Response {
-    let body = ErrorBody {
-        error: ErrorObject {
-            message,
-            kind: crate::wire::api::error_type_of(status.as_u16()).to_string(),
-            param: None,
-            code: Some(code.to_string()),
-        },
-    };
-    let text = serde_json::to_string(&body).expect("API objects serialize");
-    (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
+    Api::Chat.error_response(status, code, message)
 }
 
 async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
@@ -422,23 +585,67 @@ async fn not_served(State(shared): State<Arc<Shared>>, method: Method, uri: Uri)
         StatusCode::NOT_FOUND,
         "not_served",
         format!(
-            "rehearsal record: request #{n}: {method} {uri} is not forwarded (POST /v1/chat/completions and GET /v1/models are)"
+            "rehearsal record: request #{n}: {method} {uri} is not forwarded (POST /v1/chat/completions, POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/responses and GET /v1/models are)"
         ),
     )
 }
 
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    // The model list belongs to both APIs: a key the runtime sent as `x-api-key` is Anthropic's.
+    let api = if headers.contains_key("x-api-key") { Api::Messages } else { Api::Chat };
+    let request = Whole { api, method: Method::GET, path: "/models", what: "model list" };
+    whole(&shared, request, None, &headers, Bytes::new()).await
+}
+
+/// `POST /v1/messages/count_tokens`: forwarded and passed back as the model list is, and not
+/// recorded (it is no exchange: `rehearsal serve` answers it from the request alone).
+async fn count_tokens(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Ok(body) = body else {
+        let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.touch();
+        let why = format!("the body is larger than {} bytes or could not be read", shared.options.body_limit_bytes);
+        shared.find(n, FindingKind::Oversized, format!("request #{n}: count_tokens: {why}"));
+        return Api::Messages.error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "not_forwarded",
+            format!("rehearsal record: request #{n}: {why}"),
+        );
+    };
+    let request =
+        Whole { api: Api::Messages, method: Method::POST, path: "/messages/count_tokens", what: "token count" };
+    whole(&shared, request, uri.query(), &headers, body).await
+}
+
+/// A request whose answer is passed back whole and not recorded.
+struct Whole {
+    /// The API its key header and its error objects follow.
+    api: Api,
+    method: Method,
+    /// Under the upstream's base.
+    path: &'static str,
+    /// What the answer is, for a message (`model list`).
+    what: &'static str,
+}
+
+/// Forwards `request` and passes its answer back read whole, bounded in size
+/// ([`MODEL_LIST_BYTES_MAX`]) and in time.
+async fn whole(shared: &Shared, request: Whole, query: Option<&str>, headers: &HeaderMap, body: Bytes) -> Response {
     shared.received.fetch_add(1, Ordering::SeqCst);
     shared.touch();
+    let Whole { api, method, path, what } = request;
+    let error_response = |status: StatusCode, code: &str, message: String| api.error_response(status, code, message);
     let deadline = crate::wire::after(Instant::now(), shared.options.upstream_timeout);
-    let response =
-        match tokio::time::timeout_at(deadline, forward(&shared, Method::GET, "/models", &headers, Bytes::new())).await
-        {
-            Ok(Ok(response)) => response,
-            Ok(Err(why)) => return error_response(StatusCode::BAD_GATEWAY, "upstream_unreachable", why),
-            Err(_) => return upstream_timed_out(&shared),
-        };
-    // A model list is small: read whole, but bounded in size and in time.
+    let path = with_query(path, query);
+    let response = match tokio::time::timeout_at(deadline, forward(shared, api, method, &path, headers, body)).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(why)) => return error_response(StatusCode::BAD_GATEWAY, "upstream_unreachable", why),
+        Err(_) => return upstream_timed_out(shared, api),
+    };
     let (parts, mut body) = response.into_parts();
     let mut bytes = Vec::new();
     loop {
@@ -451,7 +658,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
                             StatusCode::BAD_GATEWAY,
                             "upstream_too_large",
                             format!(
-                                "rehearsal record: the upstream's model list is larger than {MODEL_LIST_BYTES_MAX} bytes"
+                                "rehearsal record: the upstream's {what} is larger than {MODEL_LIST_BYTES_MAX} bytes"
                             ),
                         );
                     }
@@ -463,19 +670,27 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
                 return error_response(
                     StatusCode::BAD_GATEWAY,
                     "upstream_dropped",
-                    format!("rehearsal record: the upstream's model list broke off: {e}"),
+                    format!("rehearsal record: the upstream's {what} broke off: {e}"),
                 );
             }
-            Err(_) => return upstream_timed_out(&shared),
+            Err(_) => return upstream_timed_out(shared, api),
         }
     }
     passthrough(parts.status, &parts.headers, Body::from(bytes))
 }
 
+/// `path` with the request's query, as the runtime sent it (`?beta=true`).
+fn with_query(path: &str, query: Option<&str>) -> String {
+    match query {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_string(),
+    }
+}
+
 /// The answer to a request the upstream did not answer in time, where no scripted `hang` is
-/// being recorded (the model list).
-fn upstream_timed_out(shared: &Shared) -> Response {
-    error_response(
+/// being recorded (the model list, a token count).
+fn upstream_timed_out(shared: &Shared, api: Api) -> Response {
+    api.error_response(
         StatusCode::GATEWAY_TIMEOUT,
         "upstream_timeout",
         format!(
@@ -510,8 +725,10 @@ fn is_auth(name: &header::HeaderName) -> bool {
 }
 
 /// Sends one request to the upstream over a fresh connection; the response's body streams.
+/// An upstream key goes in `api`'s header.
 async fn forward(
     shared: &Shared,
+    api: Api,
     method: Method,
     path: &str,
     headers: &HeaderMap,
@@ -543,7 +760,8 @@ async fn forward(
         request = request.header(name, value);
     }
     if let Some(key) = &shared.options.upstream_key {
-        request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
+        let (name, value) = api.key_header(key);
+        request = request.header(name, value);
     }
     let request = request
         .header(header::HOST, &upstream.authority)
@@ -576,12 +794,53 @@ impl Drop for Open {
         if outcome != Outcome::Open {
             self.shared.end(self.exchange, outcome);
         }
+        // A Responses chain not kept by now never will be (the answer failed or was cut).
+        self.shared.open_chains.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.exchange);
         self.shared.open.fetch_sub(1, Ordering::SeqCst);
         self.shared.touch();
     }
 }
 
-async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    forwarded(Api::Chat, shared, uri, headers, body).await
+}
+
+/// `POST /v1/messages`: `?beta=true` and the headers `x-api-key`, `anthropic-version` and
+/// `anthropic-beta` go upstream as they came.
+async fn messages(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    forwarded(Api::Messages, shared, uri, headers, body).await
+}
+
+/// `POST /v1/responses`.
+async fn responses_route(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    forwarded(Api::Responses, shared, uri, headers, body).await
+}
+
+/// A model request of `api`: read as the server reads it, forwarded, its answer passed back
+/// as it streams and recorded as what it amounts to.
+async fn forwarded(
+    api: Api,
+    shared: Arc<Shared>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let error_response = |status: StatusCode, code: &str, message: String| api.error_response(status, code, message);
     let n = shared.received.fetch_add(1, Ordering::SeqCst) + 1;
     shared.touch();
     let body = match body {
@@ -601,10 +860,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
             );
         }
     };
-    let parsed = serde_json::from_slice::<ChatRequest>(&body)
-        .map_err(|e| format!("the body is not a chat completion request: {e}"))
-        .and_then(|r| r.convert().map(|c| (r, c)));
-    let (request, converted) = match parsed {
+    let Read { model, streamed, converted, chain, note } = match api.read(&body, &shared.chains) {
         Ok(ok) => ok,
         Err(why) => {
             // Not recorded, not forwarded: a scenario cannot script it, and the runtime is to
@@ -620,35 +876,42 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
             );
         }
     };
-    let streamed = request.streams();
     let exchange = {
         let mut rec = shared.record();
         let exchange = rec.exchanges.len();
         rec.exchanges.push(RecordedExchange {
+            api,
             converted,
-            model: request.model.clone(),
+            model,
             streamed,
             arrived: shared.started.elapsed(),
             ended: None,
             outcome: Outcome::Open,
         });
         rec.events.push(Event::Arrived(exchange));
+        if let Some(note) = note {
+            rec.notes.push(format!("exchange {exchange}: {note}"));
+        }
         exchange
     };
+    if let Some(chain) = chain {
+        shared.open_chains.lock().unwrap_or_else(|p| p.into_inner()).insert(exchange, chain);
+    }
     shared.open.fetch_add(1, Ordering::SeqCst);
     let open = Open { shared: shared.clone(), exchange };
     let deadline = crate::wire::after(Instant::now(), shared.options.upstream_timeout);
-    let answer = tokio::time::timeout_at(deadline, forward(&shared, Method::POST, "/chat/completions", &headers, body));
+    let path = with_query(api.path(), uri.query());
+    let answer = tokio::time::timeout_at(deadline, forward(&shared, api, Method::POST, &path, &headers, body));
     let response = match answer.await {
         Ok(Ok(response)) => response,
         Ok(Err(why)) => {
             // Recorded as the runtime saw it: the error object's `type` (its `code` says why).
-            let kind = Some(crate::wire::api::error_type_of(502).to_string());
+            let kind = Some(api.error_type_of(502).to_string());
             shared.end(exchange, Outcome::Error { status: 502, kind, message: why.clone() });
             drop(open);
             return error_response(StatusCode::BAD_GATEWAY, "upstream_unreachable", why);
         }
-        Err(_) => return hold(open).await,
+        Err(_) => return hold(api, open).await,
     };
     let (parts, upstream_body) = response.into_parts();
     let limit = shared.options.max_reply_bytes;
@@ -664,7 +927,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
     // hyper stops polling a body once its declared length is written, so the tap ends the
     // answer itself when the last byte has passed.
     let expected = length.as_ref().and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    let mut tap = Tap { open, parser: Parser::new(kind, limit), ended: false, passed: 0, expected };
+    let mut tap = Tap { open, parser: Parser::new(api, kind, limit), ended: false, passed: 0, expected };
     // An answer with no body (204, 205, 304, or a length of 0) is complete as it stands:
     // hyper never polls its body, so the tap ends it here.
     if matches!(parts.status.as_u16(), 204 | 205 | 304) || expected == Some(0) {
@@ -714,14 +977,19 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Resul
 
 /// Past the upstream timeout: the request is a `hang`; the runtime's connection is held
 /// until it gives up (the handler is dropped) or the proxy stops.
-async fn hold(open: Open) -> Response {
+async fn hold(api: Api, open: Open) -> Response {
     open.shared.end(open.exchange, Outcome::Hang);
     let mut stop = open.shared.stop_tx.subscribe();
     let _ = stop.wait_for(|s| *s).await;
-    error_response(StatusCode::SERVICE_UNAVAILABLE, "recording_over", "rehearsal record: the recording is over".into())
+    api.error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "recording_over",
+        "rehearsal record: the recording is over".into(),
+    )
 }
 
-/// The `type` and `message` of an error body (the body's text when it is no error object).
+/// The `type` and `message` of an error body (the body's text when it is no error object):
+/// `{"error": {"type", "message"}}` in both APIs (Anthropic's adds a top-level `type`).
 fn error_of(bytes: &[u8]) -> (Option<String>, String) {
     let value: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let error = &value["error"];
@@ -774,11 +1042,15 @@ impl Tap {
         let outcome = self.parser.finish();
         if self.parser.kind == BodyKind::Json && !self.parser.cut && matches!(outcome, Outcome::Dropped { .. }) {
             self.open.shared.record().notes.push(format!(
-                "exchange {}: the upstream's whole answer is not a chat completion (not JSON, or not UTF-8); recorded as a stream dropped at its start",
-                self.open.exchange
+                "exchange {}: the upstream's whole answer is not {} (not JSON, or not UTF-8); recorded as a stream dropped at its start",
+                self.open.exchange,
+                self.parser.api.what()
             ));
         }
         self.open.shared.end(self.open.exchange, outcome);
+        if self.parser.api == Api::Responses {
+            self.open.shared.chain(self.open.exchange, self.parser.response_id.take());
+        }
     }
 
     fn broken(&mut self) {
@@ -804,18 +1076,19 @@ fn describe(outcome: &Outcome) -> String {
 /// What an upstream answer's body is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum BodyKind {
-    /// A chat completion as server-sent events.
+    /// A chat completion or a message as server-sent events.
     Sse,
-    /// A chat completion as one JSON body.
+    /// A chat completion or a message as one JSON body.
     Json,
     /// An error answer with this status.
     Error(u16),
 }
 
 /// Reads an upstream answer as it passes: a JSON body, SSE chunks with their deltas, or an
-/// error body. It keeps at most `limit` bytes of one answer and at most
+/// error body, of its [`Api`]. It keeps at most `limit` bytes of one answer and at most
 /// [`SSE_EVENT_BYTES_MAX`] of one unfinished SSE event, and reads each byte once.
 struct Parser {
+    api: Api,
     kind: BodyKind,
     /// The most bytes kept.
     limit: usize,
@@ -826,17 +1099,22 @@ struct Parser {
     buffer: Vec<u8>,
     /// How much of `buffer` is known to hold no event end.
     scanned: usize,
-    /// SSE data chunks seen (not counting `[DONE]`).
+    /// SSE data chunks seen (not counting Chat's `[DONE]` nor Anthropic's `ping`s, which carry
+    /// nothing a replay sends).
     chunks: usize,
     done: bool,
     text: String,
-    /// Per call index: id, name, arguments so far.
+    /// Per call index (Chat's call index, Anthropic's block index, Responses' output index):
+    /// id, name, arguments so far.
     calls: std::collections::BTreeMap<u64, (String, String, String)>,
+    /// A Responses answer's id, for a later `previous_response_id`.
+    response_id: Option<String>,
 }
 
 impl Parser {
-    fn new(kind: BodyKind, limit: usize) -> Parser {
+    fn new(api: Api, kind: BodyKind, limit: usize) -> Parser {
         Parser {
+            api,
             kind,
             limit,
             fed: 0,
@@ -847,12 +1125,13 @@ impl Parser {
             done: false,
             text: String::new(),
             calls: Default::default(),
+            response_id: None,
         }
     }
 
     #[cfg(test)]
     fn sse() -> Parser {
-        Parser::new(BodyKind::Sse, usize::MAX)
+        Parser::new(Api::Chat, BodyKind::Sse, usize::MAX)
     }
 
     /// Takes `data` in; `Some(why)` the moment the parser stops keeping the answer.
@@ -916,20 +1195,20 @@ impl Parser {
             return;
         }
         let payload = data.join("\n");
-        if payload.trim() == "[DONE]" {
+        if self.api == Api::Chat && payload.trim() == "[DONE]" {
             self.done = true;
             return;
         }
-        self.chunks += 1;
         let chunk: serde_json::Value = serde_json::from_str(&payload).unwrap_or_default();
+        match self.api {
+            Api::Messages => return self.message_event(&chunk),
+            Api::Responses => return self.response_event(&chunk),
+            Api::Chat => {}
+        }
+        self.chunks += 1;
         let delta = &chunk["choices"][0]["delta"];
         if let Some(t) = delta["content"].as_str() {
-            // The text never holds more than the bytes fed: its capacity stays within the
-            // limit too.
-            if let Some(more) = growth_within(self.text.len(), self.text.capacity(), t.len(), self.limit) {
-                self.text.reserve_exact(more);
-            }
-            self.text.push_str(t);
+            self.push_text(t);
         }
         for call in delta["tool_calls"].as_array().into_iter().flatten() {
             let index = call["index"].as_u64().unwrap_or(0);
@@ -946,8 +1225,102 @@ impl Parser {
         }
     }
 
+    fn push_text(&mut self, t: &str) {
+        // The text never holds more than the bytes fed: its capacity stays within the limit
+        // too.
+        if let Some(more) = growth_within(self.text.len(), self.text.capacity(), t.len(), self.limit) {
+            self.text.reserve_exact(more);
+        }
+        self.text.push_str(t);
+    }
+
+    /// One event of a Messages stream: `content_block_start` opens a `tool_use` block (its id
+    /// and name), `content_block_delta` adds text (`text_delta`) or a call's input JSON
+    /// (`input_json_delta`), `message_stop` ends the message; every other event (thinking
+    /// deltas, `message_delta`, an `error` mid-stream) adds nothing a reply holds.
+    fn message_event(&mut self, event: &serde_json::Value) {
+        let kind = event["type"].as_str().unwrap_or_default();
+        if kind == "ping" {
+            return;
+        }
+        self.chunks += 1;
+        let index = event["index"].as_u64().unwrap_or(0);
+        match kind {
+            "content_block_start" if event["content_block"]["type"] == "tool_use" => {
+                let block = &event["content_block"];
+                let entry = self.calls.entry(index).or_default();
+                entry.0.push_str(block["id"].as_str().unwrap_or_default());
+                entry.1.push_str(block["name"].as_str().unwrap_or_default());
+                // An input given whole at the start (none is streamed after it).
+                if block["input"].as_object().is_some_and(|o| !o.is_empty()) {
+                    entry.2.push_str(&block["input"].to_string());
+                }
+            }
+            "content_block_start" => {
+                self.push_text(event["content_block"]["text"].as_str().unwrap_or_default());
+            }
+            "content_block_delta" => {
+                let delta = &event["delta"];
+                match delta["type"].as_str().unwrap_or_default() {
+                    "text_delta" => self.push_text(delta["text"].as_str().unwrap_or_default()),
+                    "input_json_delta" => {
+                        let piece = delta["partial_json"].as_str().unwrap_or_default();
+                        self.calls.entry(index).or_default().2.push_str(piece);
+                    }
+                    _ => {}
+                }
+            }
+            "message_stop" => self.done = true,
+            _ => {}
+        }
+    }
+
+    /// One event of a Responses stream: `response.output_text.delta`s are the text, a
+    /// `function_call` item added opens a call (its `call_id` and name) whose
+    /// `response.function_call_arguments.delta`s are its arguments, and `response.completed`
+    /// ends the answer with the whole response, which then stands for what the deltas said.
+    fn response_event(&mut self, event: &serde_json::Value) {
+        self.chunks += 1;
+        let index = event["output_index"].as_u64().unwrap_or(0);
+        match event["type"].as_str().unwrap_or_default() {
+            "response.created" | "response.in_progress" => {
+                self.response_id = event["response"]["id"].as_str().map(String::from);
+            }
+            "response.output_item.added" if event["item"]["type"] == "function_call" => {
+                let item = &event["item"];
+                let entry = self.calls.entry(index).or_default();
+                entry.0.push_str(item["call_id"].as_str().unwrap_or_default());
+                entry.1.push_str(item["name"].as_str().unwrap_or_default());
+                entry.2.push_str(item["arguments"].as_str().unwrap_or_default());
+            }
+            "response.output_text.delta" => self.push_text(event["delta"].as_str().unwrap_or_default()),
+            "response.function_call_arguments.delta" => {
+                self.calls.entry(index).or_default().2.push_str(event["delta"].as_str().unwrap_or_default());
+            }
+            "response.completed" => {
+                self.done = true;
+                self.response_id = event["response"]["id"].as_str().map(String::from).or(self.response_id.take());
+                if let Outcome::Reply { text, calls } = whole_response(&event["response"]) {
+                    self.text = text;
+                    self.calls = calls.into_iter().enumerate().map(|(k, c)| (k as u64, c)).collect();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The calls so far. A Messages `tool_use` block whose input never came is `{}` (the
+    /// input Anthropic gives a call without arguments).
+    fn calls_so_far(&self) -> Vec<(String, String, String)> {
+        let empty = |args: &String| self.api == Api::Messages && args.is_empty();
+        self.calls
+            .values()
+            .map(|(id, name, args)| (id.clone(), name.clone(), if empty(args) { "{}".into() } else { args.clone() }))
+            .collect()
+    }
+
     fn so_far(&self) -> (String, Vec<(String, String, String)>) {
-        (self.text.clone(), self.calls.values().cloned().collect())
+        (self.text.clone(), self.calls_so_far())
     }
 
     /// A stream broken here: the chunks, text and calls that came.
@@ -963,7 +1336,8 @@ impl Parser {
             BodyKind::Error(_) => self.finish(),
             _ => {
                 let text = std::mem::take(&mut self.text);
-                let calls = std::mem::take(&mut self.calls).into_values().collect();
+                let calls = self.calls_so_far();
+                self.calls.clear();
                 Outcome::Dropped { chunks: self.chunks, text, calls }
             }
         }
@@ -986,6 +1360,14 @@ impl Parser {
                     Ok(v) => v,
                     Err(_) => return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() },
                 };
+                match self.api {
+                    Api::Messages => return whole_message(&value),
+                    Api::Responses => {
+                        self.response_id = value["id"].as_str().map(String::from);
+                        return whole_response(&value);
+                    }
+                    Api::Chat => {}
+                }
                 let message = &value["choices"][0]["message"];
                 if !message.is_object() {
                     // JSON, but no chat completion (`{}`, an error object with a 200): as a
@@ -1013,6 +1395,51 @@ impl Parser {
             }
         }
     }
+}
+
+/// A whole Messages answer: its `text` blocks joined and its `tool_use` blocks as calls; JSON
+/// that is no message (`{}`, an error object with a 200) is recorded as a body that is not
+/// JSON is, a stream dropped at its start (with a note).
+fn whole_message(value: &serde_json::Value) -> Outcome {
+    let Some(blocks) = value["content"].as_array().filter(|_| value["type"] == "message") else {
+        return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() };
+    };
+    let text = blocks.iter().filter(|b| b["type"] == "text").filter_map(|b| b["text"].as_str()).collect();
+    let calls = blocks
+        .iter()
+        .filter(|b| b["type"] == "tool_use")
+        .map(|b| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+            let input = if b["input"].is_null() { "{}".to_string() } else { b["input"].to_string() };
+            (text(&b["id"]), text(&b["name"]), input)
+        })
+        .collect();
+    Outcome::Reply { text, calls }
+}
+
+/// A whole Responses answer (`"object": "response"`): its `message` items' `output_text`
+/// parts joined and its `function_call` items as calls (`call_id`, `name`, `arguments`); JSON
+/// that is no response is recorded as a body that is not JSON is.
+fn whole_response(value: &serde_json::Value) -> Outcome {
+    let Some(items) = value["output"].as_array().filter(|_| value["object"] == "response") else {
+        return Outcome::Dropped { chunks: 0, text: String::new(), calls: Vec::new() };
+    };
+    let text = items
+        .iter()
+        .filter(|i| i["type"] == "message")
+        .flat_map(|i| i["content"].as_array().into_iter().flatten())
+        .filter(|p| p["type"] == "output_text")
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    let calls = items
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .map(|i| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+            (text(&i["call_id"]), text(&i["name"]), text(&i["arguments"]))
+        })
+        .collect();
+    Outcome::Reply { text, calls }
 }
 
 /// How much to reserve (beyond `len`) in a buffer of `capacity` that must take `more` bytes,
@@ -1220,10 +1647,33 @@ mod tests {
     }
 
     #[test]
+    fn a_messages_stream_is_read_into_text_and_calls_with_pings_not_counted() {
+        let mut p = Parser::new(Api::Messages, BodyKind::Sse, usize::MAX);
+        let frames = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"content\":[]}}\n\n",
+            "event: ping\ndata: {\"type\":\"ping\"}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"On it.\"}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"f\",\"input\":{}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\":\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"1}\"}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t2\",\"name\":\"g\",\"input\":{}}}\n\n",
+        );
+        for piece in frames.as_bytes().chunks(7) {
+            p.feed(piece);
+        }
+        assert_eq!(p.chunks, 7, "every event but the ping");
+        let calls = vec![("t1".into(), "f".into(), "{\"a\":1}".into()), ("t2".into(), "g".into(), "{}".into())];
+        assert_eq!(p.so_far_outcome(), Outcome::Dropped { chunks: 7, text: "On it.".into(), calls });
+        p.feed(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+        assert!(p.done);
+    }
+
+    #[test]
     fn an_sse_event_that_never_ends_is_cut_at_its_bound_and_the_buffer_freed() {
         // An upstream that never writes the blank line ending an event: the parser
         // stops at the bound instead of buffering and rescanning without end.
-        let mut p = Parser::new(BodyKind::Sse, usize::MAX);
+        let mut p = Parser::new(Api::Chat, BodyKind::Sse, usize::MAX);
         p.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\n");
         let line = vec![b'x'; 64 << 10];
         let mut why = None;
@@ -1251,7 +1701,7 @@ mod tests {
 
     #[test]
     fn a_reply_past_the_limit_is_kept_to_the_limit() {
-        let mut p = Parser::new(BodyKind::Sse, 100);
+        let mut p = Parser::new(Api::Chat, BodyKind::Sse, 100);
         let frame = "data: {\"choices\":[{\"delta\":{\"content\":\"0123456789\"}}]}\n\n";
         assert_eq!(p.feed(frame.as_bytes()), None);
         assert_eq!(
@@ -1283,6 +1733,7 @@ mod tests {
         let request: ChatRequest = serde_json::from_str(r#"{"messages":[{"role":"user","content":"hi"}]}"#).unwrap();
         Recording {
             exchanges: vec![RecordedExchange {
+                api: Api::Chat,
                 converted: request.convert().unwrap(),
                 model: None,
                 streamed: false,

@@ -23,7 +23,7 @@ const FANOUT: &str = "tests/record/fanout-runtime.json";
 const KEY: &str = "sk-test-4f3e2d1c0b9a8877";
 
 /// Runs the binary from the crate's root with extra environment variables.
-fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(super) fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_rehearsal"));
     command.args(args).current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("OPENAI_API_KEY");
     for (k, v) in env {
@@ -39,14 +39,14 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
 
 /// An upstream: `scenario` served in-process (wall time, scale 1) on a thread of its own with
 /// a current-thread tokio runtime, until [`Upstream::finish`].
-struct Upstream {
-    url: String,
+pub(super) struct Upstream {
+    pub(super) url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<rehearsal::wire::WireRun>>,
 }
 
 impl Upstream {
-    fn start(scenario: &rehearsal::Scenario, dialect: &str) -> Upstream {
+    pub(super) fn start(scenario: &rehearsal::Scenario, dialect: &str) -> Upstream {
         let (scenario, dialect) = (scenario.clone(), Dialect::builtin(dialect).unwrap());
         let (url_tx, url_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -66,7 +66,7 @@ impl Upstream {
     }
 
     /// Stops it; its own verdict on what it was asked.
-    fn finish(mut self, scenario: &rehearsal::Scenario) -> rehearsal::Verdict {
+    pub(super) fn finish(mut self, scenario: &rehearsal::Scenario) -> rehearsal::Verdict {
         let _ = self.stop.take().expect("not finished yet").send(());
         let run = self.thread.take().expect("not finished yet").join().expect("the upstream thread ends");
         rehearsal::wire::judge(scenario, &run)
@@ -81,7 +81,7 @@ impl Drop for Upstream {
     }
 }
 
-fn load_text(text: &str, dir: &Path, name: &str) -> rehearsal::Scenario {
+pub(super) fn load_text(text: &str, dir: &Path, name: &str) -> rehearsal::Scenario {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     rehearsal::load::outside(&path).unwrap().into_parts().0
@@ -149,13 +149,13 @@ fn record_fanout_with(dir: &Path, a_ms: u64, b_ms: u64, env: &[(&str, &str)], fl
     (out, output)
 }
 
-fn drive(file: &Path, runtime: &str, command: &[&str], env: &[(&str, &str)]) -> Output {
+pub(super) fn drive(file: &Path, runtime: &str, command: &[&str], env: &[(&str, &str)]) -> Output {
     let mut args = vec!["drive", "--color", "never", "--trace", "--runtime", runtime, file.to_str().unwrap(), "--"];
     args.extend_from_slice(command);
     run(&args, env)
 }
 
-fn schema_accepts(file: &Path) {
+pub(super) fn schema_accepts(file: &Path) {
     let schema: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(manifest_path("docs/scenario.schema.json")).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("the committed schema compiles");
