@@ -1500,6 +1500,7 @@ fn delivery(side: &ModelSide, dialect: &Dialect, out: &mut Out) {
         findings.extend(delivered_before_next_request(side, out.agents, dialect));
     }
     findings.extend(notification_last(side, out.agents, dialect));
+    findings.extend(cancelled_never_delivered(side, out.agents, dialect));
     // Ties: results whose final replies were given in one instant reach the parent together.
     // When a task's run ended, as a request arriving `before` reports it, for the `j`-th of `k`
     // results of the task it lists: a continued task (`subagent.send`) has several runs, and the
@@ -1708,6 +1709,66 @@ fn delivered_before_next_request(side: &ModelSide, agents: &Agents, dialect: &Di
                     ),
                 ));
                 break;
+            }
+        }
+    }
+    findings
+}
+
+/// `bub.cancel.no-notification`: a task whose cancel the model was told succeeded (the cancel
+/// call's result `{"task_id":…,"status":"cancelled"}`, `bub.cancel.result`) is never notified
+/// after it, nor listed with a result by a wait, unless a message was sent to it after the
+/// cancel (a new run). Read from each request's own conversation, in its order; one finding per
+/// task. (Found missing by a bug switch written blind to the runtime fuzzer, issue 41.)
+fn cancelled_never_delivered(side: &ModelSide, agents: &Agents, dialect: &Dialect) -> Vec<(usize, String)> {
+    let mut findings = Vec::new();
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    for list in agents.of.values() {
+        for &(i, n) in list {
+            let mut cancels: BTreeSet<String> = BTreeSet::new();
+            let mut waits: BTreeSet<String> = BTreeSet::new();
+            let mut cancelled: BTreeSet<String> = BTreeSet::new();
+            for m in side.exchanges[i].messages.iter() {
+                for c in &m.tool_calls {
+                    if dialect.cancel_tool(&c.name).is_some() {
+                        cancels.insert(c.id.clone());
+                    } else if dialect.wait.as_deref() == Some(c.name.as_str()) {
+                        waits.insert(c.id.clone());
+                    } else if let Some(t) = dialect.send_tool(&c.name)
+                        && let Some(task) = c.args.get(&t.task_id).and_then(|v| v.as_str())
+                    {
+                        cancelled.remove(task.trim());
+                    }
+                }
+                let id = m.tool_call_id.as_deref().unwrap_or_default();
+                if m.role == Role::Tool && cancels.contains(id) {
+                    let result: Option<serde_json::Value> = serde_json::from_str(&m.content).ok();
+                    let field =
+                        |f: &str| result.as_ref().and_then(|r| r.get(f)).and_then(|v| v.as_str()).map(str::to_string);
+                    if field("status").as_deref() == Some("cancelled")
+                        && let Some(task) = field("task_id")
+                    {
+                        cancelled.insert(task);
+                    }
+                    continue;
+                }
+                let delivered: Vec<String> = if m.role == Role::Tool && waits.contains(id) {
+                    wait_entries(&m.content).into_iter().filter(|x| x.2.is_some()).map(|x| x.0).collect()
+                } else if m.role == Role::User {
+                    dialect.notifications(&m.content).into_iter().map(|x| x.task_id.to_string()).collect()
+                } else {
+                    Vec::new()
+                };
+                for task in delivered.into_iter().filter(|t| cancelled.contains(t)) {
+                    if reported.insert(task.clone()) {
+                        findings.push((
+                            i,
+                            format!(
+                                "request #{n} holds a result of task {task} after the model was told it was cancelled: a cancelled task is never notified nor returned with a result by a wait"
+                            ),
+                        ));
+                    }
+                }
             }
         }
     }

@@ -327,9 +327,16 @@ fn shrink_finding(
     let mut current = case.clone();
     let mut last_problems = problems.to_vec();
     let mut cache: BTreeMap<String, Outcome> = BTreeMap::new();
+    // Every case the walk has stood on: a candidate that is not smaller (a lowered limit) is
+    // taken only once, so the walk ends.
+    let mut visited: BTreeSet<String> = BTreeSet::new();
     let (mut runs, mut cached, mut cut) = (0u32, 0u32, false);
     'walk: loop {
-        let candidates = shrink::candidates(&current);
+        visited.insert(fuzzer.scenario(&current, options.seed, n, "").to_string());
+        let candidates: Vec<Case> = shrink::candidates(&current, &fuzzer.reach.settable)
+            .into_iter()
+            .filter(|c| !visited.contains(&fuzzer.scenario(c, options.seed, n, "").to_string()))
+            .collect();
         for chunk in candidates.chunks(fuzzer.jobs) {
             if runs >= options.shrink_runs || stop().is_some() {
                 cut = true;
@@ -415,7 +422,7 @@ mod tests {
                     let scenario = crate::scenario::parse_with(Path::new("case"), &text, &vocabulary)
                         .unwrap_or_else(|e| panic!("{runtime} case {n}: {e}\n{text}"));
                     assert_eq!(description.missing(&scenario), Vec::<String>::new(), "{runtime} case {n}");
-                    for candidate in shrink::candidates(&case) {
+                    for candidate in shrink::candidates(&case, &reach.settable) {
                         let file = compile::scenario(&candidate, &reach, "c", "");
                         let text = serde_json::to_string_pretty(&file).unwrap();
                         crate::scenario::parse_with(Path::new("candidate"), &text, &vocabulary)

@@ -32,7 +32,7 @@ const WALL_LATENCIES: [u64; 4] = [0, 10, 30, 60];
 /// Values drawn for each limit a scenario may set, by the limit's name: the edges the rules
 /// turn on (a cap of 1, a budget that one spawn and its grant use up, a result limit a short
 /// answer passes).
-fn limit_values(name: &str) -> &'static [u64] {
+pub(super) fn limit_values(name: &str) -> &'static [u64] {
     match name {
         "max_concurrency" => &[1, 2, 3],
         "result_limit_chars" => &[8, 12, 20],

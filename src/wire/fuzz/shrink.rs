@@ -8,10 +8,11 @@
 //! This module proposes; the campaign drives each candidate (re-driving costs a runtime's
 //! start-up, so it caches every verdict by the scenario's text) and decides.
 
-use super::plan::{Call, Case, ChildReply, RootReply, Session};
+use super::plan::{Call, Case, ChildReply, RootReply, Session, limit_values};
 
-/// The candidates smaller than `case`, in the order they are tried.
-pub fn candidates(case: &Case) -> Vec<Case> {
+/// The candidates smaller than `case`, in the order they are tried; `settable`: the limits the
+/// runtime lets a case set (a budget among them may be set to its least).
+pub fn candidates(case: &Case, settable: &[String]) -> Vec<Case> {
     let mut out = Vec::new();
     // Whole turns (never the last one left).
     if case.turns.len() > 1 {
@@ -140,7 +141,37 @@ pub fn candidates(case: &Case) -> Vec<Case> {
             out.push(c);
         }
     }
+    // A limit lowered, or a budget set to its least where the runtime's own applied: a case
+    // that runs out with six spawns under the runtime's budget of 60 runs out with one under
+    // 6, and its other spawns can go then. Such a candidate is not smaller by itself; the walk
+    // takes each case at most once, so it cannot go round in circles.
+    for (k, (name, value)) in case.limits.iter().enumerate() {
+        for lower in limit_values(name).iter().filter(|v| *v < value) {
+            let mut c = case.clone();
+            c.limits[k].1 = *lower;
+            out.push(c);
+        }
+    }
+    for name in settable.iter().filter(|n| is_budget(n) && !case.limits.iter().any(|(l, _)| l == *n)) {
+        let mut c = case.clone();
+        c.limits.push((name.clone(), limit_values(name)[0]));
+        c.limits.sort();
+        out.push(c);
+    }
     out
+}
+
+/// Whether the limit `name` bounds the work an agent may do (a step budget, a request limit),
+/// so that a lower one makes the same breach with fewer calls.
+fn is_budget(name: &str) -> bool {
+    !matches!(
+        name,
+        "depth_limit"
+            | "max_concurrency"
+            | "result_limit_chars"
+            | "subagent_default_timeout_ms"
+            | "subagent_default_timeout_seconds"
+    )
 }
 
 /// Whether some spawned child hangs with no time limit applying to it.
@@ -187,7 +218,7 @@ mod tests {
     #[test]
     fn every_candidate_is_one_cut_smaller_and_the_big_cuts_come_first() {
         let case = case();
-        let all = candidates(&case);
+        let all = candidates(&case, &[]);
         assert!(!all.is_empty());
         assert!(all.iter().all(|c| *c != case), "no candidate is the case itself");
         assert_eq!(all[0].turns.len(), 1, "a whole turn first");
@@ -217,6 +248,6 @@ mod tests {
             turns: vec![Turn { replies: vec![RootReply::Final { terminal: false, latency: 0 }] }],
             children: Vec::new(),
         };
-        assert!(candidates(&minimal).is_empty());
+        assert!(candidates(&minimal, &[]).is_empty());
     }
 }

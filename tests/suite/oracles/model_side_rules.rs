@@ -744,3 +744,52 @@ fn a_tie_is_judged_only_where_the_later_reply_reached_the_runtime_before_the_req
         assert_eq!(fired, fires, "the second reply given before the root's request: {second_first}: {got:#?}");
     }
 }
+
+/// `oracle.model-side.delivery`, `bub.cancel.no-notification`: once the model has read that a
+/// cancel succeeded, a notification of that task is the finding (py_runtime's
+/// `blind_cancel_notified`, written blind to the runtime fuzzer); a cancel that found the task
+/// finished, or a message sent to it after the cancel (a new run), makes a later notification
+/// right.
+#[test]
+fn a_task_notified_after_its_cancel_succeeded_fires() {
+    let dialect = Dialect::builtin("bub").unwrap();
+    let tools = ["final_answer", "fail", "subagent", "subagent.cancel", "subagent.send"];
+    let note = Message::user(
+        "<subagent-notification task_id=\"sub-1\" status=\"cancelled\">\nCancelled.\n</subagent-notification>",
+    );
+    for (cancel_result, sent_after, fires) in [
+        (r#"{"task_id":"sub-1","status":"cancelled"}"#, false, true),
+        ("task sub-1 has already finished", false, false),
+        (r#"{"task_id":"sub-1","status":"cancelled"}"#, true, false),
+    ] {
+        let mut t = Talk::new(dialect.clone());
+        let u1 = Message::user("Coordinate.");
+        let spawn = Message::assistant("", vec![call("c1", "subagent", serde_json::json!({"prompt": "job one"}))]);
+        let (root1, _) = t.ask(std::slice::from_ref(&u1), &tools);
+        t.reply(root1, &spawn);
+        let (one, _) = t.ask(&[Message::user("job one")], &["final_answer", "fail"]);
+        let cancel =
+            Message::assistant("", vec![call("x1", "subagent.cancel", serde_json::json!({"task_id": "sub-1"}))]);
+        let mut history = vec![u1, spawn, Message::tool("c1", r#"{"task_id":"sub-1","status":"running"}"#, false)];
+        let (root2, _) = t.ask(&history, &tools);
+        t.reply(root2, &cancel);
+        history.extend([cancel, Message::tool("x1", cancel_result, !cancel_result.starts_with('{'))]);
+        if sent_after {
+            let send = Message::assistant(
+                "",
+                vec![call("s1", "subagent.send", serde_json::json!({"task_id": "sub-1", "message": "again"}))],
+            );
+            let (root3, _) = t.ask(&history, &tools);
+            t.reply(root3, &send);
+            history.extend([send, Message::tool("s1", r#"{"task_id":"sub-1","status":"running"}"#, false)]);
+        }
+        t.reply(one, &Message::assistant("one done", Vec::new()));
+        history.push(note.clone());
+        let (last, _) = t.ask(&history, &tools);
+        t.reply(last, &Message::assistant("done", Vec::new()));
+        let got = findings(t, &dialect, &Rules::bub());
+        let fired =
+            got.iter().any(|f| f.contains("(oracle.model-side.delivery)") && f.contains("told it was cancelled"));
+        assert_eq!(fired, fires, "{cancel_result} / sent after: {sent_after}: {got:#?}");
+    }
+}
