@@ -28,6 +28,7 @@
 //! the wire's runtime descriptions read it from.
 
 use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -572,6 +573,33 @@ pub struct Tagged {
     pub status: [String; 2],
     /// The body's tags: `["<result>", "</result>"]`; an element without them has an empty body.
     pub body: [String; 2],
+    /// Whether the runtime writes the body with `<`, `>` and `&` escaped as `&lt;`, `&gt;` and
+    /// `&amp;` (Claude Code 2.1.337 does, in a background result), so that it is read back
+    /// unescaped: a report holding `a < b` is handed over whole, not changed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub escaped: bool,
+}
+
+/// `text` with `&lt;`, `&gt;` and `&amp;` read back as `<`, `>` and `&` (`&amp;` last, so that
+/// `&amp;lt;` is `&lt;`), borrowed when it holds none.
+fn unescape(text: &str) -> Cow<'_, str> {
+    if !text.contains('&') {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let (c, len) = [("&lt;", '<'), ("&gt;", '>'), ("&amp;", '&')]
+            .iter()
+            .find(|(e, _)| tail.starts_with(e))
+            .map_or(('&', 1), |(e, c)| (*c, e.len()));
+        out.push(c);
+        rest = &tail[len..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 impl Tagged {
@@ -594,7 +622,9 @@ impl Tagged {
             let (Some(task_id), Some(status)) = (field(&self.task_id, false), field(&self.status, false)) else {
                 continue;
             };
-            found.push(Notified { task_id, status, body: field(&self.body, true).unwrap_or_default() });
+            let body = field(&self.body, true).unwrap_or_default();
+            let body = if self.escaped { unescape(body) } else { Cow::Borrowed(body) };
+            found.push(Notified { task_id, status, body });
         }
         found
     }
@@ -607,7 +637,7 @@ fn framed<'a>([open, middle, close_open, close]: [&String; 4], text: &'a str) ->
     let (status, rest) = rest.split_once(close_open.as_str())?;
     let body = rest.strip_prefix('\n')?.strip_suffix(close.as_str())?;
     let body = body.strip_suffix('\n').unwrap_or(body);
-    Some(Notified { task_id, status, body })
+    Some(Notified { task_id, status, body: Cow::Borrowed(body) })
 }
 
 /// A declared compaction: the runtime may replace the start of an agent's history by one user
@@ -626,8 +656,8 @@ pub struct Notified<'a> {
     pub task_id: &'a str,
     /// The status word.
     pub status: &'a str,
-    /// The body.
-    pub body: &'a str,
+    /// The body (unescaped where the dialect says the runtime escapes it).
+    pub body: Cow<'a, str>,
 }
 
 /// A dialect file that could not be read: which file, and what in it.
@@ -1479,7 +1509,7 @@ mod tests {
         let n = d.notified(
             "<subagent-notification task_id=\"sub-1\" status=\"completed\">\nhi\nthere\n</subagent-notification>",
         );
-        assert_eq!(n, Some(Notified { task_id: "sub-1", status: "completed", body: "hi\nthere" }));
+        assert_eq!(n, Some(Notified { task_id: "sub-1", status: "completed", body: "hi\nthere".into() }));
         assert_eq!(d.notified("plain"), None);
         // The framed form is read from its flat JSON, and a field it does not know is refused.
         let json = serde_json::to_string(&d.notification).unwrap();
@@ -1511,11 +1541,14 @@ mod tests {
         let text = format!("{}{}", one("a1", "42"), one("b2", "two\nlines </result> inside"));
         let got = d.notifications(&text);
         assert_eq!(got.len(), 2, "{got:?}");
-        assert_eq!(got[0], Notified { task_id: "a1", status: "completed", body: "42" });
-        assert_eq!(got[1], Notified { task_id: "b2", status: "completed", body: "two\nlines </result> inside" });
+        assert_eq!(got[0], Notified { task_id: "a1", status: "completed", body: "42".into() });
+        assert_eq!(got[1], Notified { task_id: "b2", status: "completed", body: "two\nlines </result> inside".into() });
         assert_eq!(d.notified(&text), Some(got[0].clone()));
         assert!(d.notifications("<task-notification> with no fields </task-notification>").is_empty());
         assert!(d.notifications("no notification").is_empty());
+        // Claude Code escapes `<`, `>` and `&` in a result (blind review of issue 40): read back.
+        let escaped = one("c3", "a &lt; b &amp;&amp; c &gt; d; &amp;lt; stays &amp;lt; and a bare & too");
+        assert_eq!(d.notifications(&escaped)[0].body, "a < b && c > d; &lt; stays &lt; and a bare & too");
     }
 
     /// `sync_when`: Claude Code's `Agent` runs in the background unless the call says

@@ -1304,7 +1304,7 @@ fn timeouts(side: &ModelSide, rules: &Rules, dialect: &Dialect, out: &mut Out) {
                     for n in dialect.notifications(&m.content) {
                         if n.task_id == task
                             && n.status == "timed_out"
-                            && !got.iter().any(|(b, _): &(String, usize)| b == n.body)
+                            && !got.iter().any(|(b, _): &(String, usize)| *b == n.body)
                         {
                             got.push((n.body.to_string(), i));
                         }

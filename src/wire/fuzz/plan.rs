@@ -313,10 +313,12 @@ impl Case {
             let tool = d.below(reach.spawns.len() as u64) as usize;
             let spec = &reach.spawns[tool];
             let session = match &spec.session {
-                Some(_) => match d.weighted(&[10, 3, 5, 2]) {
+                Some(_) => match d.weighted(&[9, 3, 5, 4]) {
                     1 if !spec.temp_values.is_empty() => Session::Temp(d.below(spec.temp_values.len() as u64) as usize),
                     2 if !spec.fork_values.is_empty() => Session::Fork(d.below(spec.fork_values.len() as u64) as usize),
-                    3 => Session::Named(d.below(2) as u8 + 1),
+                    // Mostly one name: two calls on it in one reply are where a session in
+                    // use shows (`bub.session.named-one-at-a-time`).
+                    3 => Session::Named(if d.one_in(4) { 2 } else { 1 }),
                     _ => Session::Default,
                 },
                 None => Session::Default,
