@@ -27,8 +27,8 @@
 //! It is the vocabulary the attribution and the model-side oracles read, and the one place
 //! the wire's runtime descriptions read it from.
 
-use std::collections::BTreeMap;
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};

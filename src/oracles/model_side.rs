@@ -1727,6 +1727,9 @@ fn cancelled_never_delivered(side: &ModelSide, agents: &Agents, dialect: &Dialec
         for &(i, n) in list {
             let mut cancels: BTreeSet<String> = BTreeSet::new();
             let mut waits: BTreeSet<String> = BTreeSet::new();
+            // A send's call id and the task it names: its result (after a cancel's of the same
+            // reply) may start a new run of the task.
+            let mut sends: BTreeMap<String, String> = BTreeMap::new();
             let mut cancelled: BTreeSet<String> = BTreeSet::new();
             for m in side.exchanges[i].messages.iter() {
                 for c in &m.tool_calls {
@@ -1737,10 +1740,16 @@ fn cancelled_never_delivered(side: &ModelSide, agents: &Agents, dialect: &Dialec
                     } else if let Some(t) = dialect.send_tool(&c.name)
                         && let Some(task) = c.args.get(&t.task_id).and_then(|v| v.as_str())
                     {
-                        cancelled.remove(task.trim());
+                        sends.insert(c.id.clone(), task.trim().to_string());
                     }
                 }
                 let id = m.tool_call_id.as_deref().unwrap_or_default();
+                if m.role == Role::Tool
+                    && let Some(task) = sends.get(id)
+                {
+                    cancelled.remove(task);
+                    continue;
+                }
                 if m.role == Role::Tool && cancels.contains(id) {
                     let result: Option<serde_json::Value> = serde_json::from_str(&m.content).ok();
                     let field =

@@ -333,7 +333,7 @@ fn shrink_finding(
     let (mut runs, mut cached, mut cut) = (0u32, 0u32, false);
     'walk: loop {
         visited.insert(fuzzer.scenario(&current, options.seed, n, "").to_string());
-        let candidates: Vec<Case> = shrink::candidates(&current, &fuzzer.reach.settable)
+        let candidates: Vec<Case> = shrink::candidates(&current, &fuzzer.reach.settable, fuzzer.reach.budget)
             .into_iter()
             .filter(|c| !visited.contains(&fuzzer.scenario(c, options.seed, n, "").to_string()))
             .collect();
@@ -422,7 +422,7 @@ mod tests {
                     let scenario = crate::scenario::parse_with(Path::new("case"), &text, &vocabulary)
                         .unwrap_or_else(|e| panic!("{runtime} case {n}: {e}\n{text}"));
                     assert_eq!(description.missing(&scenario), Vec::<String>::new(), "{runtime} case {n}");
-                    for candidate in shrink::candidates(&case, &reach.settable) {
+                    for candidate in shrink::candidates(&case, &reach.settable, reach.budget) {
                         let file = compile::scenario(&candidate, &reach, "c", "");
                         let text = serde_json::to_string_pretty(&file).unwrap();
                         crate::scenario::parse_with(Path::new("candidate"), &text, &vocabulary)

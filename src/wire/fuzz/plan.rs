@@ -70,6 +70,10 @@ pub struct Reach {
     /// Whether the case runs on virtual time (`--clock`): time limits and long latencies cost
     /// nothing.
     pub clock: bool,
+    /// The root's step budget when a case may set it (`settable.root_step_budget`): the value
+    /// the runtime is judged with, and what one spawn takes of it (its cost and the grant the
+    /// preset gives a child), so that shrinking can drop a spawn and the steps it took together.
+    pub budget: Option<(u64, u64)>,
 }
 
 impl Reach {
@@ -90,6 +94,18 @@ impl Reach {
             result_limit: description.limits.result_limit_chars.flatten(),
             turns: description.features.turns,
             clock,
+            budget: description
+                .settable
+                .contains_key("root_step_budget")
+                .then_some(description.limits.root_step_budget)
+                .flatten()
+                .map(|stated| {
+                    let rules = match description.preset {
+                        crate::scenario::PresetName::Roku => crate::rules::Rules::roku(),
+                        crate::scenario::PresetName::Bub => crate::rules::Rules::bub(),
+                    };
+                    (u64::from(stated), u64::from(rules.spawn_cost) + u64::from(rules.child_step_cap))
+                }),
             spawns,
         }
     }

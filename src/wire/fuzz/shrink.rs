@@ -11,8 +11,9 @@
 use super::plan::{Call, Case, ChildReply, RootReply, Session, limit_values};
 
 /// The candidates smaller than `case`, in the order they are tried; `settable`: the limits the
-/// runtime lets a case set (a budget among them may be set to its least).
-pub fn candidates(case: &Case, settable: &[String]) -> Vec<Case> {
+/// runtime lets a case set (a budget among them may be set to its least); `budget`: the root's
+/// step budget as the runtime states it and what one spawn takes of it, where a case may set it.
+pub fn candidates(case: &Case, settable: &[String], budget: Option<(u64, u64)>) -> Vec<Case> {
     let mut out = Vec::new();
     // Whole turns (never the last one left).
     if case.turns.len() > 1 {
@@ -43,6 +44,31 @@ pub fn candidates(case: &Case, settable: &[String]) -> Vec<Case> {
                     calls.remove(k);
                 }
                 out.push(c);
+            }
+        }
+    }
+    // A spawn dropped with the steps it took from the root's budget: a breach that needs the
+    // budget spent (a refund that lets the root go on) keeps its arithmetic with one spawn less.
+    if let Some((stated, cost)) = budget {
+        let now = case.limits.iter().find(|(n, _)| n == "root_step_budget").map_or(stated, |(_, v)| *v);
+        if now > cost {
+            for (t, turn) in case.turns.iter().enumerate() {
+                for (r, reply) in turn.replies.iter().enumerate() {
+                    let RootReply::Calls { calls, .. } = reply else { continue };
+                    for (k, call) in calls.iter().enumerate() {
+                        if !matches!(call, Call::Spawn { .. }) {
+                            continue;
+                        }
+                        let mut c = case.clone();
+                        if let RootReply::Calls { calls, .. } = &mut c.turns[t].replies[r] {
+                            calls.remove(k);
+                        }
+                        c.limits.retain(|(n, _)| n != "root_step_budget");
+                        c.limits.push(("root_step_budget".to_string(), now - cost));
+                        c.limits.sort();
+                        out.push(c);
+                    }
+                }
             }
         }
     }
@@ -218,7 +244,7 @@ mod tests {
     #[test]
     fn every_candidate_is_one_cut_smaller_and_the_big_cuts_come_first() {
         let case = case();
-        let all = candidates(&case, &[]);
+        let all = candidates(&case, &[], None);
         assert!(!all.is_empty());
         assert!(all.iter().all(|c| *c != case), "no candidate is the case itself");
         assert_eq!(all[0].turns.len(), 1, "a whole turn first");
@@ -248,6 +274,6 @@ mod tests {
             turns: vec![Turn { replies: vec![RootReply::Final { terminal: false, latency: 0 }] }],
             children: Vec::new(),
         };
-        assert!(candidates(&minimal, &[]).is_empty());
+        assert!(candidates(&minimal, &[], None).is_empty());
     }
 }
