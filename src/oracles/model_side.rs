@@ -1717,8 +1717,8 @@ fn delivered_before_next_request(side: &ModelSide, agents: &Agents, dialect: &Di
 
 /// `bub.cancel.no-notification`: a task whose cancel the model was told succeeded (the cancel
 /// call's result `{"task_id":…,"status":"cancelled"}`, `bub.cancel.result`) is never notified
-/// after it, nor listed with a result by a wait, unless a message was sent to it after the
-/// cancel (a new run). Read from each request's own conversation, in its order; one finding per
+/// as cancelled after it, nor listed cancelled with a result by a wait, unless a message was
+/// sent to it after the cancel (a new run). Read from each request's own conversation, in its order; one finding per
 /// task. (Found missing by a bug switch written blind to the runtime fuzzer, issue 41.)
 fn cancelled_never_delivered(side: &ModelSide, agents: &Agents, dialect: &Dialect) -> Vec<(usize, String)> {
     let mut findings = Vec::new();
@@ -1761,10 +1761,21 @@ fn cancelled_never_delivered(side: &ModelSide, agents: &Agents, dialect: &Dialec
                     }
                     continue;
                 }
+                // Only the cancelled run's own end: an earlier run of the task that ended before a
+                // send continued it is still delivered (fuzz --judge model-side, seed 8, case 5991).
                 let delivered: Vec<String> = if m.role == Role::Tool && waits.contains(id) {
-                    wait_entries(&m.content).into_iter().filter(|x| x.2.is_some()).map(|x| x.0).collect()
+                    wait_entries(&m.content)
+                        .into_iter()
+                        .filter(|x| x.1 == "cancelled" && x.2.is_some())
+                        .map(|x| x.0)
+                        .collect()
                 } else if m.role == Role::User {
-                    dialect.notifications(&m.content).into_iter().map(|x| x.task_id.to_string()).collect()
+                    dialect
+                        .notifications(&m.content)
+                        .into_iter()
+                        .filter(|x| x.status == "cancelled")
+                        .map(|x| x.task_id.to_string())
+                        .collect()
                 } else {
                     Vec::new()
                 };
